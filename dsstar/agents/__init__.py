@@ -1,0 +1,21 @@
+"""One module per agent: `render(...)` builds the chat messages from its Jinja template in
+`prompts/`, `parse(text)` turns any reply, however malformed, into a defined result."""
+
+from . import analyzer, coder, debugger, finalyzer, planner, router, summarizer, verifier
+from ._base import FileInfo, clip, extract_code, prompt_hash, render
+
+__all__ = [
+    "FileInfo",
+    "analyzer",
+    "clip",
+    "coder",
+    "debugger",
+    "extract_code",
+    "finalyzer",
+    "planner",
+    "prompt_hash",
+    "render",
+    "router",
+    "summarizer",
+    "verifier",
+]

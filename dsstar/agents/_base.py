@@ -1,0 +1,80 @@
+"""What every agent shares: template rendering, code extraction and prompt hashing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ..llm import Message
+
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+
+# Output shown to an agent is clipped: the head says what ran, the tail holds the traceback.
+PROMPT_OUTPUT_CHARS = 8000
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A data file as the agents see it: its path inside the sandbox and its description."""
+
+    path: str
+    description: str
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(PROMPTS_DIR),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+        autoescape=False,
+    )
+
+
+def render(template: str, **variables: Any) -> list[Message]:
+    """Render `prompts/<template>.j2` into a single user message."""
+    text = _environment().get_template(f"{template}.j2").render(**variables)
+    return [{"role": "user", "content": text.strip() + "\n"}]
+
+
+def prompt_hash(messages: list[Message]) -> str:
+    """A stable fingerprint of a request, part of every LLM cache key."""
+    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def clip(text: str, limit: int = PROMPT_OUTPUT_CHARS) -> str:
+    """Keep the head and the tail of a long text, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 5
+    tail = limit - head
+    return f"{text[:head]}\n... [{len(text) - limit} characters left out] ...\n{text[-tail:]}"
+
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_CODE_LANGS = {"", "python", "py", "python3", "ipython"}
+
+
+def extract_code(text: str) -> str | None:
+    """The Python script in a reply, or None when there is none.
+
+    Accepts ```python, ```py and bare ``` fences, and a final fence left unclosed by a cut-off
+    reply. With several blocks the longest wins: models that add a usage example or a shell
+    command next to the script still hand over the whole script.
+    """
+    blocks = [
+        body.strip()
+        for lang, body in _FENCE.findall(text or "")
+        if lang.lower() in _CODE_LANGS and body.strip()
+    ]
+    return max(blocks, key=len) if blocks else None

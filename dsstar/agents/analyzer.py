@@ -1,0 +1,18 @@
+"""Analyzer: writes a script that loads one data file and prints its essential properties."""
+
+from __future__ import annotations
+
+from ..llm import Message
+from ._base import extract_code, render as _render
+
+__all__ = ["parse", "render"]
+
+
+def render(*, path: str, format: str) -> list[Message]:
+    """Ask for a description script for the file at `path` (relative to the sandbox)."""
+    return _render("analyzer", path=path, format=format)
+
+
+def parse(text: str) -> str | None:
+    """The script, or None (a failed attempt the debugger can repair)."""
+    return extract_code(text)

@@ -1,0 +1,25 @@
+"""Coder: implements the plan as one complete script, building on the code of the earlier steps."""
+
+from __future__ import annotations
+
+from ..llm import Message
+from ._base import FileInfo, extract_code, render as _render
+
+__all__ = ["parse", "render_initial", "render_next"]
+
+
+def render_initial(*, question: str, files: list[FileInfo], step: str) -> list[Message]:
+    """Ask for a script implementing the first step."""
+    return _render("coder_initial", question=question, files=files, step=step)
+
+
+def render_next(
+    *, question: str, files: list[FileInfo], plan: list[str], base_code: str
+) -> list[Message]:
+    """Ask for a full script implementing the whole plan, extending `base_code`."""
+    return _render("coder_next", question=question, files=files, plan=plan, base_code=base_code)
+
+
+def parse(text: str) -> str | None:
+    """The script, or None (a failed attempt the debugger can repair)."""
+    return extract_code(text)

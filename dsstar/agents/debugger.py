@@ -1,0 +1,27 @@
+"""Debugger: repairs a failing script. The analyzer variant sees the traceback only; the
+solution variant also sees the file descriptions, which usually hold the fix (column names,
+sheet names, table schemas)."""
+
+from __future__ import annotations
+
+from ..llm import Message
+from ._base import FileInfo, clip, extract_code, render as _render
+
+__all__ = ["parse", "render_analyzer", "render_solution"]
+
+
+def render_analyzer(*, path: str, code: str, error: str) -> list[Message]:
+    """Ask for a repaired description script."""
+    return _render("debugger_analyzer", path=path, code=code, error=clip(error))
+
+
+def render_solution(
+    *, question: str, code: str, error: str, files: list[FileInfo]
+) -> list[Message]:
+    """Ask for a repaired solution script."""
+    return _render("debugger_solution", question=question, code=code, error=clip(error), files=files)
+
+
+def parse(text: str) -> str | None:
+    """The repaired script, or None (the attempt failed)."""
+    return extract_code(text)

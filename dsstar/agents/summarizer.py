@@ -1,0 +1,18 @@
+"""Summarizer: shortens a long traceback to what the debugger needs."""
+
+from __future__ import annotations
+
+from ..llm import Message
+from ._base import clip, render as _render
+
+__all__ = ["parse", "render"]
+
+
+def render(*, error: str) -> list[Message]:
+    """Ask for a short summary of the error."""
+    return _render("summarizer", error=clip(error, 20000))
+
+
+def parse(text: str) -> str | None:
+    """The summary; None when empty (the caller falls back to the clipped traceback)."""
+    return (text or "").strip() or None

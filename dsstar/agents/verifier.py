@@ -1,0 +1,21 @@
+"""Verifier: judges whether the plan, as implemented and executed, answers the question."""
+
+from __future__ import annotations
+
+import re
+
+from ..llm import Message
+from ._base import clip, render as _render
+
+__all__ = ["parse", "render"]
+
+
+def render(*, question: str, plan: list[str], code: str, output: str) -> list[Message]:
+    """Ask Yes/No: is this plan sufficient, judged by its code and its output?"""
+    return _render("verifier", question=question, plan=plan, code=code, output=clip(output))
+
+
+def parse(text: str) -> bool:
+    """True only when the first word is yes (any case or punctuation); anything else is No."""
+    words = re.findall(r"[A-Za-z]+", text or "")
+    return bool(words) and words[0].lower() == "yes"

@@ -1,0 +1,70 @@
+"""Every error dsstar raises, in one tree.
+
+    DSStarError                  base of everything below
+    ├── UsageError               bad flags, settings or input (CLI exit code 2)
+    │   ├── ConfigError          a setting is missing or invalid (no model configured, ...)
+    │   └── DataError            the data location is missing, empty or unreadable
+    ├── LLMError                 a model call failed
+    │   ├── LLMTransientError    worth retrying: rate limits, timeouts, connection errors, 5xx
+    │   └── LLMFatalError        retrying cannot help: auth, bad request, unknown model
+    ├── StorageError             the artifact store cannot be read or written
+    └── AgentError               an agent's replies never became usable (e.g. no plan step)
+
+Malformed replies are normally *not* errors: each agent's `parse` turns them into a defined
+outcome (a failed attempt, a "No", an "Add Step"). AgentError is for the rare case where the
+loop cannot go on at all.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentError",
+    "ConfigError",
+    "DSStarError",
+    "DataError",
+    "LLMError",
+    "LLMFatalError",
+    "LLMTransientError",
+    "StorageError",
+    "UsageError",
+]
+
+
+class DSStarError(Exception):
+    """Base class of all dsstar errors."""
+
+
+class UsageError(DSStarError):
+    """The user asked for something that cannot work as given."""
+
+
+class ConfigError(UsageError):
+    """A setting is missing or invalid."""
+
+
+class DataError(UsageError):
+    """The data location is missing, empty or unreadable."""
+
+
+class LLMError(DSStarError):
+    """A model call failed."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class LLMTransientError(LLMError):
+    """A model call failed in a way that a later retry may fix."""
+
+
+class LLMFatalError(LLMError):
+    """A model call failed in a way that no retry can fix."""
+
+
+class StorageError(DSStarError):
+    """The artifact store cannot be read or written."""
+
+
+class AgentError(DSStarError):
+    """An agent never produced a usable reply, so the run cannot continue."""

@@ -1,0 +1,163 @@
+"""The only module that talks to litellm: one chat completion, with attribution and accounting.
+
+Retries are deliberately *not* done here (litellm and the OpenAI SDK are told not to retry):
+they live in one layer, the Prefect task around `complete`, which retries `LLMTransientError`
+and fails at once on `LLMFatalError`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# litellm downloads a price map at import unless told otherwise; runs must work offline.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm  # noqa: E402
+
+from .errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
+from .settings import Settings  # noqa: E402
+
+__all__ = ["LLMConfig", "LLMReply", "Message", "complete", "config_for", "require_model"]
+
+litellm.telemetry = False
+litellm.suppress_debug_info = True
+
+Message = dict[str, str]
+
+_TRANSIENT_STATUS = {408, 409, 425, 429}
+_TRANSIENT_TYPES = (
+    litellm.RateLimitError,
+    litellm.Timeout,
+    litellm.APIConnectionError,
+    litellm.ServiceUnavailableError,
+    litellm.InternalServerError,
+)
+
+NO_MODEL_HELP = """No model is configured. dsstar needs an LLM; set one of:
+  * a cloud model:  export OPENAI_API_KEY=...  and  --model openai/gpt-4o
+                    (or GEMINI_API_KEY with gemini/gemini-2.5-pro, ANTHROPIC_API_KEY with
+                    anthropic/claude-sonnet-4-5, ...)
+  * a local server: --model ollama/qwen2.5-coder --api-base http://localhost:11434
+                    or any OpenAI-compatible server (vLLM, LM Studio, a gateway):
+                    --model openai/<served-model> --api-base http://host:8000/v1
+The same settings can come from DSSTAR_MODEL, DSSTAR_API_BASE and DSSTAR_API_KEY."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """How to reach one agent's model. JSON-safe and free of secrets (keys come from the env)."""
+
+    model: str
+    api_base: str | None = None
+    temperature: float | None = None
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """One model reply with what it cost."""
+
+    text: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    latency_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def require_model(settings: Settings) -> None:
+    """Fail with instructions when no model is configured for some agent."""
+    if not settings.model and not settings.agent_models:
+        raise ConfigError(NO_MODEL_HELP)
+
+
+def config_for(settings: Settings, agent: str) -> LLMConfig:
+    """The model configuration of one agent."""
+    model = settings.model_for(agent)
+    if not model:
+        raise ConfigError(f"No model for the {agent} agent.\n\n{NO_MODEL_HELP}")
+    return LLMConfig(
+        model=model,
+        api_base=settings.api_base,
+        temperature=settings.temperature,
+        timeout=settings.llm_timeout,
+    )
+
+
+def complete(
+    config: LLMConfig,
+    messages: list[Message],
+    *,
+    agent: str,
+    run_id: str,
+    api_key: str | None = None,
+) -> LLMReply:
+    """Send one chat completion; raise LLMTransientError or LLMFatalError on failure."""
+    kwargs: dict[str, Any] = {
+        "model": config.model,
+        "messages": messages,
+        "timeout": config.timeout,
+        "num_retries": 0,
+        "max_retries": 0,
+        "extra_headers": {"X-DSStar-Agent": agent, "X-DSStar-Run": run_id},
+    }
+    if config.api_base:
+        kwargs["api_base"] = config.api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+    if config.temperature is not None:
+        kwargs["temperature"] = config.temperature
+    started = time.perf_counter()
+    try:
+        response = litellm.completion(**kwargs)
+    except Exception as exc:  # litellm raises a wide family; classify it once, here
+        raise _classify(exc, config) from exc
+    latency = time.perf_counter() - started
+    text = response.choices[0].message.content or ""
+    usage = getattr(response, "usage", None)
+    return LLMReply(
+        text=text,
+        model=config.model,
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost_usd=_cost(response),
+        latency_s=round(latency, 3),
+    )
+
+
+def _cost(response: Any) -> float | None:
+    """The reply's price in USD, or None when litellm does not know the model's price."""
+    try:
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:  # unknown model: litellm raises; an unknown price is not an error
+        return None
+
+
+def _classify(exc: Exception, config: LLMConfig) -> Exception:
+    status = getattr(exc, "status_code", None)
+    where = f"model {config.model!r}" + (f" at {config.api_base}" if config.api_base else "")
+    detail = str(getattr(exc, "message", "") or exc).strip().splitlines()[0][:300]
+    if isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500:
+        return LLMTransientError(f"{where}: transient failure ({status}): {detail}", status_code=status)
+    if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError) or status in {
+        401,
+        403,
+    }:
+        return LLMFatalError(
+            f"{where} rejected the credentials (HTTP {status}). Set DSSTAR_API_KEY, or the"
+            " provider's own key such as OPENAI_API_KEY, GEMINI_API_KEY or ANTHROPIC_API_KEY.",
+            status_code=status,
+        )
+    if isinstance(exc, litellm.NotFoundError) or status == 404:
+        return LLMFatalError(
+            f"{where} was not found (HTTP 404). Check DSSTAR_MODEL (--model) and"
+            " DSSTAR_API_BASE (--api-base).",
+            status_code=status,
+        )
+    return LLMFatalError(f"{where}: request refused ({status}): {detail}", status_code=status)

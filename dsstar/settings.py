@@ -1,0 +1,101 @@
+"""The one settings class: flags override `DSSTAR_*` environment variables, which override defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["AGENTS", "Settings"]
+
+AGENTS = (
+    "analyzer",
+    "planner",
+    "coder",
+    "verifier",
+    "router",
+    "debugger",
+    "summarizer",
+    "finalyzer",
+)
+
+
+class Settings(BaseSettings):
+    """Everything a run can be configured with. Every field is also `DSSTAR_<FIELD>`."""
+
+    model_config = SettingsConfigDict(env_prefix="DSSTAR_", extra="ignore")
+
+    model: str | None = Field(
+        None,
+        description="litellm model for every agent, e.g. 'openai/gpt-4o', 'gemini/gemini-2.5-pro',"
+        " 'ollama/qwen2.5-coder' or 'openai/<name>' with --api-base for any OpenAI-compatible server.",
+    )
+    api_base: str | None = Field(
+        None, description="Base URL of the model server (Ollama, vLLM, a gateway...)."
+    )
+    api_key: SecretStr | None = Field(
+        None,
+        description="API key sent to --api-base. Cloud providers read their own variables"
+        " (OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY, ...) when this is unset.",
+    )
+    agent_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per-agent model overrides as JSON, e.g. '{\"verifier\": \"openai/gpt-4o-mini\"}'.",
+    )
+    temperature: float | None = Field(None, description="Sampling temperature; provider default if unset.")
+    llm_timeout: float = Field(300.0, description="Seconds to wait for one model reply.")
+    llm_retries: int = Field(4, ge=0, description="Retries of a model call after a transient error.")
+    llm_retry_delay: float = Field(
+        2.0, ge=0, description="First retry delay in seconds; doubles on each further retry."
+    )
+
+    max_rounds: int = Field(20, ge=1, description="Most plan/code/verify rounds before finalizing.")
+    max_debug_attempts: int = Field(
+        3, ge=0, description="Most debugger attempts to repair one failing script."
+    )
+    summarize_over_chars: int = Field(
+        2000, ge=0, description="Tracebacks longer than this are summarized before debugging."
+    )
+    top_k: int = Field(100, ge=1, description="Most file descriptions shown to the agents.")
+    max_description_chars: int = Field(
+        6000, ge=200, description="Longer file descriptions are cut to this many characters."
+    )
+
+    exec_timeout: float = Field(120.0, gt=0, description="Wall-clock seconds one script may run.")
+    exec_memory_mb: int = Field(4096, ge=64, description="Address-space limit of one script in MB.")
+    exec_output_bytes: int = Field(
+        200_000, ge=1000, description="Most bytes of a script's output kept (head and tail)."
+    )
+    sandbox: str = Field(
+        "auto",
+        description="'bwrap' (bubblewrap isolation, required), 'process' (limits and a clean"
+        " environment only) or 'auto' (bwrap when installed).",
+    )
+    work_dir: Path | None = Field(
+        None, description="Scratch folder for script working directories (default: system temp)."
+    )
+
+    storage: str = Field(
+        str(Path.home() / ".dsstar"),
+        description="Where runs are stored: a local folder or a URL such as s3://bucket/prefix.",
+    )
+
+    @field_validator("sandbox")
+    @classmethod
+    def _known_sandbox(cls, value: str) -> str:
+        if value not in {"auto", "bwrap", "process"}:
+            raise ValueError("sandbox must be one of: auto, bwrap, process")
+        return value
+
+    @field_validator("agent_models")
+    @classmethod
+    def _known_agents(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(AGENTS))
+        if unknown:
+            raise ValueError(f"unknown agents {unknown}; known: {', '.join(AGENTS)}")
+        return value
+
+    def model_for(self, agent: str) -> str | None:
+        """The model that `agent` talks to."""
+        return self.agent_models.get(agent) or self.model

@@ -144,7 +144,9 @@ def _classify(exc: Exception, config: LLMConfig) -> Exception:
     where = f"model {config.model!r}" + (f" at {config.api_base}" if config.api_base else "")
     detail = str(getattr(exc, "message", "") or exc).strip().splitlines()[0][:300]
     if isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500:
-        return LLMTransientError(f"{where}: transient failure ({status}): {detail}", status_code=status)
+        return LLMTransientError(
+            f"{where}: transient failure ({status}): {detail}", status_code=status
+        )
     if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError) or status in {
         401,
         403,

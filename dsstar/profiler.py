@@ -1,8 +1,7 @@
 """LLM-free profiler: a concise plain-text description of one data file.
 
-Used by ``dsstar describe --offline`` and as a reference for what a good file
-description looks like: enough structure for an analyst to write code against the file.
-"""
+Used by ``dsstar describe --offline`` and as a reference for a good file description:
+what an analyst needs to write code against the file."""
 
 from __future__ import annotations
 
@@ -24,16 +23,42 @@ import pandas as pd
 __all__ = ["FORMATS", "MAX_ROWS", "detect_format", "profile_file"]
 
 FORMATS: dict[str, str] = {
-    ".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
-    ".md": "markdown", ".markdown": "markdown", ".xlsx": "excel", ".xlsm": "excel",
-    ".xls": "excel", ".parquet": "parquet", ".pq": "parquet", ".sqlite": "sqlite",
-    ".sqlite3": "sqlite", ".db": "sqlite", ".txt": "text", ".log": "text", ".html": "html",
-    ".htm": "html", ".zip": "archive", ".tar": "archive", ".tar.gz": "archive",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".xlsx": "excel",
+    ".xlsm": "excel",
+    ".xls": "excel",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".sqlite": "sqlite",
+    ".sqlite3": "sqlite",
+    ".db": "sqlite",
+    ".txt": "text",
+    ".log": "text",
+    ".html": "html",
+    ".htm": "html",
+    ".zip": "archive",
+    ".tar": "archive",
+    ".tar.gz": "archive",
     ".tgz": "archive",
 }
 MAX_ROWS = 200_000  # rows read for statistics; bounds time and memory on big tables
-_LABELS = {"csv": "CSV", "tsv": "TSV", "json": "JSON", "jsonl": "JSON Lines", "excel": "Excel",
-           "parquet": "Parquet", "sqlite": "SQLite", "archive": "archive", "html": "HTML"}
+_LABELS = {
+    "csv": "CSV",
+    "tsv": "TSV",
+    "json": "JSON",
+    "jsonl": "JSON Lines",
+    "excel": "Excel",
+    "parquet": "Parquet",
+    "sqlite": "SQLite",
+    "archive": "archive",
+    "html": "HTML",
+}
 _TRUNCATED = "\n... (truncated)"
 
 
@@ -52,11 +77,7 @@ def detect_format(path: str) -> str:
         return "sqlite"
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return "archive"
-    try:  # final=False tolerates a multi-byte character cut at the 4 KB boundary
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError:
-        return "binary"
-    return "binary" if b"\x00" in head else "text"
+    return "binary" if _pick_encoding(head) == "latin-1" or b"\x00" in head else "text"
 
 
 def profile_file(path: Path, display_name: str | None = None, max_chars: int = 6000) -> str:
@@ -68,8 +89,8 @@ def profile_file(path: Path, display_name: str | None = None, max_chars: int = 6
     size = path.stat().st_size
     lines = [f"File: {display_name or path.name} (format: {fmt}, size: {_human(size)})"]
     describer = _DESCRIBERS.get(fmt, _describe_binary)
-    if path.is_file() and size == 0:
-        lines.append("The file is empty.")
+    if path.is_dir() or size == 0:
+        lines.append("This is a directory, not a file." if path.is_dir() else "The file is empty.")
     else:
         try:
             with warnings.catch_warnings():  # pandas/openpyxl warnings would only add noise
@@ -101,8 +122,8 @@ def _count_lines(path: Path) -> int:
 
 
 def _pick_encoding(head: bytes) -> str:
-    """utf-8 (with BOM handling) when the sample decodes, else latin-1, which never fails."""
-    try:
+    """utf-8 (BOM-aware) when the sample decodes, else latin-1, which accepts any byte."""
+    try:  # final=False forgives a multi-byte character cut at the end of the sample
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError:
         return "latin-1"
@@ -116,8 +137,11 @@ def _short(value: object, width: int = 40) -> str:
 
 def _describe_frame(df: pd.DataFrame, total_rows: int | None = None) -> list[str]:
     """Rows, columns, per-column dtype/nulls/uniques/examples (or min/max), first 3 rows."""
-    shown = f"rows: {len(df):,}" if total_rows in (None, len(df)) else (
-        f"rows: {total_rows:,} (statistics use the first {len(df):,})")
+    shown = (
+        f"rows: {len(df):,}"
+        if total_rows in (None, len(df))
+        else (f"rows: {total_rows:,} (statistics use the first {len(df):,})")
+    )
     out = [f"{shown}, columns: {df.shape[1]}", "columns:"]
     for i, name in enumerate(df.columns):
         s = df.iloc[:, i]  # positional: duplicate column names would return a frame
@@ -132,16 +156,16 @@ def _describe_frame(df: pd.DataFrame, total_rows: int | None = None) -> list[str
         else:
             info += f", examples={[_short(v) for v in uniques[:3]]}"
         out.append(info)
-    with pd.option_context("display.max_columns", 30, "display.width", 200):
-        out += ["first 3 rows:", df.head(3).to_string(max_colwidth=30)]
-    return out
+    if df.empty:
+        return out
+    return out + ["first 3 rows:", df.head(3).to_string(max_cols=30, max_colwidth=30)]
 
 
 def _csv_layout(sample: str, fmt: str) -> tuple[str, int, str]:
     """Delimiter, physical lines before the header, and the skipped title text.
 
     The delimiter is the candidate giving the most records with the same field count;
-    title rows above the header are records whose field count differs from that mode.
+    title rows above the header are records with fewer fields than that mode.
     """
     candidates = ["\t", ",", ";", "|"] if fmt == "tsv" else [",", ";", "\t", "|"]
     best = (-1, 0, ",")
@@ -155,7 +179,7 @@ def _csv_layout(sample: str, fmt: str) -> tuple[str, int, str]:
     reader = csv.reader(io.StringIO(sample), delimiter=delim)
     skipped, before = [], 0
     for row in reader:  # line_num tracks physical lines, so quoted newlines are handled
-        if width and len(row) == width:
+        if width and len(row) >= width:  # title rows are shorter than the header
             break
         skipped += [" ".join(row)] if row else []
         before = reader.line_num
@@ -168,18 +192,31 @@ def _describe_csv(path: Path, fmt: str) -> list[str]:
         head = fh.read(256 * 1024)
     encoding = _pick_encoding(head)
     delim, skip, title = _csv_layout(head.decode(encoding, errors="replace"), fmt)
-    out = [f"encoding: {encoding}, delimiter: {delim!r}"]
+    kw = {
+        "sep": delim,
+        "encoding": encoding,
+        "skiprows": skip,
+        "nrows": MAX_ROWS,
+        "low_memory": False,
+    }
+    out = []
+    while True:  # terminates: latin-1 decodes any byte, and bad lines are skipped only once
+        try:
+            df = pd.read_csv(path, **kw)
+            break
+        except UnicodeDecodeError:  # a non-utf-8 byte past the sniffed sample
+            kw["encoding"] = "latin-1"
+        except pd.errors.ParserError as exc:  # ragged rows: profile the well-formed ones
+            if "on_bad_lines" in kw:
+                raise
+            out.append(f"note: malformed lines skipped ({_short(str(exc).strip(), 100)})")
+            kw["on_bad_lines"] = "skip"
+    out.insert(0, f"encoding: {kw['encoding']}, delimiter: {delim!r}")
     if skip:
-        out.append(f"note: header is not on the first line; skipped {skip} line(s) above it"
-                   f" (title: {_short(title, 80)!r}); use skiprows={skip}")
-    try:
-        df = pd.read_csv(path, sep=delim, encoding=encoding, skiprows=skip, nrows=MAX_ROWS,
-                         low_memory=False)
-    except UnicodeDecodeError:  # bytes past the sniffed sample were not utf-8
-        encoding = "latin-1"
-        out[0] = f"encoding: latin-1 (not valid utf-8), delimiter: {delim!r}"
-        df = pd.read_csv(path, sep=delim, encoding=encoding, skiprows=skip, nrows=MAX_ROWS,
-                         low_memory=False)
+        out.append(
+            f"note: header is not on the first line; skipped {skip} line(s) above it"
+            f" (title: {_short(title, 80)!r}); use skiprows={skip}"
+        )
     total = None
     if len(df) == MAX_ROWS:  # only pay for a line count when the file may be longer
         total = max(len(df), _count_lines(path) - skip - 1)
@@ -211,17 +248,24 @@ def _describe_sqlite(path: Path, fmt: str) -> list[str]:
     """Tables and views with declared columns (PRAGMA), row counts and sample statistics."""
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)  # never modify it
     try:
-        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN "
-                                           "('table', 'view') AND name NOT LIKE 'sqlite_%'")]
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type IN "
+                "('table', 'view') AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
         out = [f"tables ({len(names)}): {', '.join(names)}"]
         for name in names:
             quoted = '"' + name.replace('"', '""') + '"'
             cols = con.execute(f"PRAGMA table_info({quoted})").fetchall()
             count = con.execute(f"SELECT COUNT(*) FROM {quoted}").fetchone()[0]
             df = pd.read_sql_query(f"SELECT * FROM {quoted} LIMIT {MAX_ROWS}", con)
-            out += [f"## table {name!r} ({count:,} rows)",
-                    "declared columns: " + ", ".join(f"{c[1]} {c[2] or '?'}" for c in cols),
-                    *_describe_frame(df, count)]
+            out += [
+                f"## table {name!r} ({count:,} rows)",
+                "declared columns: " + ", ".join(f"{c[1]} {c[2] or '?'}" for c in cols),
+                *_describe_frame(df, count),
+            ]
         return out
     finally:
         con.close()
@@ -235,18 +279,15 @@ def _json_type(value: object) -> str:
     return f"dict ({len(value)} keys)" if isinstance(value, dict) else type(value).__name__
 
 
-def _json_outline(value: object, depth: int = 0, indent: str = "  ") -> list[str]:
+def _json_outline(value: object, depth: int = 0, pad: str = "  ") -> list[str]:
     """Keys with value types (and lengths), nested to depth 3; lists show their first item."""
-    if depth >= 3:
+    if depth >= 3 or not value or not isinstance(value, (list, dict)):
         return []
     if isinstance(value, list):
-        return _json_outline(value[0], depth + 1, indent) if value else []
-    if not isinstance(value, dict):
-        return []
+        return _json_outline(value[0], depth + 1, pad)
     out = []
-    for key, item in list(value.items())[:40]:
-        out.append(f"{indent}{key}: {_json_type(item)}")
-        out += _json_outline(item, depth + 1, indent + "  ")
+    for key, item in list(value.items())[:40]:  # cap keys: wide objects would flood the text
+        out += [f"{pad}{key}: {_json_type(item)}", *_json_outline(item, depth + 1, pad + "  ")]
     return out
 
 
@@ -254,10 +295,17 @@ def _describe_json(path: Path, fmt: str) -> list[str]:
     """Top-level type, key outline, and a table summary for a list of records."""
     raw = path.read_bytes()
     data = json.loads(raw.decode(_pick_encoding(raw)))
-    out = [f"top-level type: {_json_type(data)}", "structure:", *_json_outline(data)]
+    out = [f"top-level type: {_json_type(data)}"]
+    out += (
+        ["structure:", *_json_outline(data)]
+        if isinstance(data, (list, dict))
+        else [f"value: {_short(data, 200)}"]
+    )
     if isinstance(data, list) and data and all(isinstance(r, dict) for r in data[:100]):
-        out += ["as a table of records:", *_describe_frame(
-            pd.json_normalize(data[:MAX_ROWS], max_level=1), len(data))]
+        out += [
+            "as a table of records:",
+            *_describe_frame(pd.json_normalize(data[:MAX_ROWS], max_level=1), len(data)),
+        ]
     return out
 
 
@@ -273,8 +321,10 @@ def _describe_jsonl(path: Path, fmt: str) -> list[str]:
                 except json.JSONDecodeError:
                     bad += 1
     keys = Counter(k for r in records if isinstance(r, dict) for k in r)
-    out = [f"records: {count:,}" + (f" ({bad} unparseable lines)" if bad else ""),
-           "keys: " + ", ".join(f"{k} ({n})" for k, n in keys.most_common(50))]
+    out = [
+        f"records: {count:,}" + (f" ({bad} unparseable lines)" if bad else ""),
+        "keys: " + (", ".join(f"{k} ({n})" for k, n in keys.most_common(50)) or "none"),
+    ]
     dicts = [r for r in records if isinstance(r, dict)]
     return out + (_describe_frame(pd.DataFrame(dicts), count - bad) if dicts else [])
 
@@ -294,19 +344,17 @@ def _describe_text(path: Path, fmt: str) -> list[str]:
 
 def _describe_html(path: Path, fmt: str) -> list[str]:
     """Tables via pandas.read_html when a parser is installed, else the text view."""
-    has_parser = any(importlib.util.find_spec(m) for m in ("lxml", "bs4"))
-    if has_parser:
+    tables, note = [], "no HTML parser (lxml or bs4) installed"
+    if any(importlib.util.find_spec(m) for m in ("lxml", "bs4")):
         try:
             with open(path, encoding="utf-8", errors="replace") as fh:
                 tables = pd.read_html(fh)
-        except (ValueError, ImportError):  # no <table> found, or bs4 without html5lib
-            tables = []
-        if tables:
-            out = [f"html tables: {len(tables)}"]
-            for i, df in enumerate(tables[:10]):
-                out += [f"## table {i}", *_describe_frame(df)]
-            return out
-    return ["no HTML tables parsed; text view:", *_describe_text(path, "text")]
+        except (ValueError, ImportError) as exc:  # no <table>, or bs4 without html5lib
+            note = f"no tables parsed ({exc})"
+    out = [f"html tables: {len(tables)}"]
+    for i, df in enumerate(tables[:10]):
+        out += [f"## table {i}", *_describe_frame(df)]
+    return out if tables else [f"{note}; text view:", *_describe_text(path, "text")]
 
 
 def _describe_archive(path: Path, fmt: str) -> list[str]:
@@ -329,8 +377,15 @@ def _describe_binary(path: Path, fmt: str) -> list[str]:
 
 
 _DESCRIBERS = {
-    "csv": _describe_csv, "tsv": _describe_csv, "excel": _describe_excel,
-    "parquet": _describe_parquet, "sqlite": _describe_sqlite, "json": _describe_json,
-    "jsonl": _describe_jsonl, "markdown": _describe_text, "text": _describe_text,
-    "html": _describe_html, "archive": _describe_archive,
+    "csv": _describe_csv,
+    "tsv": _describe_csv,
+    "excel": _describe_excel,
+    "parquet": _describe_parquet,
+    "sqlite": _describe_sqlite,
+    "json": _describe_json,
+    "jsonl": _describe_jsonl,
+    "markdown": _describe_text,
+    "text": _describe_text,
+    "html": _describe_html,
+    "archive": _describe_archive,
 }

@@ -1,4 +1,4 @@
-"""The one settings class: flags override `DSSTAR_*` environment variables, which override defaults."""
+"""The one settings class: flags override `DSSTAR_*` variables, which override defaults."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ class Settings(BaseSettings):
     model: str | None = Field(
         None,
         description="litellm model for every agent, e.g. 'openai/gpt-4o', 'gemini/gemini-2.5-pro',"
-        " 'ollama/qwen2.5-coder' or 'openai/<name>' with --api-base for any OpenAI-compatible server.",
+        " 'ollama/qwen2.5-coder', or 'openai/<name>' with --api-base for any OpenAI-compatible"
+        " server.",
     )
     api_base: str | None = Field(
         None, description="Base URL of the model server (Ollama, vLLM, a gateway...)."
@@ -41,11 +42,16 @@ class Settings(BaseSettings):
     )
     agent_models: dict[str, str] = Field(
         default_factory=dict,
-        description="Per-agent model overrides as JSON, e.g. '{\"verifier\": \"openai/gpt-4o-mini\"}'.",
+        description="Per-agent model overrides as JSON, e.g."
+        ' \'{"verifier": "openai/gpt-4o-mini"}\'.',
     )
-    temperature: float | None = Field(None, description="Sampling temperature; provider default if unset.")
+    temperature: float | None = Field(
+        None, description="Sampling temperature; provider default if unset."
+    )
     llm_timeout: float = Field(300.0, description="Seconds to wait for one model reply.")
-    llm_retries: int = Field(4, ge=0, description="Retries of a model call after a transient error.")
+    llm_retries: int = Field(
+        4, ge=0, description="Retries of a model call after a transient error."
+    )
     llm_retry_delay: float = Field(
         2.0, ge=0, description="First retry delay in seconds; doubles on each further retry."
     )

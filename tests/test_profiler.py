@@ -14,9 +14,20 @@ from dsstar.profiler import FORMATS, detect_format, profile_file
 
 def test_formats_and_detection_by_suffix(tmp_path):
     assert FORMATS[".ndjson"] == "jsonl" and FORMATS[".tar.gz"] == "archive"
-    cases = {"a.CSV": "csv", "b.tsv": "tsv", "c.Json": "json", "d.ndjson": "jsonl",
-             "e.markdown": "markdown", "f.xlsm": "excel", "g.pq": "parquet", "h.db": "sqlite",
-             "i.log": "text", "j.htm": "html", "k.tar.gz": "archive", "l.tgz": "archive"}
+    cases = {
+        "a.CSV": "csv",
+        "b.tsv": "tsv",
+        "c.Json": "json",
+        "d.ndjson": "jsonl",
+        "e.markdown": "markdown",
+        "f.xlsm": "excel",
+        "g.pq": "parquet",
+        "h.db": "sqlite",
+        "i.log": "text",
+        "j.htm": "html",
+        "k.tar.gz": "archive",
+        "l.tgz": "archive",
+    }
     for name, fmt in cases.items():
         assert detect_format(str(tmp_path / name)) == fmt, name
 
@@ -44,8 +55,10 @@ def test_missing_file_raises(tmp_path):
 
 def test_csv_with_title_row(tmp_path):
     path = tmp_path / "sales.csv"
-    path.write_text("Quarterly sales report\n\nregion,units,price\nnorth,10,2.5\n"
-                    "south,,3.0\neast,7,1.25\nwest,3,4.0\n")
+    path.write_text(
+        "Quarterly sales report\n\nregion,units,price\nnorth,10,2.5\n"
+        "south,,3.0\neast,7,1.25\nwest,3,4.0\n"
+    )
     desc = profile_file(path, display_name="data/sales.csv")
     first = desc.splitlines()[0]
     assert "data/sales.csv" in first and "csv" in first and "bytes" in first
@@ -86,8 +99,10 @@ def test_large_csv_is_sampled(tmp_path, monkeypatch):
 
 def test_json_nested(tmp_path):
     path = tmp_path / "config.json"
-    doc = {"meta": {"source": "api", "version": 2, "owner": {"name": "x", "deep": {"k": 1}}},
-           "items": [{"id": 1, "tags": ["a"]}, {"id": 2, "tags": []}]}
+    doc = {
+        "meta": {"source": "api", "version": 2, "owner": {"name": "x", "deep": {"k": 1}}},
+        "items": [{"id": 1, "tags": ["a"]}, {"id": 2, "tags": []}],
+    }
     path.write_text(json.dumps(doc))
     desc = profile_file(path)
     assert "top-level type: dict (2 keys)" in desc
@@ -97,8 +112,14 @@ def test_json_nested(tmp_path):
 
 def test_json_list_of_records(tmp_path):
     path = tmp_path / "people.json"
-    path.write_text(json.dumps([{"name": "a", "age": 30, "addr": {"city": "x"}},
-                                {"name": "b", "age": 40, "addr": {"city": "y"}}]))
+    path.write_text(
+        json.dumps(
+            [
+                {"name": "a", "age": 30, "addr": {"city": "x"}},
+                {"name": "b", "age": 40, "addr": {"city": "y"}},
+            ]
+        )
+    )
     desc = profile_file(path)
     assert "top-level type: list[dict] (2 items)" in desc
     assert "as a table of records:" in desc and "rows: 2, columns: 3" in desc
@@ -107,8 +128,9 @@ def test_json_list_of_records(tmp_path):
 
 def test_jsonl(tmp_path):
     path = tmp_path / "events.jsonl"
-    path.write_text('{"ts": 1, "kind": "click"}\n{"ts": 2, "kind": "view", "extra": 1}\n'
-                    "\nnot json\n")
+    path.write_text(
+        '{"ts": 1, "kind": "click"}\n{"ts": 2, "kind": "view", "extra": 1}\n\nnot json\n'
+    )
     desc = profile_file(path)
     assert "records: 3 (1 unparseable lines)" in desc
     assert "ts (2)" in desc and "kind (2)" in desc and "extra (1)" in desc
@@ -126,9 +148,11 @@ def test_excel_two_sheets(tmp_path):
     path = tmp_path / "book.xlsx"
     with pd.ExcelWriter(path) as writer:
         pd.DataFrame({"sku": ["a", "b", "c"], "qty": [1, 2, 3]}).to_excel(
-            writer, sheet_name="Stock", index=False)
+            writer, sheet_name="Stock", index=False
+        )
         pd.DataFrame({"store": ["x"], "city": ["Oslo"]}).to_excel(
-            writer, sheet_name="Stores", index=False)
+            writer, sheet_name="Stores", index=False
+        )
     desc = profile_file(path)
     assert "sheets (2): Stock, Stores" in desc
     assert "## sheet 'Stock'" in desc and "rows: 3, columns: 2" in desc and "sku" in desc
@@ -153,10 +177,12 @@ def test_corrupt_parquet(tmp_path):
 def test_sqlite_two_tables(tmp_path):
     path = tmp_path / "shop.sqlite"
     con = sqlite3.connect(path)
-    con.executescript("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);"
-                      "CREATE TABLE orders (id INTEGER, customer_id INTEGER, total REAL);"
-                      "INSERT INTO customers VALUES (1, 'ann'), (2, 'bo');"
-                      "INSERT INTO orders VALUES (1, 1, 9.5), (2, 1, 3.0), (3, 2, 1.0);")
+    con.executescript(
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);"
+        "CREATE TABLE orders (id INTEGER, customer_id INTEGER, total REAL);"
+        "INSERT INTO customers VALUES (1, 'ann'), (2, 'bo');"
+        "INSERT INTO orders VALUES (1, 1, 9.5), (2, 1, 3.0), (3, 2, 1.0);"
+    )
     con.close()
     desc = profile_file(path)
     assert "tables (2): customers, orders" in desc
@@ -211,8 +237,9 @@ def test_binary_blob(tmp_path):
 
 def test_html_never_raises(tmp_path):
     path = tmp_path / "page.html"
-    path.write_text("<html><body><table><tr><th>a</th></tr><tr><td>1</td></tr></table>"
-                    "</body></html>")
+    path.write_text(
+        "<html><body><table><tr><th>a</th></tr><tr><td>1</td></tr></table></body></html>"
+    )
     desc = profile_file(path)
     assert "format: html" in desc and "could not parse" not in desc
 
@@ -223,3 +250,14 @@ def test_truncation(tmp_path):
     path.write_text(",".join(cols) + "\n" + ",".join("1" for _ in cols) + "\n")
     desc = profile_file(path, max_chars=500)
     assert len(desc) <= 500 and desc.endswith("... (truncated)")
+
+
+def test_ragged_csv_skips_malformed_lines(tmp_path):
+    path = tmp_path / "ragged.csv"
+    path.write_text("a,b\n1,2\n3,4,5\n6,7\n")
+    desc = profile_file(path)
+    assert "malformed lines skipped" in desc and "rows: 2, columns: 2" in desc
+
+
+def test_directory_is_described_not_raised(tmp_path):
+    assert "directory" in profile_file(tmp_path)

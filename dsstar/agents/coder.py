@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import FileInfo, extract_code, render as _render
+from ._base import FileInfo, extract_code
+from ._base import render as _render
 
 __all__ = ["parse", "render_initial", "render_next"]
 

@@ -5,7 +5,8 @@ sheet names, table schemas)."""
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import FileInfo, clip, extract_code, render as _render
+from ._base import FileInfo, clip, extract_code
+from ._base import render as _render
 
 __all__ = ["parse", "render_analyzer", "render_solution"]
 
@@ -19,7 +20,9 @@ def render_solution(
     *, question: str, code: str, error: str, files: list[FileInfo]
 ) -> list[Message]:
     """Ask for a repaired solution script."""
-    return _render("debugger_solution", question=question, code=code, error=clip(error), files=files)
+    return _render(
+        "debugger_solution", question=question, code=code, error=clip(error), files=files
+    )
 
 
 def parse(text: str) -> str | None:

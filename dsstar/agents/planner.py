@@ -5,14 +5,17 @@ from __future__ import annotations
 import re
 
 from ..llm import Message
-from ._base import FileInfo, clip, render as _render
+from ._base import FileInfo, clip
+from ._base import render as _render
 
 __all__ = ["parse", "render_initial", "render_next"]
 
 _LEAD = re.compile(r"^\s*(?:[-*•]\s*|\d+[.)]\s*|(?:next\s+)?step\s*\d*\s*[:.)-]\s*)+", re.I)
 
 
-def render_initial(*, question: str, files: list[FileInfo], previous_plan: list[str]) -> list[Message]:
+def render_initial(
+    *, question: str, files: list[FileInfo], previous_plan: list[str]
+) -> list[Message]:
     """Ask for one simple first step (optionally seeded by a plan that worked before)."""
     return _render("planner_initial", question=question, files=files, previous_plan=previous_plan)
 

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 
 from ..llm import Message
-from ._base import FileInfo, clip, render as _render
+from ._base import FileInfo, clip
+from ._base import render as _render
 
 __all__ = ["Route", "parse", "render"]
 
@@ -26,15 +27,13 @@ class Route:
         return "Add Step" if self.wrong_step is None else f"Step {self.wrong_step}"
 
 
-def render(
-    *, question: str, plan: list[str], output: str, files: list[FileInfo]
-) -> list[Message]:
+def render(*, question: str, plan: list[str], output: str, files: list[FileInfo]) -> list[Message]:
     """Ask: Add Step, or which step is wrong?"""
     return _render("router", question=question, plan=plan, output=clip(output), files=files)
 
 
 def parse(text: str, plan_length: int) -> Route:
-    """"Add Step", "Step N" or "Step N is wrong!"; a number outside the plan counts as Add Step."""
+    """ "Add Step", "Step N" or "Step N is wrong!"; a number outside the plan counts as Add Step."""
     reply = (text or "").strip()
     if _ADD.search(reply[:200]):
         return Route(None, reply)

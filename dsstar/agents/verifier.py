@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from ..llm import Message
-from ._base import clip, render as _render
+from ._base import clip
+from ._base import render as _render
 
 __all__ = ["parse", "render"]
 

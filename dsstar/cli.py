@@ -1,0 +1,266 @@
+"""The `dsstar` command line.
+
+Exit codes: 0 an answer was produced (verified or max_rounds), 1 the run failed,
+2 bad usage or input. With --json, stdout carries exactly one JSON object; everything else
+(logs, progress) goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from .errors import DSStarError, UsageError
+from .settings import Settings
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="dsstar",
+    help="DS-STAR: answer questions about a folder or bucket of data files with an LLM agent "
+    "that analyzes every file, then plans, codes, executes, verifies and routes in rounds.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+DataOpt = Annotated[
+    str, typer.Option("--data", help="Folder, single file or URL (s3://bucket/prefix) of the data.")
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object on stdout; logs go to stderr.")
+]
+
+
+def _prefect_quietly(verbose: bool) -> None:
+    """Prefect reads its settings at import: keep its console logs for --verbose only."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _settings(**flags: Any) -> Settings:
+    try:
+        return Settings(**{k: v for k, v in flags.items() if v is not None})
+    except ValidationError as exc:
+        raise UsageError(f"invalid setting: {exc}") from exc
+
+
+def _fail_usage(message: str) -> None:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(EXIT_USAGE)
+
+
+@app.command()
+def run(
+    data: DataOpt,
+    question: Annotated[str, typer.Option("--question", "-q", help="The question to answer.")],
+    guidelines: Annotated[
+        str, typer.Option(help="How the answer must be formatted, e.g. 'a number, 2 decimals'.")
+    ] = "",
+    model: Annotated[
+        str | None, typer.Option(help="litellm model for every agent [env: DSSTAR_MODEL].")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="Model server URL, e.g. Ollama or vLLM [DSSTAR_API_BASE].")
+    ] = None,
+    agent_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Per-agent model, AGENT=MODEL; repeatable, e.g. verifier=openai/gpt-4o-mini."
+        ),
+    ] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option(help="Most rounds before finalizing [default 20].")
+    ] = None,
+    max_debug_attempts: Annotated[
+        int | None, typer.Option(help="Most debugger repairs per failing script [default 3].")
+    ] = None,
+    exec_timeout: Annotated[
+        float | None, typer.Option(help="Seconds one generated script may run [default 120].")
+    ] = None,
+    exec_memory_mb: Annotated[
+        int | None, typer.Option(help="Memory limit of one generated script in MB [default 4096].")
+    ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            help="Where runs are stored: folder or s3://bucket/prefix [default ~/.dsstar]."
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="Use this run id instead of a generated one.")
+    ] = None,
+    as_json: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+) -> None:
+    """Answer QUESTION from the files under --data with the DS-STAR loop.
+
+    Example: dsstar run --data examples/sales --question "Which region had the highest revenue?"
+    """
+    _prefect_quietly(verbose)
+    try:
+        overrides = {
+            "model": model,
+            "api_base": api_base,
+            "agent_models": _agent_models(agent_model),
+            "max_rounds": max_rounds,
+            "max_debug_attempts": max_debug_attempts,
+            "exec_timeout": exec_timeout,
+            "exec_memory_mb": exec_memory_mb,
+            "storage": storage,
+        }
+        settings = _settings(**overrides)
+        from .llm import require_model
+
+        require_model(settings)
+        _check_data(data)
+        if not question.strip():
+            raise UsageError("--question is empty")
+    except DSStarError as exc:
+        _fail_usage(str(exc))
+
+    from flows.ds_star import ds_star
+
+    from .storage import new_run_id
+
+    run_id = run_id or new_run_id()
+    named = {"model", "storage", "max_rounds"}  # flow parameters of their own
+    options = {k: v for k, v in overrides.items() if v is not None and k not in named}
+    with _live_progress(enabled=not as_json):
+        state = ds_star(
+            question=question,
+            data=data,
+            guidelines=guidelines,
+            model=settings.model,
+            max_rounds=settings.max_rounds,
+            storage=settings.storage,
+            run_id=run_id,
+            options=options,
+            return_state=True,
+        )
+    result = _result_of(state, settings.storage, run_id)
+    _report(result, as_json)
+    raise typer.Exit(EXIT_OK if result["status"] in {"verified", "max_rounds"} else EXIT_FAILED)
+
+
+def _agent_models(pairs: list[str] | None) -> dict[str, str] | None:
+    if not pairs:
+        return None
+    models = {}
+    for pair in pairs:
+        agent, sep, name = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--agent-model expects AGENT=MODEL, got {pair!r}")
+        models[agent.strip()] = name.strip()
+    return models
+
+
+def _check_data(data: str) -> None:
+    if "://" in data and not data.startswith("file://"):
+        return  # remote: checked when the run opens it
+    path = Path(data.removeprefix("file://")).expanduser()
+    if not path.exists():
+        raise UsageError(f"--data {data}: no such file or folder")
+
+
+def _result_of(state: Any, storage: str, run_id: str) -> dict[str, Any]:
+    """The run's JSON result; for a failed flow, rebuilt from its stored run.json."""
+    if not state.is_failed() and not state.is_crashed():
+        return state.result()
+    exc = state.result(raise_on_failure=False)
+    from .report import run_result
+    from .storage import Store
+
+    store = Store(storage)
+    record: dict[str, Any] = {"run_id": run_id}
+    try:
+        record = store.read_json(f"runs/{run_id}/run.json")
+    except (OSError, DSStarError):
+        pass  # the run failed before it could store anything
+    record["status"] = "failed"
+    record.setdefault("error", f"{type(exc).__name__}: {exc}")
+    return run_result(record, store.uri(f"runs/{run_id}"))
+
+
+def _report(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+        return
+    out = Console()
+    colour = {"verified": "green", "max_rounds": "yellow"}.get(result["status"], "red")
+    err.print(
+        f"[{colour}]{result['status']}[/{colour}] · run {result['run_id']} · {result['rounds']}"
+        f" rounds · {result['llm_calls']} LLM calls · {result['input_tokens']}+"
+        f"{result['output_tokens']} tokens · cost {_money(result['cost_usd'])}",
+        highlight=False,
+    )
+    if result.get("error"):
+        err.print(f"[red]error:[/red] {result['error']}", highlight=False)
+    err.print(f"artifacts: {result['artifacts_uri']}", highlight=False)
+    if result.get("answer") is not None:
+        out.print(result["answer"], highlight=False, markup=False)
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+class _live_progress:
+    """A one-line live display on stderr: stage or round, agent, elapsed, tokens, cost."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0, "cost": 0.0}
+
+    def __enter__(self) -> _live_progress:
+        if self.enabled:
+            from . import progress
+
+            self.status = err.status(self._line())
+            self.status.__enter__()
+            self.stop = progress.listen(self._on_event)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.stop()
+            self.status.__exit__(None, None, None)
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "stage":
+            self.state["where"] = f"analyzing {event['total']} files"
+        elif kind == "llm":
+            self.state["agent"] = event["label"]
+        elif kind == "llm_done":
+            self.state["tokens"] += event["input_tokens"] + event["output_tokens"]
+            self.state["cost"] += event.get("cost_usd") or 0.0
+        elif kind == "round":
+            verdict = "sufficient" if event["sufficient"] else "not sufficient"
+            self.state["where"] = f"round {event['number']:02d} {verdict}"
+        self.status.update(self._line())
+
+    def _line(self) -> str:
+        elapsed = int(time.monotonic() - self.started)
+        s = self.state
+        return (
+            f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
+            f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
+        )
+
+
+def main() -> None:  # pragma: no cover - the console script
+    app()

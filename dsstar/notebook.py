@@ -1,0 +1,46 @@
+"""A Jupyter notebook of a finished run: every round's plan, code and output, then the answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+__all__ = ["build_notebook"]
+
+
+def build_notebook(
+    *,
+    question: str,
+    rounds: list[dict[str, Any]],
+    solution: str,
+    answer: str | None,
+    status: str,
+) -> str:
+    """The notebook as JSON text. `rounds` hold plan, code, output, verdict and route."""
+    cells = [new_markdown_cell(f"# {question}\n\nStatus: **{status}**")]
+    for item in rounds:
+        plan = "\n".join(f"{i}. {step}" for i, step in enumerate(item["plan"], 1))
+        route = f"\n\nRoute that opened it: {item['route']}" if item.get("route") else ""
+        verdict = {True: "sufficient", False: "not sufficient"}.get(item.get("verdict"), "-")
+        cells.append(
+            new_markdown_cell(
+                f"## Round {item['number']:02d}{route}\n\n{plan}\n\nVerdict: {verdict}"
+            )
+        )
+        cells.append(_code(item["code"], item["output"]))
+    cells.append(new_markdown_cell("## Final solution"))
+    cells.append(_code(solution, answer or ""))
+    notebook = new_notebook(cells=cells, metadata={"kernelspec": _KERNEL})
+    return nbformat.writes(notebook)
+
+
+_KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
+
+
+def _code(source: str, output: str) -> Any:
+    cell = new_code_cell(source)
+    if output:
+        cell.outputs = [new_output("stream", name="stdout", text=output)]
+    return cell

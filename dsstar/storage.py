@@ -1,0 +1,111 @@
+"""The artifact store: a local folder or an fsspec URL (s3://bucket/prefix), and the layout of a
+run inside it.
+
+    runs/<run_id>/run.json
+    runs/<run_id>/analysis/<file>/{script.py,output.txt,attempts.json}
+    runs/<run_id>/rounds/<NN>/{plan.json,code.py,output.txt,verdict.json,route.json}
+    runs/<run_id>/final/{solution.py,answer.json,notebook.ipynb}
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import fsspec
+from fsspec.core import url_to_fs
+
+from .errors import StorageError
+
+__all__ = ["Store", "analysis_key", "new_run_id", "round_key"]
+
+
+def new_run_id() -> str:
+    """Sortable and unique: UTC time plus a random suffix, e.g. 20261121-193000-3fa2c1."""
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def round_key(number: int) -> str:
+    """The folder name of round `number`: 00, 01, ..."""
+    return f"{number:02d}"
+
+
+def analysis_key(path: str) -> str:
+    """The folder of a file's analysis: its relative path with separators made safe."""
+    return path.replace("/", "__")
+
+
+class Store:
+    """Reads and writes text and JSON objects under one storage URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = _normalize(url)
+
+    @cached_property
+    def _fs_root(self) -> tuple[fsspec.AbstractFileSystem, str]:
+        protocol = fsspec.utils.get_protocol(self.url)
+        options: dict[str, Any] = {"auto_mkdir": True} if protocol in {"file", "local"} else {}
+        try:
+            fs, root = url_to_fs(self.url, **options)
+        except (ImportError, ValueError) as exc:
+            raise StorageError(f"cannot open storage {self.url}: {exc}") from exc
+        return fs, root.rstrip("/")
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        return self._fs_root[0]
+
+    def _path(self, key: str) -> str:
+        return f"{self._fs_root[1]}/{key}"
+
+    def uri(self, key: str = "") -> str:
+        """The full URL of `key`, for reports and links."""
+        return f"{self.url.rstrip('/')}/{key}" if key else self.url
+
+    def write_text(self, key: str, text: str) -> str:
+        try:
+            self.fs.pipe_file(self._path(key), text.encode("utf-8"))
+        except Exception as exc:  # fsspec backends raise their own families (OSError, botocore...)
+            raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
+        return self.uri(key)
+
+    def write_json(self, key: str, data: Any) -> str:
+        return self.write_text(key, json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+    def read_text(self, key: str) -> str:
+        try:
+            return self.fs.cat_file(self._path(key)).decode("utf-8")
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
+
+    def read_json(self, key: str) -> Any:
+        return json.loads(self.read_text(key))
+
+    def exists(self, key: str) -> bool:
+        try:
+            return bool(self.fs.exists(self._path(key)))
+        except Exception as exc:
+            raise StorageError(f"cannot reach {self.uri(key)}: {exc}") from exc
+
+    def listdir(self, key: str) -> list[str]:
+        """Names directly under `key` (empty when it does not exist)."""
+        try:
+            entries = self.fs.ls(self._path(key), detail=False)
+        except FileNotFoundError:
+            return []
+        except Exception as exc:
+            raise StorageError(f"cannot list {self.uri(key)}: {exc}") from exc
+        return sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in entries)
+
+
+def _normalize(url: str) -> str:
+    """Local paths become absolute, so runs resumed from another directory find their data."""
+    if "://" in url:
+        return url.rstrip("/")
+    return str(Path(url).expanduser().resolve())

@@ -1,0 +1,203 @@
+"""The bookkeeping of one run: its stored objects, Prefect artifacts, rounds and totals."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from prefect.runtime import flow_run
+
+from dsstar import progress
+from dsstar.agents.router import Route
+from dsstar.notebook import build_notebook
+from dsstar.report import run_result
+from dsstar.settings import Settings
+from dsstar.storage import Store, analysis_key, round_key
+from tasks.agents import AgentCalls, Script
+from tasks.record import publish_round, publish_rounds_table, write_objects
+
+__all__ = ["Run"]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class Run:
+    run_id: str
+    store: Store
+    record: dict[str, Any]
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    calls: AgentCalls | None = None
+    analysis_calls: list[dict[str, Any]] = field(default_factory=list)
+    _round_start: tuple[int, float] = (0, 0.0)
+
+    @classmethod
+    def start(cls, run_id: str, settings: Settings, params: dict[str, Any]) -> Run:
+        store = Store(settings.storage)
+        record = {
+            "run_id": run_id,
+            **params,
+            "status": "running",
+            "started_at": _now(),
+            "flow_run_id": str(flow_run.id) if flow_run.id else None,
+            # Secrets never reach storage: the API key is excluded, everything else is plain.
+            "settings": settings.model_dump(mode="json", exclude={"api_key"}),
+        }
+        run = cls(run_id=run_id, store=store, record=record)
+        run._save({"run.json": record}, "run")
+        return run
+
+    @property
+    def prefix(self) -> str:
+        return f"runs/{self.run_id}"
+
+    def _save(self, objects: dict[str, Any], label: str) -> list[str]:
+        return write_objects(
+            label, self.store.url, {f"{self.prefix}/{k}": v for k, v in objects.items()}
+        )
+
+    def track(self, calls: AgentCalls) -> None:
+        self.calls = calls
+
+    def note(self, **fields: Any) -> None:
+        self.record.update(fields)
+
+    # -- analysis ----------------------------------------------------------------------------
+
+    def record_analyses(self, analyses: list[dict[str, Any]]) -> None:
+        objects: dict[str, Any] = {}
+        for item in analyses:
+            folder = f"analysis/{analysis_key(item['path'])}"
+            objects[f"{folder}/script.py"] = item["script"]
+            objects[f"{folder}/output.txt"] = item["description"]
+            objects[f"{folder}/attempts.json"] = {
+                k: item[k] for k in ("path", "format", "sha256", "source", "error", "attempts")
+            } | {"analyzed_in_run": item["run_id"]}
+            if item["run_id"] == self.run_id:  # reused analyses were paid for by an earlier run
+                self.analysis_calls.extend(item["calls"])
+        self._save(objects, "analysis")
+        self.note(
+            files=len(analyses), reused_analyses=sum(a["run_id"] != self.run_id for a in analyses)
+        )
+        self._round_start = (self._call_count(), time.monotonic())
+
+    # -- rounds ------------------------------------------------------------------------------
+
+    def open_round(self, number: int, route: Route) -> None:
+        self._save(
+            {
+                f"rounds/{round_key(number)}/route.json": {
+                    "decision": route.label,
+                    "reply": route.reply,
+                }
+            },
+            f"route {round_key(number)}",
+        )
+
+    def record_round(
+        self,
+        number: int,
+        plan: list[str],
+        script: Script,
+        sufficient: bool,
+        verifier_reply: str,
+        route_label: str | None,
+    ) -> None:
+        start_calls, start_time = self._round_start
+        calls = self._calls()[start_calls:]
+        item = {
+            "number": number,
+            "plan": list(plan),
+            "code": script.code,
+            "output": script.result.output,
+            "ok": script.result.ok,
+            "verdict": sufficient,
+            "route": route_label,
+            "debug_attempts": len(script.attempts) - 1,
+            **_usage(calls),
+            "seconds": time.monotonic() - start_time,
+        }
+        self.rounds.append(item)
+        folder = f"rounds/{round_key(number)}"
+        uris = self._save(
+            {
+                f"{folder}/plan.json": item["plan"],
+                f"{folder}/code.py": script.code,
+                f"{folder}/output.txt": script.result.output,
+                f"{folder}/verdict.json": {
+                    "sufficient": sufficient,
+                    "reply": verifier_reply,
+                    "execution_ok": script.result.ok,
+                    "attempts": script.attempts,
+                },
+            },
+            f"round {round_key(number)}",
+        )
+        publish_round(self.run_id, item, uris[1])
+        publish_rounds_table(self.run_id, self.rounds)
+        progress.emit("round", number=number, sufficient=sufficient, **self.totals())
+        self._round_start = (self._call_count(), time.monotonic())
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def finish(self, status: str, plan: list[str], final: Script) -> dict[str, Any]:
+        answer = final.result.output.strip() if final.result.ok else None
+        if answer is None:
+            status = "failed"
+            self.note(error="the final script did not run: " + final.result.output[-500:])
+        notebook = build_notebook(
+            question=self.record["question"],
+            rounds=self.rounds,
+            solution=final.code,
+            answer=answer,
+            status=status,
+        )
+        uris = self._save(
+            {
+                "final/solution.py": final.code,
+                "final/answer.json": {"answer": answer, "status": status, "plan": plan},
+                "final/notebook.ipynb": notebook,
+            },
+            "final",
+        )
+        self.note(status=status, answer=answer, plan=plan, solution_uri=uris[0])
+        return self._close()
+
+    def fail(self, exc: BaseException) -> None:
+        self.note(status="failed", error=f"{type(exc).__name__}: {exc}")
+        try:
+            self._close()
+        except Exception:  # storage itself may be what failed; the flow still reports exc
+            pass
+
+    def _close(self) -> dict[str, Any]:
+        self.note(finished_at=_now(), rounds=len(self.rounds), **self.totals())
+        self.record.setdefault("plan", self.rounds[-1]["plan"] if self.rounds else [])
+        self._save({"run.json": self.record}, "run")
+        return self.result()
+
+    def result(self) -> dict[str, Any]:
+        """The JSON contract of `dsstar run --json`."""
+        return run_result(self.record, self.store.uri(self.prefix))
+
+    def totals(self) -> dict[str, Any]:
+        return {"llm_calls": self._call_count(), **_usage(self._calls())}
+
+    def _calls(self) -> list[dict[str, Any]]:
+        return self.analysis_calls + (self.calls.calls if self.calls else [])
+
+    def _call_count(self) -> int:
+        return len(self._calls())
+
+
+def _usage(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    costs = [c["cost_usd"] for c in calls if c.get("cost_usd") is not None]
+    return {
+        "input_tokens": sum(c["input_tokens"] for c in calls),
+        "output_tokens": sum(c["output_tokens"] for c in calls),
+        "cost_usd": round(sum(costs), 6) if costs else (0.0 if not calls else None),
+    }

@@ -1,0 +1,190 @@
+"""The DS-STAR flow: analyze every file, then plan, code, execute, verify and route in rounds
+until the verifier accepts the plan or the rounds run out; finally format the answer."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.runtime import flow_run
+
+from dsstar import agents, progress
+from dsstar.agents import FileInfo
+from dsstar.data import DataSource
+from dsstar.errors import DSStarError
+from dsstar.llm import config_for, require_model
+from dsstar.retrieval import rank
+from dsstar.settings import AGENTS, Settings
+from dsstar.storage import new_run_id
+from tasks._common import result_storage
+from tasks.agents import AgentCalls, RunSpec, Script
+from tasks.analysis import analyze_file
+
+from ._run import Run
+
+__all__ = ["ds_star"]
+
+
+def _flow_run_name() -> str:
+    return flow_run.parameters.get("run_id") or "ds-star"
+
+
+@flow(name="ds-star", flow_run_name=_flow_run_name, log_prints=False)
+def ds_star(
+    question: str,
+    data: str,
+    guidelines: str = "",
+    model: str | None = None,
+    max_rounds: int | None = None,
+    storage: str | None = None,
+    run_id: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Answer `question` from the files under `data` with the DS-STAR loop.
+
+    `options` holds any other setting by name (e.g. {"exec_timeout": 60}); unset values come
+    from DSSTAR_* environment variables, then defaults.
+    """
+    chosen = {"model": model, "max_rounds": max_rounds, "storage": storage, **(options or {})}
+    settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
+    require_model(settings)
+    run = Run.start(
+        run_id=run_id or new_run_id(),
+        settings=settings,
+        params={"question": question, "data": data, "guidelines": guidelines},
+    )
+    try:
+        return solve(run, question, data, guidelines, settings)
+    except DSStarError as exc:
+        run.fail(exc)
+        raise
+
+
+def solve(run: Run, question: str, data: str, guidelines: str, settings: Settings) -> dict:
+    """Algorithm 1 of the paper, step by step."""
+    cache_dir = (settings.work_dir or Path(tempfile.gettempdir())) / "dsstar-cache"
+    source = DataSource(data, cache_dir)
+    spec = RunSpec(
+        run_id=run.run_id,
+        storage=run.store.url,
+        data_dir=str(source.mount_dir),
+        llm={agent: vars(config_for(settings, agent)) for agent in AGENTS},
+        limits={
+            "timeout_s": settings.exec_timeout,
+            "memory_mb": settings.exec_memory_mb,
+            "output_bytes": settings.exec_output_bytes,
+        },
+        sandbox=settings.sandbox,
+        max_debug_attempts=settings.max_debug_attempts,
+        summarize_over_chars=settings.summarize_over_chars,
+        llm_retries=settings.llm_retries,
+        llm_retry_delay=settings.llm_retry_delay,
+    )
+    calls = AgentCalls(spec)
+    run.track(calls)
+
+    # 1. Analyze every file, concurrently; descriptions are cached by file content.
+    files = analyze_files(run, spec, source)
+    # 2. Retrieve: only the top-K descriptions go into the prompts.
+    context = retrieve(question, files, settings.top_k, settings.max_description_chars)
+    run.note(files_considered=[f.path for f in context])
+
+    def solution_debugger(code: str, error: str) -> list[dict[str, str]]:
+        return agents.debugger.render_solution(
+            question=question, code=code, error=error, files=context
+        )
+
+    # 3. Round 0: one simple first step, implemented and executed.
+    plan = [calls.plan_first("r00", question, context, previous_plan=[])]
+    first = agents.coder.render_initial(question=question, files=context, step=plan[0])
+    code = calls.code("r00", first)
+    script = calls.run_with_repair("r00", code, solution_debugger)
+    code_for_prefix = {len(plan): script.code}
+    number, route_label = 0, None
+
+    # 4. Verify; while not sufficient: route, plan the next step, code it, execute.
+    while True:
+        label = f"r{number:02d}"
+        sufficient, verifier_reply = calls.verify(label, question, plan, script)
+        run.record_round(number, plan, script, sufficient, verifier_reply, route_label)
+        if sufficient:
+            status = "verified"
+            break
+        if number + 1 >= settings.max_rounds:
+            status = "max_rounds"
+            break
+        route = calls.route(label, question, plan, script.result.output, context)
+        if route.wrong_step is not None:  # backtrack: drop the wrong step and all after it
+            plan = plan[: route.wrong_step - 1]
+        base_code = code_for_prefix.get(len(plan), "")
+        number, route_label = number + 1, route.label
+        run.open_round(number, route)
+        label = f"r{number:02d}"
+        if plan:
+            step = calls.plan_next(label, question, context, plan, script.result.output)
+        else:
+            step = calls.plan_first(label, question, context, previous_plan=[])
+        plan = [*plan, step]
+        if base_code:
+            request = agents.coder.render_next(
+                question=question, files=context, plan=plan, base_code=base_code
+            )
+        else:  # nothing to build on: the plan restarted from its first step
+            request = agents.coder.render_initial(question=question, files=context, step=step)
+        code = calls.code(label, request)
+        script = calls.run_with_repair(label, code, solution_debugger)
+        code_for_prefix[len(plan)] = script.code
+
+    # 5. Finalize: a script that prints only the answer, in the required format.
+    final = finalize(calls, question, guidelines, context, plan, script, solution_debugger)
+    return run.finish(status, plan, final)
+
+
+def analyze_files(run: Run, spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
+    """Describe every file (in parallel), store each analysis and account for its calls."""
+    files = source.files()
+    progress.emit("stage", name="analyze", total=len(files))
+    analyze = analyze_file.with_options(result_storage=result_storage(spec.storage))
+    futures = [analyze.submit(asdict(file), asdict(spec)) for file in files]
+    analyses = [future.result() for future in futures]
+    run.record_analyses(analyses)
+    return analyses
+
+
+def retrieve(
+    question: str, files: list[dict[str, Any]], top_k: int, max_chars: int
+) -> list[FileInfo]:
+    """The top-K described files (all of them when there are at most K), as agents see them."""
+    chosen = files
+    if len(files) > top_k:
+        ranking = rank(question, {f["path"]: f["description"] for f in files})
+        keep = {path for path, _ in ranking[:top_k]}
+        chosen = [f for f in files if f["path"] in keep]
+    return [
+        FileInfo(path=f"data/{f['path']}", description=agents.clip(f["description"], max_chars))
+        for f in chosen
+    ]
+
+
+def finalize(
+    calls: AgentCalls,
+    question: str,
+    guidelines: str,
+    context: list[FileInfo],
+    plan: list[str],
+    script: Script,
+    fix: Any,
+) -> Script:
+    """The finalyzer rewrites the last script to print only the answer; it is then executed."""
+    messages = agents.finalyzer.render(
+        question=question,
+        guidelines=guidelines,
+        files=context,
+        plan=plan,
+        code=script.code,
+        output=script.result.output,
+    )
+    return calls.run_with_repair("final", calls.finalize(messages), fix)

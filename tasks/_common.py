@@ -1,0 +1,60 @@
+"""What the task modules share: result storage, cache-key hashing and the retry condition."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from functools import cache
+from typing import Any
+
+from prefect.filesystems import LocalFileSystem, RemoteFileSystem, WritableFileSystem
+
+from dsstar.errors import LLMTransientError, StorageError
+
+__all__ = ["digest", "is_transient", "is_storage_error", "key_part", "result_storage"]
+
+
+@cache
+def result_storage(storage_url: str) -> WritableFileSystem:
+    """Prefect's persisted task results live beside the run artifacts, under `cache/`, so a
+    retry on any machine that sees the same storage finds the finished work."""
+    base = f"{storage_url.rstrip('/')}/cache"
+    if "://" in base and not base.startswith("file://"):
+        block: WritableFileSystem = RemoteFileSystem(basepath=base)
+    else:
+        block = LocalFileSystem(basepath=base.removeprefix("file://"))
+    # Prefect wants result storage saved server-side; the name is derived from the URL so
+    # every run (and every machine) over the same storage shares one block. No credentials
+    # are stored in it: s3fs reads them from the environment where the task runs.
+    block.save(f"dsstar-cache-{digest(base)}", overwrite=True)
+    return block
+
+
+def digest(*parts: Any) -> str:
+    """A short stable hash of JSON-safe values."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+def key_part(text: str) -> str:
+    """`text` made safe for a cache key (cache keys are file names in result storage)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80]
+
+
+def _failure(state: Any) -> BaseException | None:
+    try:
+        state.result()
+    except BaseException as exc:  # the state re-raises whatever the task raised
+        return exc
+    return None
+
+
+def is_transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry condition for LLM calls: rate limits, timeouts, 5xx; never auth or bad requests."""
+    return isinstance(_failure(state), LLMTransientError)
+
+
+def is_storage_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry condition for artifact writes: only storage failures are worth another try."""
+    return isinstance(_failure(state), StorageError)

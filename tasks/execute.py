@@ -1,0 +1,36 @@
+"""Script execution as a Prefect task, cached per run, label and code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.context import TaskRunContext
+
+from dsstar.sandbox import Limits, run_script
+
+from ._common import digest, key_part
+
+__all__ = ["execute"]
+
+
+def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
+    return "exec-{}-{}-{}".format(
+        key_part(params["run_id"]), key_part(params["label"]), digest(params["code"])
+    )
+
+
+@task(
+    name="execute",
+    task_run_name="{label}",
+    cache_key_fn=_cache_key,
+    persist_result=True,
+    result_serializer="json",
+)
+def execute(
+    label: str, code: str, run_id: str, data_dir: str, limits: dict[str, Any], sandbox: str
+) -> dict[str, Any]:
+    """Run `code` in the sandbox with the data folder mounted read-only at `data/`."""
+    result = run_script(code, data_dir=Path(data_dir), limits=Limits(**limits), mode=sandbox)
+    return result.to_dict()

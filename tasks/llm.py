@@ -1,0 +1,52 @@
+"""The LLM call as a Prefect task: retried on transient errors, cached per run and request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.context import TaskRunContext
+
+from dsstar.agents import prompt_hash
+from dsstar.llm import LLMConfig, Message, complete
+from dsstar.settings import Settings
+
+from ._common import digest, is_transient, key_part
+
+__all__ = ["ask"]
+
+
+def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
+    # Run, round/label, agent, model and the exact request: a resumed run finds every answer
+    # it already paid for, while a new round (which may legitimately ask the same thing
+    # again, hoping for a different sample) does not.
+    return "llm-{}-{}-{}-{}".format(
+        key_part(params["run_id"]),
+        key_part(params["label"]),
+        digest(params["config"]),
+        prompt_hash(params["messages"]),
+    )
+
+
+@task(
+    name="llm",
+    task_run_name="{label}",
+    cache_key_fn=_cache_key,
+    persist_result=True,
+    result_serializer="json",
+    retry_condition_fn=is_transient,
+    retry_jitter_factor=0.2,
+)
+def ask(
+    label: str, agent: str, messages: list[Message], config: dict[str, Any], run_id: str
+) -> dict[str, Any]:
+    """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency."""
+    api_key = Settings().api_key  # read here, never passed as a (recorded) task parameter
+    reply = complete(
+        LLMConfig(**config),
+        messages,
+        agent=agent,
+        run_id=run_id,
+        api_key=api_key.get_secret_value() if api_key else None,
+    )
+    return {"agent": agent, "label": label, "run_id": run_id, **reply.to_dict()}

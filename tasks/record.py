@@ -1,0 +1,79 @@
+"""Writing a run's objects to storage and publishing Prefect artifacts.
+
+Writes are tasks so that a storage hiccup is retried; artifacts are the UI's view of a round.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from dsstar.storage import Store
+
+from ._common import is_storage_error, key_part
+
+__all__ = ["publish_round", "publish_rounds_table", "write_objects"]
+
+
+@task(
+    name="store",
+    task_run_name="store {label}",
+    retries=3,
+    retry_delay_seconds=[1, 4, 10],
+    retry_condition_fn=is_storage_error,
+    cache_policy=None,
+)
+def write_objects(label: str, storage: str, objects: dict[str, Any]) -> list[str]:
+    """Write every `key -> text or JSON value` pair; returns their URIs."""
+    store = Store(storage)
+    return [
+        store.write_text(key, value) if isinstance(value, str) else store.write_json(key, value)
+        for key, value in objects.items()
+    ]
+
+
+def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
+    """A markdown artifact for one round: plan, code, head of the output, verdict and route."""
+    plan = "\n".join(f"{i}. {step}" for i, step in enumerate(item["plan"], 1))
+    output = item["output"][:3000]
+    markdown = (
+        f"### Round {item['number']:02d}\n\n"
+        f"**Route that opened it:** {item.get('route') or '(initial plan)'}  \n"
+        f"**Verdict:** {_verdict(item.get('verdict'))}  \n"
+        f"**Tokens:** {item['input_tokens']} in / {item['output_tokens']} out · "
+        f"**Seconds:** {item['seconds']:.1f}\n\n"
+        f"**Plan**\n\n{plan}\n\n**Code**\n\n```python\n{item['code']}\n```\n\n"
+        f"**Output (head)**\n\n```\n{output}\n```\n\nStored at `{uri}`\n"
+    )
+    create_markdown_artifact(
+        key=key_part(f"{run_id}-round-{item['number']:02d}").lower(),
+        markdown=markdown,
+        description=f"DS-STAR {run_id} round {item['number']:02d}",
+    )
+
+
+def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
+    """A table artifact of every round so far."""
+    table = [
+        {
+            "round": f"{item['number']:02d}",
+            "step": item["plan"][-1] if item["plan"] else "",
+            "route": item.get("route") or "",
+            "verdict": _verdict(item.get("verdict")),
+            "tokens": item["input_tokens"] + item["output_tokens"],
+            "cost_usd": item["cost_usd"],
+            "seconds": round(item["seconds"], 1),
+        }
+        for item in rounds
+    ]
+    create_table_artifact(
+        key=key_part(f"{run_id}-rounds").lower(),
+        table=table,
+        description=f"DS-STAR {run_id}: every round",
+    )
+
+
+def _verdict(value: bool | None) -> str:
+    return {True: "Yes (sufficient)", False: "No"}.get(value, "-")  # type: ignore[arg-type]

@@ -1,0 +1,103 @@
+"""Shared fixtures: one started Prefect server for the session, a fake LLM per test, and an
+environment in which dsstar runs exactly as in production, against loopback servers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# Prefect reads its settings when imported, so the server's address is fixed before that.
+_PREFECT_HOME = Path(tempfile.mkdtemp(prefix="dsstar-test-prefect-"))
+_PREFECT_PORT = _free_port()
+os.environ.update(
+    {
+        "PREFECT_HOME": str(_PREFECT_HOME),
+        "PREFECT_API_URL": f"http://127.0.0.1:{_PREFECT_PORT}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+)
+for _name in [k for k in os.environ if k.startswith("DSSTAR_")]:
+    del os.environ[_name]
+
+from fake_llm import FakeLLM  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "sales"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefect_server():
+    """A real Prefect API server for the whole session (runs share it: SQLite locks otherwise)."""
+    log = open(_PREFECT_HOME / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(_PREFECT_PORT)],
+        stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
+    )  # fmt: skip
+    url = os.environ["PREFECT_API_URL"] + "/health"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((_PREFECT_HOME / "server.log").read_text()[-3000:]) from None
+            time.sleep(0.5)
+    yield os.environ["PREFECT_API_URL"]
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+    shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
+
+
+@pytest.fixture
+def llm():
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def env(llm, tmp_path, monkeypatch):
+    """DSSTAR_* settings pointing at the fake model server and a fresh storage folder."""
+    values = {
+        "DSSTAR_MODEL": "openai/gpt-4o-mini",  # a model litellm has prices for
+        "DSSTAR_API_BASE": llm.base_url,
+        "DSSTAR_API_KEY": "sk-test-not-secret",
+        "DSSTAR_STORAGE": str(tmp_path / "storage"),
+        "DSSTAR_WORK_DIR": str(tmp_path / "work"),
+        "DSSTAR_LLM_RETRY_DELAY": "0.05",
+        "DSSTAR_EXEC_TIMEOUT": "60",
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    (tmp_path / "work").mkdir()
+    return values
+
+
+@pytest.fixture
+def sales(tmp_path) -> Path:
+    """A private copy of the example data, so tests may change it."""
+    target = tmp_path / "sales"
+    shutil.copytree(EXAMPLE, target)
+    return target

@@ -1,0 +1,79 @@
+"""Scripted replies for the example sales data, as a real model could give them."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fake_llm import FakeLLM, text_of
+
+ANSWER = "Northeast, Ada Park"
+
+
+def fence(code: str) -> str:
+    return f"Here is the script.\n\n```python\n{code.strip()}\n```\n"
+
+
+def describe_script(request: dict[str, Any]) -> str:
+    """An analyzer reply: a script printing the first lines of the file named in the prompt."""
+    path = re.search(r"`(data/[^`]+)`", text_of(request)).group(1)
+    return fence(
+        f"""
+from pathlib import Path
+p = Path({path!r})
+print("file:", p.name, "bytes:", p.stat().st_size)
+print(p.read_text(errors="replace")[:400])
+"""
+    )
+
+
+LOAD = """
+import pandas as pd
+orders = pd.read_csv("data/orders_2024.csv")
+orders = orders.dropna(subset=["units"])
+orders["revenue"] = orders["units"] * orders["unit_price"]
+by_region = orders.groupby("region_code")["revenue"].sum().sort_values(ascending=False)
+print("revenue by region:")
+print(by_region.to_string())
+"""
+
+JOIN = (
+    LOAD
+    + """
+import json
+regions = {r["code"]: r for r in json.load(open("data/regions.json"))["regions"]}
+best = regions[by_region.index[0]]
+print("best region:", best["name"], "manager:", best["manager"]["name"])
+"""
+)
+
+FINAL = (
+    JOIN
+    + """
+print(f"{best['name']}, {best['manager']['name']}")
+"""
+)
+
+FINAL_ONLY_ANSWER = """
+import json
+import pandas as pd
+orders = pd.read_csv("data/orders_2024.csv").dropna(subset=["units"])
+orders["revenue"] = orders["units"] * orders["unit_price"]
+code = orders.groupby("region_code")["revenue"].sum().idxmax()
+regions = {r["code"]: r for r in json.load(open("data/regions.json"))["regions"]}
+print(f"{regions[code]['name']}, {regions[code]['manager']['name']}")
+"""
+
+
+def two_rounds(llm: FakeLLM) -> None:
+    """Verifier No then Yes, router Add Step: the run ends verified after two rounds."""
+    llm.default("analyzer", describe_script)
+    llm.script(
+        "planner",
+        "Load the orders and compute revenue per region.",
+        "Join the best region with regions.json to find its manager.",
+    )
+    llm.script("coder", fence(LOAD), fence(JOIN))
+    llm.script("verifier", "No", "Yes")
+    llm.script("router", "Add Step")
+    llm.script("finalyzer", fence(FINAL_ONLY_ANSWER))

@@ -31,7 +31,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+@app.callback()
+def _main() -> None:
+    """Settings come from flags, then DSSTAR_* environment variables, then defaults."""
+
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -44,10 +50,11 @@ JsonOpt = Annotated[
 
 
 def _prefect_quietly(verbose: bool) -> None:
-    """Prefect reads its settings at import: keep its console logs for --verbose only."""
+    """Prefect reads its settings at import. Without --verbose its console handler stays
+    silent (the CLI reports errors itself); logs still reach the Prefect API and UI."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 
 
 def _settings(**flags: Any) -> Settings:
@@ -198,7 +205,7 @@ def _report(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         return
-    out = Console()
+    out = Console(soft_wrap=True)
     colour = {"verified": "green", "max_rounds": "yellow"}.get(result["status"], "red")
     err.print(
         f"[{colour}]{result['status']}[/{colour}] · run {result['run_id']} · {result['rounds']}"
@@ -260,7 +267,3 @@ class _live_progress:
             f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
             f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
         )
-
-
-def main() -> None:  # pragma: no cover - the console script
-    app()

@@ -65,15 +65,41 @@ print(f"{regions[code]['name']}, {regions[code]['manager']['name']}")
 """
 
 
-def two_rounds(llm: FakeLLM) -> None:
-    """Verifier No then Yes, router Add Step: the run ends verified after two rounds."""
+def two_rounds(llm: FakeLLM, prelude: str = "") -> None:
+    """Verifier No then Yes, router Add Step: the run ends verified after two rounds.
+    `prelude` is code the coder puts at the top of both of its scripts."""
     llm.default("analyzer", describe_script)
     llm.script(
         "planner",
         "Load the orders and compute revenue per region.",
         "Join the best region with regions.json to find its manager.",
     )
-    llm.script("coder", fence(LOAD), fence(JOIN))
+    llm.script("coder", fence(prelude + LOAD), fence(prelude + JOIN))
     llm.script("verifier", "No", "Yes")
     llm.script("router", "Add Step")
+    llm.script("finalyzer", fence(FINAL_ONLY_ANSWER))
+
+
+def backtrack(llm: FakeLLM) -> None:
+    """No/Add Step, then No/"Step 2 is wrong!", then Yes: step 2 is replaced."""
+    llm.default("analyzer", describe_script)
+    llm.script(
+        "planner",
+        "Load the orders and compute revenue per region.",
+        "Average the unit prices per region.",
+        "Join the best region with regions.json to find its manager.",
+    )
+    llm.script("coder", fence(LOAD), fence(LOAD + "\nprint('WRONG_STEP_MARKER')\n"), fence(JOIN))
+    llm.script("verifier", "No", "No", "Yes")
+    llm.script("router", "Add Step", "Step 2 is wrong!")
+    llm.script("finalyzer", fence(FINAL_ONLY_ANSWER))
+
+
+def never_satisfied(llm: FakeLLM) -> None:
+    """The verifier always says No and the router always adds a step."""
+    llm.default("analyzer", describe_script)
+    llm.default("planner", lambda req: "Compute revenue per region and find its manager.")
+    llm.default("coder", lambda req: fence(JOIN))
+    llm.default("verifier", lambda req: "No")
+    llm.default("router", lambda req: "Add Step")
     llm.script("finalyzer", fence(FINAL_ONLY_ANSWER))

@@ -1,5 +1,5 @@
-"""The DS-STAR flow end to end: real Prefect server, real sandbox, litellm over HTTP to a
-scripted model server."""
+"""The DS-STAR flow end to end: a real Prefect server, the real sandbox, and litellm over HTTP
+to a scripted model server."""
 
 from __future__ import annotations
 
@@ -7,35 +7,154 @@ import json
 from pathlib import Path
 
 import pytest
-from scenarios import ANSWER, two_rounds
+from fake_llm import Error, text_of
+from scenarios import ANSWER, backtrack, describe_script, fence, two_rounds
 
+from dsstar.errors import LLMFatalError
 from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
 
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 
-def layout(storage: Path, run_id: str) -> set[str]:
-    root = storage / "runs" / run_id
+
+def stored(env: dict, run_id: str) -> Path:
+    return Path(env["DSSTAR_STORAGE"]) / "runs" / run_id
+
+
+def layout(env: dict, run_id: str) -> set[str]:
+    root = stored(env, run_id)
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
-def test_two_round_success(env, llm, sales):
+def test_two_round_success_stores_the_whole_layout(env, llm, sales):
     two_rounds(llm)
-    result = ds_star(
-        question="Which region had the highest revenue?", data=str(sales), run_id="t-two-rounds"
-    )
+    result = ds_star(question=QUESTION, data=str(sales), run_id="t-two-rounds")
+
     assert result["status"] == "verified"
     assert result["answer"] == ANSWER
     assert result["rounds"] == 2
-    files = layout(Path(env["DSSTAR_STORAGE"]), "t-two-rounds")
+    assert len(result["plan"]) == 2
+    assert result["llm_calls"] == len(llm.requests)
+    assert result["input_tokens"] > 0 and result["cost_usd"] > 0
+    files = layout(env, "t-two-rounds")
     for name in ("run.json", "final/solution.py", "final/answer.json", "final/notebook.ipynb"):
         assert name in files
     for nn in ("00", "01"):
         for name in ("plan.json", "code.py", "output.txt", "verdict.json"):
             assert f"rounds/{nn}/{name}" in files
     assert "rounds/01/route.json" in files and "rounds/00/route.json" not in files
-    assert any(f.startswith("analysis/orders_2024.csv/") for f in files)
-    plan = json.loads(
-        (Path(env["DSSTAR_STORAGE"]) / "runs/t-two-rounds/rounds/01/plan.json").read_text()
-    )
-    assert len(plan) == 2
+    for data_file in ("orders_2024.csv", "regions.json", "README.md"):
+        assert f"analysis/{data_file}/script.py" in files
+        assert f"analysis/{data_file}/output.txt" in files
+    run = json.loads((stored(env, "t-two-rounds") / "run.json").read_text())
+    assert run["status"] == "verified" and run["answer"] == ANSWER
+    assert "sk-test-not-secret" not in (stored(env, "t-two-rounds") / "run.json").read_text()
+
+
+def test_requests_carry_attribution_and_the_right_context(env, llm, sales):
+    two_rounds(llm)
+    ds_star(question=QUESTION, data=str(sales), run_id="t-context")
+
+    assert {r["run"] for r in llm.requests} == {"t-context"}
+    assert all(r["agent"] for r in llm.requests)
+    verifier = text_of(llm.calls("verifier")[0])
+    assert "orders.groupby" in verifier  # the code...
+    assert "revenue by region:" in verifier and "207.0" in verifier  # ...and its output
+    next_planner = text_of(llm.calls("planner")[1])
+    assert "207.0" in next_planner  # the last execution result
+    next_coder = text_of(llm.calls("coder")[1])
+    assert 'orders = pd.read_csv("data/orders_2024.csv")' in next_coder  # the base code
+    assert "data/regions.json" in next_coder  # and the file descriptions
+
+
+def test_backtrack_drops_the_wrong_step_and_restores_its_base_code(env, llm, sales):
+    backtrack(llm)
+    result = ds_star(question=QUESTION, data=str(sales), run_id="t-backtrack")
+
+    assert result["status"] == "verified"
+    assert result["rounds"] == 3
+    assert result["plan"] == [
+        "Load the orders and compute revenue per region.",
+        "Join the best region with regions.json to find its manager.",
+    ]
+    round_two_coder = text_of(llm.calls("coder")[2])
+    assert 'orders = pd.read_csv("data/orders_2024.csv")' in round_two_coder
+    assert "WRONG_STEP_MARKER" not in round_two_coder
+    assert "Average the unit prices" not in round_two_coder
+    route = json.loads((stored(env, "t-backtrack") / "rounds/02/route.json").read_text())
+    assert route["decision"] == "Step 2"
+
+
+def test_max_rounds_still_finalizes(env, llm, sales):
+    from scenarios import never_satisfied
+
+    never_satisfied(llm)
+    result = ds_star(question=QUESTION, data=str(sales), max_rounds=3, run_id="t-max")
+
+    assert result["status"] == "max_rounds"
+    assert result["rounds"] == 3
+    assert result["answer"] == ANSWER
+    assert len(llm.calls("finalyzer")) == 1
+    assert len(llm.calls("verifier")) == 3
+
+
+def test_transient_errors_are_retried(env, llm, sales):
+    llm.script("planner", Error(429, "slow down"), Error(503, "overloaded"))
+    two_rounds(llm)  # queued after the two failures
+    result = ds_star(question=QUESTION, data=str(sales), run_id="t-retry")
+
+    assert result["status"] == "verified"
+    assert [r["status"] for r in llm.calls("planner")] == [429, 503, 200, 200]
+
+
+def test_auth_error_fails_fast(env, llm, sales):
+    llm.default("analyzer", lambda req: Error(401, "invalid api key"))
+    with pytest.raises(LLMFatalError, match="DSSTAR_API_KEY"):
+        ds_star(question=QUESTION, data=str(sales), run_id="t-auth")
+    assert all(r["status"] == 401 for r in llm.requests)
+    assert len(llm.requests) == len(list(sales.iterdir()))  # one per file, no retries
+    run = json.loads((stored(env, "t-auth") / "run.json").read_text())
+    assert run["status"] == "failed" and "DSSTAR_API_KEY" in run["error"]
+
+
+def test_failing_analyzer_script_is_repaired_from_the_traceback(env, llm, sales):
+    two_rounds(llm)
+    broken = fence("import pandas as pd\nprint(pd.read_csv('data/orders.csv').dtypes)")
+    fixed = fence("import pandas as pd\nprint(pd.read_csv('data/orders_2024.csv').dtypes)")
+
+    def analyzer(req):
+        return broken if "orders_2024.csv" in text_of(req) else describe_script(req)
+
+    llm.default("analyzer", analyzer)
+    llm.script("debugger", fixed)
+    ds_star(question=QUESTION, data=str(sales), run_id="t-repair")
+
+    debug_request = text_of(llm.calls("debugger")[0])
+    assert "FileNotFoundError" in debug_request
+    assert "regions.json" not in debug_request  # the analyzer variant sees the traceback only
+    folder = stored(env, "t-repair") / "analysis/orders_2024.csv"
+    assert "unit_price" in (folder / "output.txt").read_text()
+    attempts = json.loads((folder / "attempts.json").read_text())
+    assert attempts["source"] == "analyzer"
+    assert [a["ok"] for a in attempts["attempts"]] == [False, True]
+    assert "orders_2024.csv" in (folder / "script.py").read_text()
+
+
+def test_generated_code_sees_no_secrets(env, llm, sales, monkeypatch):
+    secrets = {
+        "OPENAI_API_KEY": "sk-parent-openai-secret",
+        "AWS_SECRET_ACCESS_KEY": "aws-parent-secret",
+        "GITHUB_TOKEN": "ghp-parent-token",
+    }
+    for key, value in secrets.items():
+        monkeypatch.setenv(key, value)
+    dump = "import os\nfor k, v in sorted(os.environ.items()):\n    print(k, '=', v)\n"
+    two_rounds(llm, prelude=dump)
+    ds_star(question=QUESTION, data=str(sales), run_id="t-secrets")
+
+    output = (stored(env, "t-secrets") / "rounds/00/output.txt").read_text()
+    assert "PATH =" in output  # the script did print its environment
+    for leaked in [*secrets.values(), "sk-test-not-secret", env["DSSTAR_API_BASE"]]:
+        assert leaked not in output
+    assert "DSSTAR_" not in output

@@ -1,0 +1,276 @@
+"""Agents: every prompt template renders with its inputs; every parser turns replies into
+defined results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jinja2
+import pytest
+
+from dsstar.agents import (
+    analyzer,
+    coder,
+    debugger,
+    finalyzer,
+    planner,
+    router,
+    summarizer,
+    verifier,
+)
+from dsstar.agents._base import (
+    PROMPTS_DIR,
+    FileInfo,
+    clip,
+    extract_code,
+    prompt_hash,
+    render,
+)
+
+QUESTION = "What was the total revenue of the North region in 2024?"
+FILES = [
+    FileInfo("data/orders_2024.csv", "CSV, 1200 rows; columns order_id, region, revenue"),
+    FileInfo("data/regions.json", "JSON list mapping region codes to region names"),
+]
+PLAN = ["Load data/orders_2024.csv", "Keep rows of the North region", "Sum the revenue column"]
+CODE = "import pandas as pd\ndf = pd.read_csv('data/orders_2024.csv')\nprint(df.revenue.sum())"
+OUTPUT = "total revenue: 12345.67"
+ERROR = "Traceback (most recent call last):\nKeyError: 'Revenue'"
+GUIDELINES = "Answer with a single number rounded to 2 decimals."
+
+NUMBERED_PLAN = [f"{i}. {step}" for i, step in enumerate(PLAN, 1)]
+FILE_TEXTS = [text for f in FILES for text in (f.path, f.description)]
+
+# template name -> (render call, texts the prompt must contain)
+CASES: dict[str, tuple[Callable[[], list[dict[str, str]]], list[str]]] = {
+    "analyzer": (
+        lambda: analyzer.render(path="data/orders_2024.csv", format="csv"),
+        ["`data/orders_2024.csv`", "likely format: csv"],
+    ),
+    "coder_initial": (
+        lambda: coder.render_initial(question=QUESTION, files=FILES, step=PLAN[0]),
+        [QUESTION, PLAN[0], *FILE_TEXTS],
+    ),
+    "coder_next": (
+        lambda: coder.render_next(question=QUESTION, files=FILES, plan=PLAN, base_code=CODE),
+        [QUESTION, CODE, *NUMBERED_PLAN, *FILE_TEXTS],
+    ),
+    "debugger_analyzer": (
+        lambda: debugger.render_analyzer(path="data/regions.json", code=CODE, error=ERROR),
+        ["`data/regions.json`", CODE, ERROR],
+    ),
+    "debugger_solution": (
+        lambda: debugger.render_solution(question=QUESTION, code=CODE, error=ERROR, files=FILES),
+        [QUESTION, CODE, ERROR, *FILE_TEXTS],
+    ),
+    "finalyzer": (
+        lambda: finalyzer.render(
+            question=QUESTION,
+            guidelines=GUIDELINES,
+            files=FILES,
+            plan=PLAN,
+            code=CODE,
+            output=OUTPUT,
+        ),
+        [QUESTION, GUIDELINES, CODE, OUTPUT, *NUMBERED_PLAN, *FILE_TEXTS],
+    ),
+    "planner_initial": (
+        lambda: planner.render_initial(question=QUESTION, files=FILES, previous_plan=PLAN),
+        [QUESTION, "A plan that answered this question before", *NUMBERED_PLAN, *FILE_TEXTS],
+    ),
+    "planner_next": (
+        lambda: planner.render_next(question=QUESTION, files=FILES, plan=PLAN, last_output=OUTPUT),
+        [QUESTION, OUTPUT, *NUMBERED_PLAN, *FILE_TEXTS],
+    ),
+    "router": (
+        lambda: router.render(question=QUESTION, plan=PLAN, output=OUTPUT, files=FILES),
+        [QUESTION, OUTPUT, *NUMBERED_PLAN, *FILE_TEXTS],
+    ),
+    "summarizer": (lambda: summarizer.render(error=ERROR), [ERROR]),
+    "verifier": (
+        lambda: verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),
+        [QUESTION, CODE, OUTPUT, *NUMBERED_PLAN],
+    ),
+}
+
+
+def test_every_template_has_a_render_case() -> None:
+    templates = {p.stem for p in PROMPTS_DIR.glob("*.j2") if not p.name.startswith("_")}
+    assert templates == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_template_renders_its_inputs(name: str) -> None:
+    call, expected = CASES[name]
+    messages = call()
+    assert len(messages) == 1 and messages[0]["role"] == "user"
+    text = messages[0]["content"]
+    assert text.endswith("\n") and not text.endswith("\n\n")
+    for piece in expected:
+        assert piece in text, f"{name}: {piece!r} missing"
+    assert "{{" not in text and "{%" not in text
+
+
+def test_plan_steps_are_numbered_in_order() -> None:
+    text = verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT)[0]["content"]
+    positions = [text.index(line) for line in NUMBERED_PLAN]
+    assert positions == sorted(positions)
+    assert "4. " not in text.split("## Code")[0]
+
+
+def test_empty_inputs_render_placeholders() -> None:
+    first = planner.render_initial(question=QUESTION, files=[], previous_plan=[])[0]["content"]
+    assert "(no file descriptions are available)" in first
+    assert "A plan that answered" not in first
+    nxt = planner.render_next(question=QUESTION, files=FILES, plan=[], last_output="")
+    assert "(empty: a previous attempt was discarded" in nxt[0]["content"]
+    scratch = coder.render_next(question=QUESTION, files=FILES, plan=PLAN, base_code="")
+    assert "(none yet: write the script from scratch)" in scratch[0]["content"]
+    final = finalyzer.render(
+        question=QUESTION, guidelines="", files=FILES, plan=PLAN, code=CODE, output=OUTPUT
+    )
+    assert "(none given" in final[0]["content"]
+
+
+def test_long_output_is_clipped_in_prompts() -> None:
+    output = "START" + "x" * 50_000 + "END-OF-TRACEBACK"
+    text = verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=output)[0]["content"]
+    assert "START" in text and "END-OF-TRACEBACK" in text and "characters left out" in text
+    assert len(text) < 12_000
+
+
+@pytest.mark.parametrize(
+    ("template", "variables"),
+    [
+        ("verifier", {"question": QUESTION, "plan": PLAN, "code": CODE}),
+        ("coder_initial", {"question": QUESTION, "step": PLAN[0]}),  # `files` of the include
+        ("analyzer", {"path": "a.csv"}),
+    ],
+)
+def test_missing_variable_raises(template: str, variables: dict[str, object]) -> None:
+    with pytest.raises(jinja2.UndefinedError):
+        render(template, **variables)
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ("Here:\n```python\nprint(1)\n```\nDone.", "print(1)"),
+        ("```py\nx = 1\n```", "x = 1"),
+        ("```\nx = 2\n```", "x = 2"),
+        ("```Python3\nx = 3\n```", "x = 3"),
+        ("Sure:\n```python\nimport os\nprint(os.sep)", "import os\nprint(os.sep)"),
+        (
+            "```python\nprint('a')\n```\nUsage:\n```python\nimport sys\nprint(sys.argv)\n```",
+            "import sys\nprint(sys.argv)",
+        ),
+        ("```bash\npip install pandas numpy pyarrow\n```\n```python\nprint(2)\n```", "print(2)"),
+        ("no code here, sorry", None),
+        ("```python\n\n   \n```", None),
+        ("```bash\npip install pandas\n```", None),
+        ("", None),
+    ],
+)
+def test_extract_code(reply: str, code: str | None) -> None:
+    assert extract_code(reply) == code
+
+
+@pytest.mark.parametrize(
+    ("reply", "sufficient"),
+    [
+        ("Yes", True),
+        ("yes.", True),
+        ("**Yes**", True),
+        (" YES, the plan is sufficient", True),
+        ("No", False),
+        ("no.", False),
+        ("Maybe", False),
+        ("", False),
+        ("The answer is yes", False),
+        ("Yesterday's data is missing", False),
+    ],
+)
+def test_verifier_parse(reply: str, sufficient: bool) -> None:
+    assert verifier.parse(reply) is sufficient
+
+
+@pytest.mark.parametrize(
+    ("reply", "wrong_step"),
+    [
+        ("Add Step", None),
+        ("add step.", None),
+        ("Step 2", 2),
+        ("Step 2 is wrong!", 2),
+        ("step 1", 1),
+        ("  Step 3 is wrong!  ", 3),
+        ("Step 4", None),
+        ("Step 99", None),
+        ("Step 0", None),
+        ("", None),
+        ("Maybe", None),
+        ("Add Step 3 to the plan", None),
+    ],
+)
+def test_router_parse(reply: str, wrong_step: int | None) -> None:
+    route = router.parse(reply, plan_length=3)
+    assert route.wrong_step == wrong_step
+    assert route.label == ("Add Step" if wrong_step is None else f"Step {wrong_step}")
+    assert route.reply == reply.strip()
+
+
+@pytest.mark.parametrize(
+    ("reply", "step"),
+    [
+        ("Step 3: Load the CSV file.", "Load the CSV file."),
+        ("1. Load the CSV file.", "Load the CSV file."),
+        ("2) Load the CSV file.", "Load the CSV file."),
+        ("- Load the CSV file.", "Load the CSV file."),
+        ("  Next step: Load the CSV file.  \n", "Load the CSV file."),
+        ("`Load the CSV file.`", "Load the CSV file."),
+        ("Step through every row of the CSV.", "Step through every row of the CSV."),
+        ("2024 revenue is summed per region.", "2024 revenue is summed per region."),
+        ("", None),
+        ("   \n\t ", None),
+        ("Step 2:", None),
+    ],
+)
+def test_planner_parse(reply: str, step: str | None) -> None:
+    assert planner.parse(reply) == step
+
+
+def test_summarizer_parse() -> None:
+    assert summarizer.parse("  KeyError: 'Revenue' at line 3\n") == "KeyError: 'Revenue' at line 3"
+    assert summarizer.parse("") is None
+    assert summarizer.parse(" \n ") is None
+
+
+@pytest.mark.parametrize(
+    "parse",
+    [analyzer.parse, coder.parse, debugger.parse, finalyzer.parse],
+    ids=lambda f: f.__module__,
+)
+def test_code_agents_parse(parse: Callable[[str], str | None]) -> None:
+    assert parse(f"Here is the script:\n```python\n{CODE}\n```\n") == CODE
+    assert parse("I cannot write this script.") is None
+
+
+def test_clip_keeps_head_and_tail() -> None:
+    text = "".join(f"line {i:05d}\n" for i in range(2000))  # 22,000 characters
+    clipped = clip(text, 1000)
+    assert clipped.startswith(text[:400])
+    assert clipped.endswith(text[-600:])
+    assert "[21000 characters left out]" in clipped
+    assert "line 01000" not in clipped
+    assert clip(text[:1000], 1000) == text[:1000]
+    assert clip("short") == "short"
+
+
+def test_prompt_hash_is_stable_and_content_sensitive() -> None:
+    messages = [{"role": "user", "content": "What is the total revenue?"}]
+    value = prompt_hash(messages)
+    assert len(value) == 16 and int(value, 16) >= 0
+    assert prompt_hash([{"content": "What is the total revenue?", "role": "user"}]) == value
+    assert value == "51b33cd23a4f7fed"  # a cache key: must not change between processes
+    assert prompt_hash([{"role": "user", "content": "What is the total revenue ?"}]) != value
+    assert prompt_hash([{"role": "system", "content": "What is the total revenue?"}]) != value
+    assert prompt_hash(messages + messages) != value

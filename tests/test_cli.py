@@ -1,0 +1,126 @@
+"""The `dsstar` command as users and schedulers run it: a real subprocess, its stdout, stderr
+and exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from fake_llm import Error
+from scenarios import ANSWER, describe_script, fence, two_rounds
+
+from dsstar.report import RESULT_KEYS
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+
+
+def dsstar(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsstar", *args],
+        capture_output=True, text=True, timeout=300, env=env or os.environ.copy(),
+    )  # fmt: skip
+
+
+def test_help_teaches_every_flag():
+    out = dsstar("run", "--help").stdout
+    for flag in (
+        "--data",
+        "--question",
+        "--guidelines",
+        "--model",
+        "--api-base",
+        "--max-rounds",
+        "--max-debug-attempts",
+        "--exec-timeout",
+        "--exec-memory-mb",
+        "--storage",
+        "--json",
+    ):
+        assert flag in out
+
+
+def test_without_a_model_it_exits_2_and_says_how_to_configure_one(sales):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSSTAR_")}
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION, env=env)
+    assert done.returncode == 2
+    assert "No model is configured" in done.stderr
+    assert "OPENAI_API_KEY" in done.stderr and "--api-base" in done.stderr
+    assert done.stdout == ""
+
+
+def test_missing_data_is_a_usage_error(env, tmp_path):
+    done = dsstar("run", "--data", str(tmp_path / "nope"), "--question", QUESTION, "--json")
+    assert done.returncode == 2
+    assert "no such file or folder" in done.stderr
+
+
+def test_json_result_contract(env, llm, sales):
+    two_rounds(llm)
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # exactly one JSON object, nothing else on stdout
+    assert set(RESULT_KEYS) <= set(result)
+    assert result["status"] == "verified" and result["answer"] == ANSWER
+    assert result["rounds"] == 2
+    assert result["solution_uri"].endswith("final/solution.py")
+    assert result["flow_run_id"]
+    assert result["llm_calls"] == len(llm.requests)
+    assert "Traceback" not in done.stderr
+
+
+def test_human_output_prints_the_answer(env, llm, sales):
+    two_rounds(llm)
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ANSWER
+    assert "verified" in done.stderr and "artifacts:" in done.stderr
+
+
+def test_auth_failure_exits_1_naming_the_setting(env, llm, sales):
+    llm.fallback(lambda req: Error(401, "bad key"))
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json")
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["status"] == "failed"
+    assert "DSSTAR_API_KEY" in result["error"]
+    assert "Traceback" not in done.stderr
+
+
+def _garbled(llm):
+    """Every agent answers badly: empty, no code, two blocks, Maybe, Step 99, Step 0."""
+    llm.script("analyzer", "", "I would read the file with pandas.")
+    llm.default("analyzer", describe_script)
+    llm.default("debugger", lambda req: "```\npip install pandas\n```\n" + fence("print('fixed')"))
+    llm.script("planner", "", "Step 1: Load the orders.", "- Compute the revenue.")
+    llm.default("planner", lambda req: "Compute the revenue per region.")
+    llm.script("coder", "Sure! I will write that.")
+    llm.default("coder", lambda req: fence("print('one')") + fence("print('two'); print(2)"))
+    llm.default("summarizer", lambda req: "")
+    llm.script("verifier", "Maybe", "", "Possibly yes")
+    llm.default("verifier", lambda req: "No.")
+    llm.script("router", "Step 99", "Step 0", "I am not sure")
+    llm.default("router", lambda req: "Step 1 is wrong!")
+    llm.default("finalyzer", lambda req: "")
+
+
+def _silent_planner(llm):
+    llm.default("analyzer", describe_script)
+    llm.default("planner", lambda req: "   ")
+
+
+@pytest.mark.parametrize("scenario", [_garbled, _silent_planner])
+def test_malformed_replies_end_in_a_defined_result(env, llm, sales, scenario):
+    scenario(llm)
+    done = dsstar(
+        "run", "--data", str(sales), "--question", QUESTION, "--json", "--max-rounds", "5"
+    )
+    result = json.loads(done.stdout)
+    assert result["status"] in {"verified", "max_rounds", "failed"}
+    assert done.returncode == (0 if result["status"] != "failed" else 1)
+    assert "Traceback" not in done.stderr
+    assert set(RESULT_KEYS) <= set(result)

@@ -1,0 +1,130 @@
+"""dsstar.llm against the fake OpenAI-compatible server: replies, accounting, attribution,
+error classification, and no hidden retries."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from fake_llm import Error, FakeLLM
+from pydantic import ValidationError
+
+from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError
+from dsstar.llm import LLMConfig, complete, config_for, require_model
+from dsstar.settings import Settings
+
+MESSAGES = [{"role": "user", "content": "Plan the analysis of orders.csv, please."}]
+
+
+def call(llm: FakeLLM, model: str = "openai/gpt-4o-mini", **config: object):
+    return complete(
+        LLMConfig(model=model, api_base=llm.base_url, **config),
+        MESSAGES,
+        agent="planner",
+        run_id="20260101-000000-abcdef",
+        api_key="sk-test-not-secret",
+    )
+
+
+def test_reply_text_tokens_latency_and_cost(llm: FakeLLM) -> None:
+    def slow(req: dict) -> str:
+        time.sleep(0.2)
+        return "Load orders.csv and print its columns."
+
+    llm.default("planner", slow)
+    reply = call(llm)
+    assert reply.text == "Load orders.csv and print its columns."
+    assert reply.model == "openai/gpt-4o-mini"
+    assert reply.input_tokens == len(MESSAGES[0]["content"]) // 4
+    assert reply.output_tokens == len(reply.text) // 4
+    assert 0.2 <= reply.latency_s < 30
+    assert reply.cost_usd is not None and 0 < reply.cost_usd < 0.01
+    assert reply.to_dict()["text"] == reply.text
+
+
+def test_unknown_model_has_no_cost(llm: FakeLLM) -> None:
+    llm.script("planner", "hi")
+    reply = call(llm, model="openai/unknown-model-xyz")
+    assert reply.text == "hi" and reply.cost_usd is None
+
+
+def test_attribution_headers_and_options_arrive(llm: FakeLLM) -> None:
+    llm.script("planner", "hi", "again")
+    call(llm, temperature=0.3)
+    (req,) = llm.requests
+    assert req["agent"] == "planner" and req["run"] == "20260101-000000-abcdef"
+    assert req["headers"]["authorization"] == "Bearer sk-test-not-secret"
+    assert req["body"]["model"] == "gpt-4o-mini" and req["body"]["temperature"] == 0.3
+    assert req["messages"] == MESSAGES
+    call(llm)
+    assert "temperature" not in llm.requests[1]["body"]
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "names"),
+    [
+        (429, LLMTransientError, None),
+        (503, LLMTransientError, None),
+        (500, LLMTransientError, None),
+        (401, LLMFatalError, "DSSTAR_API_KEY"),
+        (403, LLMFatalError, "DSSTAR_API_KEY"),
+        (404, LLMFatalError, "DSSTAR_MODEL"),
+        (400, LLMFatalError, "request refused"),
+    ],
+)
+def test_errors_are_classified_without_retries(
+    llm: FakeLLM, status: int, error: type[Exception], names: str | None
+) -> None:
+    llm.default("planner", lambda req: Error(status, f"scripted {status}"))
+    with pytest.raises(error) as info:
+        call(llm)
+    assert info.value.status_code == status
+    assert "gpt-4o-mini" in str(info.value)
+    if names:
+        assert names in str(info.value)
+    assert len(llm.requests) == 1, "litellm or the OpenAI SDK retried behind our back"
+
+
+def test_unreachable_server_is_transient() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = LLMConfig(model="openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(LLMTransientError):
+        complete(config, MESSAGES, agent="planner", run_id="r", api_key="sk-test")
+
+
+def test_require_model_explains_how_to_configure() -> None:
+    with pytest.raises(ConfigError) as info:
+        require_model(Settings(model=None))
+    assert "OPENAI_API_KEY" in str(info.value) and "--api-base" in str(info.value)
+    require_model(Settings(model="openai/gpt-4o"))
+    require_model(Settings(agent_models={"verifier": "openai/gpt-4o-mini"}))
+
+
+def test_config_for_uses_per_agent_override() -> None:
+    settings = Settings(
+        model="openai/gpt-4o",
+        agent_models={"verifier": "openai/gpt-4o-mini"},
+        api_base="http://127.0.0.1:9/v1",
+        temperature=0.1,
+        llm_timeout=42,
+    )
+    assert config_for(settings, "verifier") == LLMConfig(
+        model="openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1", temperature=0.1, timeout=42
+    )
+    assert config_for(settings, "coder").model == "openai/gpt-4o"
+    only_verifier = Settings(agent_models={"verifier": "openai/gpt-4o-mini"})
+    with pytest.raises(ConfigError, match="coder"):
+        config_for(only_verifier, "coder")
+
+
+def test_agent_models_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSSTAR_AGENT_MODELS", '{"router": "ollama/qwen2.5-coder"}')
+    assert config_for(Settings(model="openai/gpt-4o"), "router").model == "ollama/qwen2.5-coder"
+
+
+def test_settings_reject_unknown_agents() -> None:
+    with pytest.raises(ValidationError, match="plannr"):
+        Settings(agent_models={"plannr": "openai/gpt-4o"})

@@ -1,0 +1,75 @@
+"""The run notebook: valid nbformat v4 with every round and the final answer."""
+
+from __future__ import annotations
+
+import nbformat
+
+from dsstar.notebook import build_notebook
+
+QUESTION = "What was the total revenue of the North region?"
+ROUNDS = [
+    {
+        "number": 0,
+        "plan": ["Load orders.csv"],
+        "code": "import pandas as pd\nprint(pd.read_csv('orders.csv').shape)",
+        "output": "(1200, 4)\n",
+        "verdict": False,
+        "route": None,
+    },
+    {
+        "number": 1,
+        "plan": ["Load orders.csv", "Sum revenue of the North region"],
+        "code": "print(12345.67)",
+        "output": "",
+        "verdict": True,
+        "route": "Add Step",
+    },
+]
+
+
+def build(**overrides: object) -> nbformat.NotebookNode:
+    arguments = {
+        "question": QUESTION,
+        "rounds": ROUNDS,
+        "solution": "print(round(12345.671, 2))",
+        "answer": "12345.67",
+        "status": "answered",
+    } | overrides
+    notebook = nbformat.reads(build_notebook(**arguments), as_version=4)
+    nbformat.validate(notebook)
+    return notebook
+
+
+def test_valid_v4_notebook_with_every_round() -> None:
+    notebook = build()
+    assert notebook.nbformat == 4
+    assert notebook.metadata.kernelspec.name == "python3"
+    kinds = [cell.cell_type for cell in notebook.cells]
+    assert kinds == ["markdown", "markdown", "code", "markdown", "code", "markdown", "code"]
+
+    title, round0, code0, round1, code1, final_title, final = notebook.cells
+    assert QUESTION in title.source and "answered" in title.source
+    assert "Round 00" in round0.source and "1. Load orders.csv" in round0.source
+    assert "not sufficient" in round0.source and "Route" not in round0.source
+    assert "Round 01" in round1.source and "2. Sum revenue of the North region" in round1.source
+    assert "Verdict: sufficient" in round1.source and "Add Step" in round1.source
+
+    assert code0.source == ROUNDS[0]["code"]
+    assert [o.text for o in code0.outputs] == ["(1200, 4)\n"]
+    assert code1.source == "print(12345.67)" and code1.outputs == []
+
+    assert "Final solution" in final_title.source
+    assert final.source == "print(round(12345.671, 2))"
+    assert final.outputs[0].output_type == "stream" and final.outputs[0].text == "12345.67"
+
+
+def test_no_rounds_and_no_answer() -> None:
+    notebook = build(rounds=[], answer=None, status="failed")
+    assert len(notebook.cells) == 3
+    assert "failed" in notebook.cells[0].source
+    assert notebook.cells[-1].outputs == []
+
+
+def test_unknown_verdict_is_a_dash() -> None:
+    notebook = build(rounds=[ROUNDS[0] | {"verdict": None}])
+    assert "Verdict: -" in notebook.cells[1].source

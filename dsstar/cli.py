@@ -267,3 +267,99 @@ class _live_progress:
             f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
             f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
         )
+
+
+ModelOpt = Annotated[str | None, typer.Option(help="litellm model [env: DSSTAR_MODEL].")]
+ApiBaseOpt = Annotated[str | None, typer.Option(help="Model server URL [env: DSSTAR_API_BASE].")]
+OfflineOpt = Annotated[
+    bool, typer.Option("--offline", help="Use the built-in profiler instead of the LLM analyzer.")
+]
+
+
+def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
+    """Every file's description: the built-in profiler offline, else the analyzer agent."""
+    settings = _settings(**flags)
+    _check_data(data)
+    if offline:
+        import tempfile
+
+        from .data import DataSource
+        from .profiler import profile_file
+
+        source = DataSource(data, Path(tempfile.gettempdir()) / "dsstar-cache")
+        return [
+            {
+                "path": f.path,
+                "format": f.format,
+                "description": profile_file(source.mount_dir / f.path, f.path),
+                "error": None,
+            }
+            for f in source.files()
+        ]
+    from .llm import require_model
+
+    require_model(settings)
+    from flows.describe import describe as describe_flow
+
+    options = {k: v for k, v in flags.items() if v is not None}
+    with _live_progress(enabled=True):
+        return describe_flow(data=data, options=options)
+
+
+@app.command()
+def describe(
+    data: DataOpt,
+    offline: OfflineOpt = False,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    as_json: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+) -> None:
+    """Describe every file under --data (the analysis stage alone).
+
+    Example: dsstar describe --data examples/sales --offline
+    """
+    _prefect_quietly(verbose)
+    try:
+        files = _descriptions(data, offline, model=model, api_base=api_base)
+    except DSStarError as exc:
+        _fail_usage(str(exc))
+    if as_json:
+        keys = ("path", "format", "description", "error")
+        payload = {"files": [{k: f.get(k) for k in keys} for f in files]}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
+    out = Console(soft_wrap=True)
+    for f in files:
+        out.rule(f"{f['path']} ({f['format']})")
+        out.print(f["description"], markup=False, highlight=False)
+
+
+@app.command()
+def retrieve(
+    data: DataOpt,
+    question: Annotated[str, typer.Option("--question", "-q", help="The question to rank for.")],
+    top_k: Annotated[int, typer.Option(help="How many files to list.")] = 10,
+    offline: OfflineOpt = False,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the files most relevant to --question, best first, with their similarity scores.
+
+    Example: dsstar retrieve --data examples/sales -q "revenue by region" --offline
+    """
+    _prefect_quietly(False)
+    try:
+        files = _descriptions(data, offline, model=model, api_base=api_base)
+    except DSStarError as exc:
+        _fail_usage(str(exc))
+    from .retrieval import rank
+
+    ranking = rank(question, {f["path"]: f["description"] for f in files})[:top_k]
+    if as_json:
+        payload = {"files": [{"path": path, "score": score} for path, score in ranking]}
+        sys.stdout.write(json.dumps(payload) + "\n")
+        return
+    for path, score in ranking:
+        Console(soft_wrap=True).print(f"{score:.3f}  {path}", highlight=False)

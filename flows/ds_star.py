@@ -15,9 +15,9 @@ from dsstar import agents, progress
 from dsstar.agents import FileInfo
 from dsstar.data import DataSource
 from dsstar.errors import DSStarError
-from dsstar.llm import config_for, require_model
+from dsstar.llm import require_model
 from dsstar.retrieval import rank
-from dsstar.settings import AGENTS, Settings
+from dsstar.settings import Settings
 from dsstar.storage import new_run_id
 from tasks._common import result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
@@ -65,29 +65,14 @@ def ds_star(
 
 def solve(run: Run, question: str, data: str, guidelines: str, settings: Settings) -> dict:
     """Algorithm 1 of the paper, step by step."""
-    cache_dir = (settings.work_dir or Path(tempfile.gettempdir())) / "dsstar-cache"
-    source = DataSource(data, cache_dir)
-    spec = RunSpec(
-        run_id=run.run_id,
-        storage=run.store.url,
-        data_dir=str(source.mount_dir),
-        llm={agent: vars(config_for(settings, agent)) for agent in AGENTS},
-        limits={
-            "timeout_s": settings.exec_timeout,
-            "memory_mb": settings.exec_memory_mb,
-            "output_bytes": settings.exec_output_bytes,
-        },
-        sandbox=settings.sandbox,
-        max_debug_attempts=settings.max_debug_attempts,
-        summarize_over_chars=settings.summarize_over_chars,
-        llm_retries=settings.llm_retries,
-        llm_retry_delay=settings.llm_retry_delay,
-    )
+    source = open_data(data, settings)
+    spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
     calls = AgentCalls(spec)
     run.track(calls)
 
     # 1. Analyze every file, concurrently; descriptions are cached by file content.
-    files = analyze_files(run, spec, source)
+    files = analyze_files(spec, source)
+    run.record_analyses(files)
     # 2. Retrieve: only the top-K descriptions go into the prompts.
     context = retrieve(question, files, settings.top_k, settings.max_description_chars)
     run.note(files_considered=[f.path for f in context])
@@ -143,15 +128,18 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     return run.finish(status, plan, final)
 
 
-def analyze_files(run: Run, spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
-    """Describe every file (in parallel), store each analysis and account for its calls."""
+def open_data(data: str, settings: Settings) -> DataSource:
+    """The data root, downloaded into a local cache first when it is remote."""
+    return DataSource(data, (settings.work_dir or Path(tempfile.gettempdir())) / "dsstar-cache")
+
+
+def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
+    """Describe every file, in parallel; unchanged files reuse their cached analysis."""
     files = source.files()
     progress.emit("stage", name="analyze", total=len(files))
     analyze = analyze_file.with_options(result_storage=result_storage(spec.storage))
     futures = [analyze.submit(asdict(file), asdict(spec)) for file in files]
-    analyses = [future.result() for future in futures]
-    run.record_analyses(analyses)
-    return analyses
+    return [future.result() for future in futures]
 
 
 def retrieve(

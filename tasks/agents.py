@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dsstar import agents, progress
 from dsstar.agents import FileInfo
 from dsstar.errors import AgentError
-from dsstar.llm import Message
+from dsstar.llm import Message, config_for
 from dsstar.sandbox import ExecResult
+from dsstar.settings import AGENTS, Settings
 
 from ._common import result_storage
 from .execute import execute
@@ -34,6 +36,27 @@ class RunSpec:
     summarize_over_chars: int
     llm_retries: int
     llm_retry_delay: float
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, run_id: str, storage: str, data_dir: Path
+    ) -> RunSpec:
+        return cls(
+            run_id=run_id,
+            storage=storage,
+            data_dir=str(data_dir),
+            llm={agent: vars(config_for(settings, agent)) for agent in AGENTS},
+            limits={
+                "timeout_s": settings.exec_timeout,
+                "memory_mb": settings.exec_memory_mb,
+                "output_bytes": settings.exec_output_bytes,
+            },
+            sandbox=settings.sandbox,
+            max_debug_attempts=settings.max_debug_attempts,
+            summarize_over_chars=settings.summarize_over_chars,
+            llm_retries=settings.llm_retries,
+            llm_retry_delay=settings.llm_retry_delay,
+        )
 
 
 @dataclass

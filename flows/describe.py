@@ -1,0 +1,32 @@
+"""The analysis stage alone: describe every file of a data root (`dsstar describe`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from dsstar.llm import require_model
+from dsstar.settings import Settings
+from dsstar.storage import Store, new_run_id
+from tasks.agents import RunSpec
+
+from .ds_star import analyze_files, open_data
+
+__all__ = ["describe"]
+
+
+@flow(name="ds-star-describe")
+def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Analyze every file under `data` with the analyzer agent. The descriptions land in the
+    same content-keyed cache that runs use, so a later run over these files reuses them."""
+    settings = Settings(**(options or {}))
+    require_model(settings)
+    source = open_data(data, settings)
+    spec = RunSpec.from_settings(
+        settings, f"describe-{new_run_id()}", Store(settings.storage).url, source.mount_dir
+    )
+    return [
+        {k: item[k] for k in ("path", "format", "description", "source", "error")}
+        for item in analyze_files(spec, source)
+    ]

@@ -138,18 +138,23 @@ def run(
     except DSStarError as exc:
         _fail_usage(str(exc))
 
-    from flows.ds_star import ds_star
-
     from .storage import new_run_id
 
-    run_id = run_id or new_run_id()
     named = {"model", "storage", "max_rounds"}  # flow parameters of their own
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
+    params = {"question": question, "data": data, "guidelines": guidelines}
+    _run_flow(run_id or new_run_id(), params, settings, options, as_json)
+
+
+def _run_flow(
+    run_id: str, params: dict[str, str], settings: Settings, options: dict, as_json: bool
+) -> None:
+    """Run (or resume) the ds-star flow in this process, report its result and exit."""
+    from flows.ds_star import ds_star
+
     with _live_progress(enabled=not as_json):
         state = ds_star(
-            question=question,
-            data=data,
-            guidelines=guidelines,
+            **params,
             model=settings.model,
             max_rounds=settings.max_rounds,
             storage=settings.storage,
@@ -160,6 +165,59 @@ def run(
     result = _result_of(state, settings.storage, run_id)
     _report(result, as_json)
     raise typer.Exit(EXIT_OK if result["status"] in {"verified", "max_rounds"} else EXIT_FAILED)
+
+
+StorageOpt = Annotated[
+    str | None, typer.Option(help="Where runs are stored [env: DSSTAR_STORAGE; ~/.dsstar].")
+]
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    storage: StorageOpt = None,
+    model: Annotated[
+        str | None, typer.Option(help="Use another model from here on [env: DSSTAR_MODEL].")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option(help="Model server URL.")] = None,
+    as_json: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+) -> None:
+    """Continue a failed or interrupted run from its storage.
+
+    Finished file analyses, LLM calls and executions are read back from the run's cache, not
+    redone: the model is asked only what the earlier attempts never got an answer to.
+
+    Example: dsstar resume 20261121-193000-3fa2c1 --json
+    """
+    _prefect_quietly(verbose)
+    from .report import run_result
+    from .storage import Store
+
+    try:
+        store = Store(_settings(storage=storage).storage)
+        record = store.read_json(f"runs/{run_id}/run.json")
+    except FileNotFoundError:
+        _fail_usage(f"no run {run_id} under {store.url}")
+    except DSStarError as exc:
+        _fail_usage(str(exc))
+    if record.get("status") in {"verified", "max_rounds"}:
+        err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
+        _report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
+        raise typer.Exit(EXIT_OK)
+    # The run continues with the settings it started with (so its cache keys match), except
+    # where this command says otherwise. Keys were never stored; they come from the env.
+    stored = dict(record.get("settings") or {})
+    stored.update({k: v for k, v in {"model": model, "api_base": api_base}.items() if v})
+    stored["storage"] = store.url
+    try:
+        settings = _settings(**stored)
+    except DSStarError as exc:
+        _fail_usage(str(exc))
+    named = {"model", "storage", "max_rounds"}
+    options = {k: v for k, v in stored.items() if k not in named and v is not None}
+    params = {k: record[k] for k in ("question", "data", "guidelines")}
+    _run_flow(run_id, params, settings, options, as_json)
 
 
 def _agent_models(pairs: list[str] | None) -> dict[str, str] | None:
@@ -363,3 +421,111 @@ def retrieve(
         return
     for path, score in ranking:
         Console(soft_wrap=True).print(f"{score:.3f}  {path}", highlight=False)
+
+
+runs_app = typer.Typer(
+    help="Inspect stored runs (local folders and S3 alike).", no_args_is_help=True
+)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("list")
+def runs_list(
+    storage: StorageOpt = None,
+    limit: Annotated[int, typer.Option(help="How many runs, newest first.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recent runs: id, question, status, rounds, cost, started."""
+    from rich.table import Table
+
+    from .runs import list_runs
+    from .storage import Store
+
+    try:
+        runs = list_runs(Store(_settings(storage=storage).storage), limit)
+    except DSStarError as exc:
+        _fail_usage(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps({"runs": runs}, ensure_ascii=False) + "\n")
+        return
+    table = Table("run id", "question", "status", "rounds", "cost", "started")
+    for r in runs:
+        question = r["question"] if len(r["question"]) <= 60 else r["question"][:57] + "..."
+        table.add_row(
+            r["run_id"], question, str(r["status"]), str(r["rounds"]),
+            _money(r["cost_usd"]), str(r["started_at"] or ""),
+        )  # fmt: skip
+    Console(soft_wrap=True).print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    round_number: Annotated[
+        int | None, typer.Option("--round", help="Show this round's plan, code and output.")
+    ] = None,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's round table (step, verdict, route, tokens, cost, seconds), or one round."""
+    from .runs import read_round, read_run
+    from .storage import Store
+
+    try:
+        store = Store(_settings(storage=storage).storage)
+        payload = (
+            read_round(store, run_id, round_number)
+            if round_number is not None
+            else read_run(store, run_id)
+        )
+    except DSStarError as exc:
+        _fail_usage(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
+    elif round_number is not None:
+        _print_round(payload)
+    else:
+        _print_run(payload, store.uri(f"runs/{run_id}"))
+
+
+def _print_run(record: dict[str, Any], uri: str) -> None:
+    from rich.table import Table
+
+    out = Console(soft_wrap=True)
+    out.print(f"[bold]{record['run_id']}[/bold] · {record.get('status')} · {uri}")
+    out.print(f"question: {record.get('question')}", markup=False, highlight=False)
+    if record.get("answer") is not None:
+        out.print(f"answer: {record['answer']}", markup=False, highlight=False)
+    if record.get("error"):
+        out.print(f"[red]error:[/red] {record['error']}", highlight=False)
+    table = Table("round", "step", "verdict", "route", "tokens", "cost", "seconds")
+    for row in record.get("round_table") or []:
+        verdict = {True: "Yes", False: "No"}.get(row["verdict"], "-")
+        table.add_row(
+            f"{row['round']:02d}", row["step"], verdict, row["route"] or "-",
+            f"{row['input_tokens'] + row['output_tokens']:,}", _money(row["cost_usd"]),
+            f"{row['seconds']:.1f}",
+        )  # fmt: skip
+    out.print(table)
+    out.print(
+        f"{record.get('llm_calls', 0)} LLM calls · {record.get('input_tokens', 0):,} in /"
+        f" {record.get('output_tokens', 0):,} out · cost {_money(record.get('cost_usd'))}"
+    )
+
+
+def _print_round(found: dict[str, Any]) -> None:
+    from rich.syntax import Syntax
+
+    out = Console(soft_wrap=True)
+    out.rule(f"round {found['round']:02d}")
+    if "route" in found:
+        out.print(f"opened by route: {found['route'].get('decision')}", highlight=False)
+    for i, step in enumerate(found.get("plan") or [], 1):
+        out.print(f"{i}. {step}", markup=False, highlight=False)
+    if "code" in found:
+        out.print(Syntax(found["code"], "python", line_numbers=True))
+    out.rule("output")
+    out.print(found.get("output", ""), markup=False, highlight=False)
+    if "verdict" in found:
+        sufficient = found["verdict"].get("sufficient")
+        out.rule(f"verdict: {'sufficient' if sufficient else 'not sufficient'}")

@@ -182,10 +182,11 @@ def _bwrap_argv(workdir: Path, data_dir: Path) -> list[str]:
         "--new-session",
         "--uid", "65534",
         "--gid", "65534",
+        # A private /tmp first: the Python directories bound next may live under /tmp.
+        "--tmpfs", "/tmp",
         *binds,
         "--proc", "/proc",
         "--dev", "/dev",
-        "--tmpfs", "/tmp",
         "--bind", str(workdir), INSIDE,
         "--ro-bind", str(data_dir), f"{INSIDE}/data",
         "--chdir", INSIDE,

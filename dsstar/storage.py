@@ -93,6 +93,23 @@ class Store:
         except Exception as exc:
             raise StorageError(f"cannot reach {self.uri(key)}: {exc}") from exc
 
+    def check(self) -> None:
+        """Fail now, with advice, when the storage cannot be written (before any LLM call)."""
+        probe = f".dsstar-probe-{secrets.token_hex(4)}"
+        try:
+            self.fs.pipe_file(self._path(probe), b"ok")
+            self.fs.rm_file(self._path(probe))
+        except Exception as exc:
+            hint = (
+                " Check the bucket name, AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and"
+                " AWS_SECRET_ACCESS_KEY (or your cloud profile)."
+                if "://" in self.url
+                else " Check that the folder is writable."
+            )
+            raise StorageError(
+                f"cannot write to storage {self.url}: {_reason(exc)}.{hint}"
+            ) from exc
+
     def listdir(self, key: str) -> list[str]:
         """Names directly under `key` (empty when it does not exist)."""
         try:
@@ -102,6 +119,12 @@ class Store:
         except Exception as exc:
             raise StorageError(f"cannot list {self.uri(key)}: {exc}") from exc
         return sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in entries)
+
+
+def _reason(exc: Exception) -> str:
+    """The first line of an error, without the noise some backends add."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:300]
 
 
 def _normalize(url: str) -> str:

@@ -38,6 +38,7 @@ class Run:
     @classmethod
     def start(cls, run_id: str, settings: Settings, params: dict[str, Any]) -> Run:
         store = Store(settings.storage)
+        store.check()  # an unreachable bucket fails here, before the first LLM call
         record = {
             "run_id": run_id,
             **params,
@@ -122,6 +123,7 @@ class Run:
             "seconds": time.monotonic() - start_time,
         }
         self.rounds.append(item)
+        self.note(round_table=[_summary(r) for r in self.rounds], **self.totals())
         folder = f"rounds/{round_key(number)}"
         uris = self._save(
             {
@@ -134,6 +136,7 @@ class Run:
                     "execution_ok": script.result.ok,
                     "attempts": script.attempts,
                 },
+                "run.json": self.record,  # so `dsstar runs show` follows a run as it goes
             },
             f"round {round_key(number)}",
         )
@@ -192,6 +195,22 @@ class Run:
 
     def _call_count(self) -> int:
         return len(self._calls())
+
+
+def _summary(item: dict[str, Any]) -> dict[str, Any]:
+    """One row of the round table in run.json."""
+    return {
+        "round": item["number"],
+        "step": item["plan"][-1] if item["plan"] else "",
+        "plan_length": len(item["plan"]),
+        "route": item["route"],
+        "verdict": item["verdict"],
+        "execution_ok": item["ok"],
+        "input_tokens": item["input_tokens"],
+        "output_tokens": item["output_tokens"],
+        "cost_usd": item["cost_usd"],
+        "seconds": round(item["seconds"], 2),
+    }
 
 
 def _usage(calls: list[dict[str, Any]]) -> dict[str, Any]:

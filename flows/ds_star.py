@@ -14,7 +14,6 @@ from prefect.runtime import flow_run
 from dsstar import agents, progress
 from dsstar.agents import FileInfo
 from dsstar.data import DataSource
-from dsstar.errors import DSStarError
 from dsstar.llm import require_model
 from dsstar.retrieval import rank
 from dsstar.settings import Settings
@@ -58,7 +57,7 @@ def ds_star(
     )
     try:
         return solve(run, question, data, guidelines, settings)
-    except DSStarError as exc:
+    except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
         raise
 

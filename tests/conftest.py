@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -101,3 +102,53 @@ def sales(tmp_path) -> Path:
     target = tmp_path / "sales"
     shutil.copytree(EXAMPLE, target)
     return target
+
+
+def _wait_http(url: str, proc: subprocess.Popen, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.3)
+
+
+@pytest.fixture(scope="session")
+def moto_port():
+    """moto's S3 server: a real S3 HTTP API on loopback."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    _wait_http(f"http://127.0.0.1:{port}/", proc, "moto server")
+    yield port
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def s3(moto_port, monkeypatch, request):
+    """A fresh bucket; DSSTAR_STORAGE points into it. Returns the storage URL."""
+    import uuid
+
+    import boto3
+
+    credentials = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{moto_port}",
+        "AWS_ACCESS_KEY_ID": "AKIADSSTARTEST",
+        "AWS_SECRET_ACCESS_KEY": "dsstar-s3-secret-never-stored",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    for key, value in credentials.items():
+        monkeypatch.setenv(key, value)
+    bucket = f"dsstar-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/team"
+    monkeypatch.setenv("DSSTAR_STORAGE", url)
+    return url

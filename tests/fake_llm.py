@@ -81,6 +81,7 @@ class FakeLLM:
         self._defaults: dict[str, Responder] = {}
         self._fallback: Responder | None = None
         self._handler: Responder | None = None
+        self._intercept: Callable[[dict[str, Any]], Reply | None] | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -140,6 +141,13 @@ class FakeLLM:
             self._handler = fn
         return self
 
+    def intercept(self, fn: Callable[[dict[str, Any]], Reply | None] | None) -> FakeLLM:
+        """Let ``fn`` see every request first: a reply it returns is sent instead of the
+        scripted one (which stays queued); ``None`` lets scripted routing answer."""
+        with self._lock:
+            self._intercept = fn
+        return self
+
     def pending(self, agent: str) -> int:
         """Return how many scripted replies are still queued for ``agent``."""
         with self._lock:
@@ -160,6 +168,11 @@ class FakeLLM:
     def _respond(self, req: dict[str, Any]) -> Reply:
         """Pick the reply for ``req``: handler, queue, per-agent default, global fallback."""
         agent = req["agent"]
+        intercept = self._intercept
+        if intercept is not None:
+            override = intercept(req)
+            if override is not None:
+                return override
         with self._lock:
             handler = self._handler
             queue = self._queues.get(agent)

@@ -1,0 +1,231 @@
+"""Operating dsstar like a Prefect job: object storage (moto's real S3 API), resume after an
+LLM outage, a SIGKILL or a storage outage, and run inspection."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import boto3
+import pytest
+from fake_llm import Error
+from scenarios import ANSWER, two_rounds
+from tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+
+
+def dsstar(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsstar", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dsstar", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+
+
+def objects(storage_url: str) -> dict[str, bytes]:
+    bucket, prefix = storage_url.removeprefix("s3://").split("/", 1)
+    client = boto3.client("s3")
+    keys = [
+        o["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for o in page.get("Contents", [])
+    ]
+    return {
+        k.removeprefix(prefix + "/"): client.get_object(Bucket=bucket, Key=k)["Body"].read()
+        for k in keys
+    }
+
+
+def answered(requests: list[dict]) -> set[tuple[str, str]]:
+    """(agent, messages) of every request that got an answer."""
+    return {(r["agent"], json.dumps(r["messages"])) for r in requests if r["status"] == 200}
+
+
+def test_run_on_s3_stores_the_layout_and_runs_show_reads_it(env, llm, sales, s3):
+    two_rounds(llm)
+    done = dsstar(
+        "run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "s3-run"
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["artifacts_uri"] == f"{s3}/runs/s3-run"
+    assert result["solution_uri"] == f"{s3}/runs/s3-run/final/solution.py"
+
+    stored = objects(s3)
+    for key in (
+        "run.json",
+        "final/solution.py",
+        "final/answer.json",
+        "final/notebook.ipynb",
+        "rounds/00/plan.json",
+        "rounds/00/code.py",
+        "rounds/00/output.txt",
+        "rounds/00/verdict.json",
+        "rounds/01/route.json",
+        "rounds/01/verdict.json",
+        "analysis/orders_2024.csv/output.txt",
+    ):
+        assert f"runs/s3-run/{key}" in stored
+    assert any(k.startswith("cache/") for k in stored)  # Prefect's results, same bucket
+    for body in stored.values():
+        assert b"dsstar-s3-secret-never-stored" not in body
+        assert b"sk-test-not-secret" not in body
+
+    shown = json.loads(dsstar("runs", "show", "s3-run", "--json").stdout)
+    assert shown["answer"] == ANSWER
+    assert [row["verdict"] for row in shown["round_table"]] == [False, True]
+    assert shown["round_table"][1]["route"] == "Add Step"
+    one = json.loads(dsstar("runs", "show", "s3-run", "--round", "1", "--json").stdout)
+    assert len(one["plan"]) == 2 and "regions.json" in one["code"]
+    assert one["route"]["decision"] == "Add Step"
+    human = dsstar("runs", "show", "s3-run")
+    assert "Add Step" in human.stdout and "verified" in human.stdout
+    listed = json.loads(dsstar("runs", "list", "--json").stdout)["runs"]
+    assert [(r["run_id"], r["status"], r["rounds"]) for r in listed] == [("s3-run", "verified", 2)]
+
+
+def test_unreachable_storage_fails_before_the_first_llm_call(env, llm, sales, s3, monkeypatch):
+    two_rounds(llm)
+    missing = dsstar(
+        "run",
+        "--data",
+        str(sales),
+        "--question",
+        QUESTION,
+        "--json",
+        "--storage",
+        "s3://no-such-bucket-dsstar/x",
+    )
+    assert missing.returncode == 1
+    assert "bucket does not exist" in json.loads(missing.stdout)["error"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
+    down = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json")
+    assert down.returncode == 1
+    error = json.loads(down.stdout)["error"]
+    assert "cannot write to storage" in error and "AWS_ENDPOINT_URL" in error
+    assert "dsstar-s3-secret-never-stored" not in down.stdout + down.stderr
+    assert llm.requests == []
+
+
+def test_llm_outage_then_resume_repeats_no_answered_request(env, llm, sales, s3):
+    two_rounds(llm)
+    coder_calls = []
+
+    def outage(request):
+        if request["agent"] == "coder":
+            coder_calls.append(request)
+            if len(coder_calls) >= 2:
+                return Error(503, "model overloaded")
+        return None
+
+    llm.intercept(outage)
+    first = dsstar(
+        "run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "outage"
+    )
+    assert first.returncode == 1
+    assert json.loads(first.stdout)["status"] == "failed"
+    before = list(llm.requests)
+
+    llm.intercept(None)  # the model server recovers
+    second = dsstar("resume", "outage", "--json")
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout)
+    assert result["status"] == "verified" and result["answer"] == ANSWER
+    assert result["rounds"] == 2
+    resumed = llm.requests[len(before) :]
+    assert resumed, "the resumed run asked for what it was missing"
+    repeated = answered(before) & {(r["agent"], json.dumps(r["messages"])) for r in resumed}
+    assert repeated == set()
+
+
+def test_sigkill_in_round_one_then_resume(env, llm, sales, s3):
+    two_rounds(llm)
+    proc = start(
+        "run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "killed"
+    )
+
+    coder_calls = []
+
+    def kill_in_round_one(request):
+        coder_calls.extend([request] if request["agent"] == "coder" else [])
+        if len(coder_calls) == 2:
+            os.kill(proc.pid, signal.SIGKILL)  # mid-round: the coder's answer never arrives
+            return Error(503, "gone")
+        return None
+
+    llm.intercept(kill_in_round_one)
+    proc.wait(timeout=300)
+    assert proc.returncode == -signal.SIGKILL
+    before = list(llm.requests)
+    llm.intercept(None)
+
+    resumed = dsstar("resume", "killed", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "verified" and result["answer"] == ANSWER
+    after = llm.requests[len(before) :]
+    assert answered(before) & {(r["agent"], json.dumps(r["messages"])) for r in after} == set()
+    assert [r["agent"] for r in after][:1] == ["coder"]  # picks up exactly where it stopped
+
+
+def test_storage_outage_fails_cleanly_and_resumes(env, llm, sales, s3, moto_port, monkeypatch):
+    proxy = TcpProxy(moto_port)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    two_rounds(llm)
+
+    def outage(request):
+        if request["agent"] == "router":
+            proxy.down()  # storage goes away after round 00 was stored
+        return None
+
+    llm.intercept(outage)
+    try:
+        first = dsstar(
+            "run",
+            "--data",
+            str(sales),
+            "--question",
+            QUESTION,
+            "--json",
+            "--run-id",
+            "storage-outage",
+        )
+        assert first.returncode == 1
+        assert json.loads(first.stdout)["status"] == "failed"
+        proxy.up()
+        stored = objects(s3)
+        for key in (
+            "rounds/00/plan.json",
+            "rounds/00/code.py",
+            "rounds/00/verdict.json",
+            "analysis/orders_2024.csv/output.txt",
+        ):
+            assert f"runs/storage-outage/{key}" in stored  # what was written is kept
+        llm.intercept(None)
+        # The router's answer arrived while storage was down, so it could not be kept: the
+        # resumed run asks for it again (and nothing before it).
+        llm.script("router", "Add Step")
+        second = dsstar("resume", "storage-outage", "--json")
+        assert second.returncode == 0, second.stderr
+        assert json.loads(second.stdout)["answer"] == ANSWER
+    finally:
+        proxy.close()

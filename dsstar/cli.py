@@ -109,6 +109,10 @@ def run(
     run_id: Annotated[
         str | None, typer.Option(help="Use this run id instead of a generated one.")
     ] = None,
+    reuse: Annotated[
+        bool,
+        typer.Option(help="Try the last verified solution of this question over this data first."),
+    ] = True,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
@@ -127,6 +131,7 @@ def run(
             "exec_timeout": exec_timeout,
             "exec_memory_mb": exec_memory_mb,
             "storage": storage,
+            "reuse": reuse,
         }
         settings = _settings(**overrides)
         from .llm import require_model
@@ -140,7 +145,7 @@ def run(
 
     from .storage import new_run_id
 
-    named = {"model", "storage", "max_rounds"}  # flow parameters of their own
+    named = {"model", "storage", "max_rounds", "reuse"}  # flow parameters of their own
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
     params = {"question": question, "data": data, "guidelines": guidelines}
     _run_flow(run_id or new_run_id(), params, settings, options, as_json)
@@ -158,6 +163,7 @@ def _run_flow(
             model=settings.model,
             max_rounds=settings.max_rounds,
             storage=settings.storage,
+            reuse=settings.reuse,
             run_id=run_id,
             options=options,
             return_state=True,
@@ -214,7 +220,7 @@ def resume(
         settings = _settings(**stored)
     except DSStarError as exc:
         _fail_usage(str(exc))
-    named = {"model", "storage", "max_rounds"}
+    named = {"model", "storage", "max_rounds", "reuse"}
     options = {k: v for k, v in stored.items() if k not in named and v is not None}
     params = {k: record[k] for k in ("question", "data", "guidelines")}
     _run_flow(run_id, params, settings, options, as_json)
@@ -529,3 +535,94 @@ def _print_round(found: dict[str, Any]) -> None:
     if "verdict" in found:
         sufficient = found["verdict"].get("sufficient")
         out.rule(f"verdict: {'sufficient' if sufficient else 'not sufficient'}")
+
+
+@app.command()
+def serve(
+    questions_file: Annotated[
+        str, typer.Option(help="Question set (YAML) the nightly deployment answers.")
+    ] = "deployments/questions.yaml",
+    cron: Annotated[str, typer.Option(help="When the nightly batch runs (cron).")] = "0 2 * * *",
+    timezone: Annotated[str, typer.Option(help="Time zone of --cron, e.g. Europe/Paris.")] = "UTC",
+    limit: Annotated[int, typer.Option(help="Most flow runs executed at once.")] = 4,
+) -> None:
+    """Serve the deployments ds-star/on-demand and ds-star-nightly/nightly from this process.
+
+    Runs triggered from the Prefect UI (a form with question, data, model, rounds...) and the
+    nightly schedule execute here. Needs PREFECT_API_URL (e.g. `prefect server start`).
+
+    Example: dsstar serve --cron "0 2 * * *" --timezone Europe/Paris
+    """
+    from prefect import serve as prefect_serve
+    from prefect.schedules import Cron
+
+    from flows.ds_star import ds_star
+    from flows.nightly import ds_star_nightly
+
+    on_demand = ds_star.to_deployment(
+        name="on-demand",
+        description="Answer one question about a folder or bucket of data files.",
+        tags=["dsstar"],
+    )
+    nightly = ds_star_nightly.to_deployment(
+        name="nightly",
+        description="Answer every question of the nightly question set.",
+        schedules=[Cron(cron, timezone=timezone, slug="nightly")],
+        parameters={"questions_file": str(Path(questions_file).resolve())},
+        tags=["dsstar"],
+    )
+    err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")
+    prefect_serve(on_demand, nightly, limit=limit)
+
+
+@app.command()
+def history(
+    question: Annotated[str, typer.Argument(help="The question, as it was asked.")],
+    guidelines: Annotated[str, typer.Option(help="Its formatting guidelines, if any.")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """The answers a question got over time, oldest first, marking where the answer changed.
+
+    Example: dsstar history "Which region had the highest revenue in 2024 H1?"
+    """
+    from rich.table import Table
+
+    from .ledger import Ledger, question_key
+
+    try:
+        ledger = Ledger(_settings().database_url)
+        runs = ledger.history(question_key(question, guidelines))
+    except DSStarError as exc:
+        _fail_usage(str(exc))
+    rows, previous = [], None
+    for row in runs:
+        changed = previous is not None and row.answer is not None and row.answer != previous
+        rows.append(
+            {
+                "run_id": row.run_id,
+                "finished_at": row.finished_at.isoformat() if row.finished_at else None,
+                "status": row.status,
+                "answer": row.answer,
+                "changed": changed,
+                "reused_solution": row.reused_solution,
+                "llm_calls": row.llm_calls,
+                "cost_usd": row.cost_usd,
+                "data": row.data,
+            }
+        )
+        previous = row.answer if row.answer is not None else previous
+    if as_json:
+        sys.stdout.write(json.dumps({"question": question, "answers": rows}) + "\n")
+        return
+    if not rows:
+        err.print("no runs of this question in the ledger")
+        raise typer.Exit(EXIT_OK)
+    table = Table("finished", "run id", "status", "answer", "", "calls", "cost")
+    for r in rows:
+        mark = "[yellow]changed[/yellow]" if r["changed"] else ""
+        mark = mark or ("reused" if r["reused_solution"] else "")
+        table.add_row(
+            str(r["finished_at"] or ""), r["run_id"], r["status"], str(r["answer"]), mark,
+            str(r["llm_calls"]), _money(r["cost_usd"]),
+        )  # fmt: skip
+    Console(soft_wrap=True).print(table)

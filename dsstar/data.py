@@ -15,7 +15,15 @@ from fsspec.core import url_to_fs
 from .errors import DataError
 from .profiler import detect_format
 
-__all__ = ["DataFile", "DataSource"]
+__all__ = ["DataFile", "DataSource", "normalize_location"]
+
+
+def normalize_location(url: str) -> str:
+    """One spelling per data root: local paths become absolute, URLs lose trailing slashes."""
+    if "://" in url and not url.startswith("file://"):
+        return url.rstrip("/")
+    return str(Path(url.removeprefix("file://")).expanduser().resolve())
+
 
 _SKIPPED_PARTS = {"__pycache__", "__MACOSX"}
 

@@ -19,6 +19,7 @@ RESULT_KEYS = (
     "output_tokens",
     "cost_usd",
     "flow_run_id",
+    "reused_solution",
 )
 
 
@@ -30,6 +31,7 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
     result["plan"] = record.get("plan") or []
     for key in ("llm_calls", "input_tokens", "output_tokens"):
         result[key] = record.get(key) or 0
+    result["reused_solution"] = bool(record.get("reused_solution"))
     if record.get("error"):
         result["error"] = record["error"]
     return result

@@ -82,6 +82,16 @@ class Settings(BaseSettings):
         None, description="Scratch folder for script working directories (default: system temp)."
     )
 
+    database_url: str = Field(
+        f"sqlite:///{Path.home() / '.dsstar' / 'ledger.db'}",
+        description="The run ledger's database (SQLAlchemy URL), e.g."
+        " postgresql+psycopg://user:password@host/dsstar.",
+    )
+    reuse: bool = Field(
+        True,
+        description="Try the last verified solution of the same question over the same data"
+        " first; the full loop runs only when it fails or the verifier rejects it.",
+    )
     storage: str = Field(
         str(Path.home() / ".dsstar"),
         description="Where runs are stored: a local folder or a URL such as s3://bucket/prefix.",

@@ -11,12 +11,13 @@ from prefect.runtime import flow_run
 
 from dsstar import progress
 from dsstar.agents.router import Route
+from dsstar.ledger import Ledger, RunRow, question_key
 from dsstar.notebook import build_notebook
 from dsstar.report import run_result
 from dsstar.settings import Settings
 from dsstar.storage import Store, analysis_key, round_key
 from tasks.agents import AgentCalls, Script
-from tasks.record import publish_round, publish_rounds_table, write_objects
+from tasks.record import publish_round, publish_rounds_table, publish_summary, write_objects
 
 __all__ = ["Run"]
 
@@ -31,6 +32,7 @@ class Run:
     store: Store
     record: dict[str, Any]
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    ledger: Ledger | None = None
     calls: AgentCalls | None = None
     analysis_calls: list[dict[str, Any]] = field(default_factory=list)
     _round_start: tuple[int, float] = (0, 0.0)
@@ -45,10 +47,11 @@ class Run:
             "status": "running",
             "started_at": _now(),
             "flow_run_id": str(flow_run.id) if flow_run.id else None,
-            # Secrets never reach storage: the API key is excluded, everything else is plain.
-            "settings": settings.model_dump(mode="json", exclude={"api_key"}),
+            # Secrets never reach storage: the API key and the database URL (which may hold a
+            # password) are left out; a resumed run reads them from its environment again.
+            "settings": settings.model_dump(mode="json", exclude={"api_key", "database_url"}),
         }
-        run = cls(run_id=run_id, store=store, record=record)
+        run = cls(run_id=run_id, store=store, record=record, ledger=Ledger(settings.database_url))
         run._save({"run.json": record}, "run")
         return run
 
@@ -59,6 +62,26 @@ class Run:
     def _save(self, objects: dict[str, Any], label: str) -> list[str]:
         return write_objects(
             label, self.store.url, {f"{self.prefix}/{k}": v for k, v in objects.items()}
+        )
+
+    def previous_solution(self) -> RunRow | None:
+        """The last verified solution of this question over this data root, if any."""
+        key = question_key(self.record["question"], self.record["guidelines"])
+        return self.ledger.last_verified(key, self.record["data"]) if self.ledger else None
+
+    def record_reuse_attempt(self, script: Script, verdict: bool, reply: str) -> None:
+        """Keep a rejected reuse attempt beside the rounds (round 00 belongs to the new plan)."""
+        self._save(
+            {
+                "reuse/code.py": script.code,
+                "reuse/output.txt": script.result.output,
+                "reuse/verdict.json": {
+                    "sufficient": verdict,
+                    "reply": reply,
+                    "ok": script.result.ok,
+                },
+            },
+            "reuse",
         )
 
     def track(self, calls: AgentCalls) -> None:
@@ -147,7 +170,9 @@ class Run:
 
     # -- the end -----------------------------------------------------------------------------
 
-    def finish(self, status: str, plan: list[str], final: Script) -> dict[str, Any]:
+    def finish(
+        self, status: str, plan: list[str], final: Script, reused: bool = False
+    ) -> dict[str, Any]:
         answer = final.result.output.strip() if final.result.ok else None
         if answer is None:
             status = "failed"
@@ -167,8 +192,21 @@ class Run:
             },
             "final",
         )
-        self.note(status=status, answer=answer, plan=plan, solution_uri=uris[0])
-        return self._close()
+        self.note(
+            status=status, answer=answer, plan=plan, solution_uri=uris[0], reused_solution=reused
+        )
+        result = self._close(solution=final.code)
+        publish_summary(
+            self.run_id,
+            self.record,
+            {
+                "run folder": self.store.uri(self.prefix),
+                "solution": uris[0],
+                "answer": uris[1],
+                "notebook": uris[2],
+            },
+        )
+        return result
 
     def fail(self, exc: BaseException) -> None:
         self.note(status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -177,10 +215,13 @@ class Run:
         except Exception:  # storage itself may be what failed; the flow still reports exc
             pass
 
-    def _close(self) -> dict[str, Any]:
+    def _close(self, solution: str | None = None) -> dict[str, Any]:
         self.note(finished_at=_now(), rounds=len(self.rounds), **self.totals())
         self.record.setdefault("plan", self.rounds[-1]["plan"] if self.rounds else [])
         self._save({"run.json": self.record}, "run")
+        if self.ledger:
+            ledger_record = {**self.result(), **self.record, "solution": solution}
+            self.ledger.record(ledger_record, self.record.get("round_table") or [], self._calls())
         return self.result()
 
     def result(self) -> dict[str, Any]:

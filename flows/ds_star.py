@@ -8,16 +8,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_client
 from prefect.runtime import flow_run
 
 from dsstar import agents, progress
 from dsstar.agents import FileInfo
-from dsstar.data import DataSource
+from dsstar.data import DataSource, normalize_location
+from dsstar.ledger import RunRow
 from dsstar.llm import require_model
 from dsstar.retrieval import rank
 from dsstar.settings import Settings
-from dsstar.storage import new_run_id
 from tasks._common import result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
 from tasks.analysis import analyze_file
@@ -27,8 +27,16 @@ from ._run import Run
 __all__ = ["ds_star"]
 
 
+def _default_run_id() -> str:
+    """For runs started from the UI or a schedule: derived from the Prefect flow run, so a
+    retry of that flow run continues the same DS-STAR run (and finds its cached work)."""
+    with get_client(sync_client=True) as client:
+        created = client.read_flow_run(flow_run.id).created
+    return f"{created:%Y%m%d-%H%M%S}-{str(flow_run.id)[:6]}"
+
+
 def _flow_run_name() -> str:
-    return flow_run.parameters.get("run_id") or "ds-star"
+    return flow_run.parameters.get("run_id") or _default_run_id()
 
 
 @flow(name="ds-star", flow_run_name=_flow_run_name, log_prints=False)
@@ -37,23 +45,34 @@ def ds_star(
     data: str,
     guidelines: str = "",
     model: str | None = None,
-    max_rounds: int | None = None,
+    max_rounds: int = 20,
     storage: str | None = None,
+    reuse: bool = True,
     run_id: str | None = None,
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Answer `question` from the files under `data` with the DS-STAR loop.
+    """Answer a question about a folder or bucket of data files with the DS-STAR agent.
 
-    `options` holds any other setting by name (e.g. {"exec_timeout": 60}); unset values come
-    from DSSTAR_* environment variables, then defaults.
+    Args:
+        question: The question to answer, e.g. "Which region had the highest revenue?".
+        data: Folder, single file or URL (s3://bucket/prefix) holding the data files.
+        guidelines: How the answer must be formatted, e.g. "a number with 2 decimals".
+        model: litellm model for every agent (default: DSSTAR_MODEL on the worker).
+        max_rounds: Most plan/code/verify rounds before the answer is finalized anyway.
+        storage: Where artifacts go: a folder or s3://bucket/prefix (default: DSSTAR_STORAGE).
+        reuse: Try the last verified solution of this question first (one or two LLM calls).
+        run_id: Continue or name a run; by default derived from this flow run, so a retry
+            resumes it.
+        options: Any other dsstar setting by name, e.g. {"exec_timeout": 60}.
     """
-    chosen = {"model": model, "max_rounds": max_rounds, "storage": storage, **(options or {})}
+    chosen = {"model": model, "max_rounds": max_rounds, "storage": storage, "reuse": reuse}
+    chosen |= options or {}
     settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
     require_model(settings)
     run = Run.start(
-        run_id=run_id or new_run_id(),
+        run_id=run_id or _default_run_id(),
         settings=settings,
-        params={"question": question, "data": data, "guidelines": guidelines},
+        params={"question": question, "data": normalize_location(data), "guidelines": guidelines},
     )
     try:
         return solve(run, question, data, guidelines, settings)
@@ -69,6 +88,14 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     calls = AgentCalls(spec)
     run.track(calls)
 
+    # 0. A question answered before: re-run its verified solution on today's data first.
+    previous = run.previous_solution() if settings.reuse else None
+    if previous:
+        script = try_previous_solution(run, calls, question, previous)
+        if script:
+            return run.finish("verified", previous.plan, script, reused=True)
+    seed_plan = previous.plan if previous else []
+
     # 1. Analyze every file, concurrently; descriptions are cached by file content.
     files = analyze_files(spec, source)
     run.record_analyses(files)
@@ -82,7 +109,7 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
         )
 
     # 3. Round 0: one simple first step, implemented and executed.
-    plan = [calls.plan_first("r00", question, context, previous_plan=[])]
+    plan = [calls.plan_first("r00", question, context, previous_plan=seed_plan)]
     first = agents.coder.render_initial(question=question, files=context, step=plan[0])
     code = calls.code("r00", first)
     script = calls.run_with_repair("r00", code, solution_debugger)
@@ -125,6 +152,24 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     # 5. Finalize: a script that prints only the answer, in the required format.
     final = finalize(calls, question, guidelines, context, plan, script, solution_debugger)
     return run.finish(status, plan, final)
+
+
+def try_previous_solution(
+    run: Run, calls: AgentCalls, question: str, previous: RunRow
+) -> Script | None:
+    """Execute the last verified solution and ask the verifier once. Returns the script when
+    it ran and was accepted (it is then round 00 of this run), else None."""
+    result = calls.execute("execute reuse", previous.solution)
+    script = Script(code=previous.solution or "", result=result)
+    if not result.ok:
+        run.record_reuse_attempt(script, False, "(not asked: the solution failed to run)")
+        return None
+    sufficient, reply = calls.verify("reuse", question, previous.plan, script)
+    if not sufficient:
+        run.record_reuse_attempt(script, False, reply)
+        return None
+    run.record_round(0, previous.plan, script, True, reply, None)
+    return script
 
 
 def open_data(data: str, settings: Settings) -> DataSource:

@@ -14,7 +14,7 @@ from dsstar.storage import Store
 
 from ._common import is_storage_error, key_part
 
-__all__ = ["publish_round", "publish_rounds_table", "write_objects"]
+__all__ = ["publish_round", "publish_rounds_table", "publish_summary", "write_objects"]
 
 
 @task(
@@ -77,3 +77,19 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
 
 def _verdict(value: bool | None) -> str:
     return {True: "Yes (sufficient)", False: "No"}.get(value, "-")  # type: ignore[arg-type]
+
+
+def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -> None:
+    """A markdown artifact with the answer, the totals and where every object is stored."""
+    links = "\n".join(f"- {name}: `{uri}`" for name, uri in uris.items())
+    create_markdown_artifact(
+        key=key_part(f"{run_id}-answer").lower(),
+        markdown=(
+            f"### {record['question']}\n\n**Status:** {record['status']}  \n"
+            f"**Answer:** {record.get('answer')}\n\n"
+            f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"
+            f" in / {record.get('output_tokens')} out · **cost:** {record.get('cost_usd')}\n\n"
+            f"**Stored objects**\n\n{links}\n"
+        ),
+        description=f"DS-STAR {run_id}: answer and stored objects",
+    )

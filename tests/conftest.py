@@ -87,6 +87,7 @@ def env(llm, tmp_path, monkeypatch):
         "DSSTAR_API_KEY": "sk-test-not-secret",
         "DSSTAR_STORAGE": str(tmp_path / "storage"),
         "DSSTAR_WORK_DIR": str(tmp_path / "work"),
+        "DSSTAR_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
         "DSSTAR_LLM_RETRY_DELAY": "0.05",
         "DSSTAR_EXEC_TIMEOUT": "60",
     }

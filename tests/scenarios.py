@@ -103,3 +103,13 @@ def never_satisfied(llm: FakeLLM) -> None:
     llm.default("verifier", lambda req: "No")
     llm.default("router", lambda req: "Add Step")
     llm.script("finalyzer", fence(FINAL_ONLY_ANSWER))
+
+
+def always_first_time(llm: FakeLLM) -> None:
+    """Any question is answered in round 00: the verifier accepts the first plan."""
+    llm.default("analyzer", describe_script)
+    llm.default("planner", lambda req: "Compute revenue per region and find its manager.")
+    llm.default("coder", lambda req: fence(JOIN))
+    llm.default("verifier", lambda req: "Yes")
+    llm.default("router", lambda req: "Add Step")
+    llm.default("finalyzer", lambda req: fence(FINAL_ONLY_ANSWER))

@@ -1,0 +1,51 @@
+"""Question sets for the nightly batch: a YAML list of questions with their data roots.
+
+- question: Which region had the highest revenue yesterday?
+  data: ../examples/sales          # relative paths are relative to this file
+  guidelines: "Answer as '<region>, <manager>'."
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .data import normalize_location
+from .errors import UsageError
+
+__all__ = ["Question", "load_questions"]
+
+
+@dataclass(frozen=True)
+class Question:
+    question: str
+    data: str
+    guidelines: str = ""
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    """Read and validate a question set. Raises UsageError with the entry at fault."""
+    path = Path(path).expanduser()
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"question set {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"question set {path} is not valid YAML: {exc}") from exc
+    if not isinstance(entries, list) or not entries:
+        raise UsageError(f"question set {path} must be a non-empty list of questions")
+    questions = []
+    for number, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict) or not entry.get("question") or not entry.get("data"):
+            raise UsageError(f"{path}, entry {number}: needs 'question' and 'data'")
+        data = str(entry["data"])
+        if "://" not in data and not Path(data).expanduser().is_absolute():
+            data = str(path.parent / data)
+        questions.append(
+            Question(
+                str(entry["question"]), normalize_location(data), str(entry.get("guidelines") or "")
+            )
+        )
+    return questions

@@ -1,0 +1,95 @@
+"""Solution reuse and the ledger's answer history, through the real flow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from fake_llm import text_of
+from scenarios import ANSWER, FINAL_ONLY_ANSWER, fence, two_rounds
+
+from dsstar.ledger import Ledger, question_key
+from flows.ds_star import ds_star
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+NEW_ROWS = "1011,2024-06-25,SW,Gizmo,10,30.00\n1012,2024-06-28,SW,Gizmo,1,30.00\n"
+
+
+def new_calls(llm, since: int) -> list[dict]:
+    return llm.requests[since:]
+
+
+def test_reuse_answers_refreshed_data_with_one_call(env, llm, sales):
+    two_rounds(llm)
+    first = ds_star(question=QUESTION, data=str(sales), run_id="reuse-1")
+    assert first["status"] == "verified" and not first["reused_solution"]
+
+    with (sales / "orders_2024.csv").open("a") as csv:
+        csv.write(NEW_ROWS)  # Southwest overtakes Northeast: 130 + 330 = 460 > 207
+    llm.script("verifier", "Yes")
+    since = len(llm.requests)
+    second = ds_star(question=QUESTION, data=str(sales), run_id="reuse-2")
+
+    assert second["status"] == "verified"
+    assert second["reused_solution"] is True
+    assert second["answer"] == "Southwest, Luis Ortega"
+    calls = new_calls(llm, since)
+    assert len(calls) <= 2 and second["llm_calls"] == len(calls)
+    assert [c["agent"] for c in calls] == ["verifier"]
+    assert "Southwest, Luis Ortega" in text_of(calls[0])  # judged on today's output
+
+    ledger = Ledger(env["DSSTAR_DATABASE_URL"])
+    history = ledger.history(question_key(QUESTION))
+    assert [(r.run_id, r.answer, r.reused_solution) for r in history] == [
+        ("reuse-1", ANSWER, False),
+        ("reuse-2", "Southwest, Luis Ortega", True),
+    ]
+    assert [c.agent for c in ledger.calls("reuse-2")] == ["verifier"]
+    assert len(ledger.rounds("reuse-1")) == 2
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "dsstar", "history", QUESTION, "--json"],
+        capture_output=True, text=True, env=os.environ.copy(), check=True,
+    )  # fmt: skip
+    answers = json.loads(shown.stdout)["answers"]
+    assert [(a["answer"], a["changed"]) for a in answers] == [
+        (ANSWER, False),
+        ("Southwest, Luis Ortega", True),
+    ]
+
+
+def test_renamed_column_runs_the_full_loop_seeded_with_the_old_plan(env, llm, sales):
+    two_rounds(llm)
+    ds_star(question=QUESTION, data=str(sales), run_id="rename-1")
+
+    orders = sales / "orders_2024.csv"
+    orders.write_text(orders.read_text().replace("units,", "quantity,", 1))
+    renamed = FINAL_ONLY_ANSWER.replace('"units"', '"quantity"')
+    llm.script("planner", "Compute revenue per region from quantity and unit_price.")
+    llm.script("coder", fence(renamed))
+    llm.script("verifier", "Yes")
+    llm.script("finalyzer", fence(renamed))
+    since = len(llm.requests)
+    result = ds_star(question=QUESTION, data=str(sales), run_id="rename-2")
+
+    assert result["status"] == "verified" and result["answer"] == ANSWER
+    assert result["reused_solution"] is False
+    agents = [c["agent"] for c in new_calls(llm, since)]
+    assert "verifier" in agents and "planner" in agents and "analyzer" in agents
+    planner_request = text_of(llm.calls("planner")[-1])
+    assert "Load the orders and compute revenue per region." in planner_request  # old plan
+
+
+def test_no_reuse_forces_the_full_loop(env, llm, sales):
+    two_rounds(llm)
+    ds_star(question=QUESTION, data=str(sales), run_id="noreuse-1")
+    two_rounds(llm)
+    since = len(llm.requests)
+    result = ds_star(question=QUESTION, data=str(sales), run_id="noreuse-2", reuse=False)
+    assert result["reused_solution"] is False and result["rounds"] == 2
+    assert "planner" in [c["agent"] for c in new_calls(llm, since)]

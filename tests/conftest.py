@@ -153,3 +153,45 @@ def s3(moto_port, monkeypatch, request):
     url = f"s3://{bucket}/team"
     monkeypatch.setenv("DSSTAR_STORAGE", url)
     return url
+
+
+def require_binary(path: str | None, package: str) -> str:
+    """The path of a system program the tests need. scripts/test installs them; where one is
+    missing outside CI the test is skipped with the reason, in CI it fails."""
+    if path and Path(path).exists():
+        return path
+    message = f"{package} is not installed (scripts/test installs it with apt-get)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A throwaway PostgreSQL cluster on loopback, from Debian's postgresql package."""
+    import glob
+    import pwd
+
+    initdb = require_binary(next(iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))), None),
+                            "postgresql")  # fmt: skip
+    bin_dir = Path(initdb).parent
+    # Not under pytest's tmp folders: those are private to root, and the server runs as the
+    # postgres user (initdb refuses root).
+    data = Path(tempfile.mkdtemp(prefix="dsstar-pg-"))
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        os.chown(data, user.pw_uid, user.pw_gid)
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+
+    def run(*argv: str) -> None:
+        subprocess.run([*as_postgres, *argv], check=True, capture_output=True, cwd="/tmp")
+
+    run(str(bin_dir / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres")
+    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(data / "server.log"), "-w",
+        "-o", f"-p {port} -h 127.0.0.1 -k {data}", "start")  # fmt: skip
+    run(str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "dsstar")
+    yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/dsstar"
+    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+    shutil.rmtree(data, ignore_errors=True)

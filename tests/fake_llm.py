@@ -148,6 +148,15 @@ class FakeLLM:
             self._intercept = fn
         return self
 
+    def reset(self) -> FakeLLM:
+        """Forget every script, responder and recorded request (for a server shared by tests)."""
+        with self._lock:
+            self._queues.clear()
+            self._defaults.clear()
+            self._fallback = self._handler = self._intercept = None
+            self.requests.clear()
+        return self
+
     def pending(self, agent: str) -> int:
         """Return how many scripted replies are still queued for ``agent``."""
         with self._lock:

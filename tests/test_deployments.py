@@ -1,0 +1,210 @@
+"""Recurring questions on a real Prefect server: `dsstar serve` registers both deployments,
+runs triggered through the API complete, the UI shows their artifacts (headless Chromium),
+a failed run retried the way the UI's Retry button does resumes, and a nightly batch shares
+one analysis per data root."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import EXAMPLE, REPO, require_binary
+from fake_llm import Error, FakeLLM
+from prefect import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.deployments import run_deployment
+from prefect.states import Scheduled
+from scenarios import ANSWER, always_first_time, two_rounds
+
+from dsstar.ledger import Ledger, question_key
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+CHROMIUM = shutil.which("chromium")
+QUESTIONS = ("Top region and manager?", "Top region's manager?", "Who leads the top region?")
+
+
+@pytest.fixture(scope="module")
+def served(prefect_server, tmp_path_factory):
+    """`dsstar serve` in its own process, talking to one fake model server."""
+    root = tmp_path_factory.mktemp("served")
+    llm = FakeLLM().start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSSTAR_")}
+    env.update(
+        DSSTAR_MODEL="openai/gpt-4o-mini",
+        DSSTAR_API_BASE=llm.base_url,
+        DSSTAR_API_KEY="sk-test-not-secret",
+        DSSTAR_STORAGE=str(root / "storage"),
+        DSSTAR_DATABASE_URL=f"sqlite:///{root / 'ledger.db'}",
+        DSSTAR_WORK_DIR=str(root),
+        DSSTAR_LLM_RETRY_DELAY="0.05",
+        PREFECT_RUNNER_POLL_FREQUENCY="1",
+    )
+    log = open(root / "serve.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsstar", "serve", "--timezone", "Europe/Paris"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    with get_client(sync_client=True) as client:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                client.read_deployment_by_name("ds-star-nightly/nightly")
+                client.read_deployment_by_name("ds-star/on-demand")
+                break
+            except Exception:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((root / "serve.log").read_text()[-3000:]) from None
+                time.sleep(0.5)
+    yield SimpleNamespace(llm=llm, root=root, ledger=Ledger(env["DSSTAR_DATABASE_URL"]))
+    proc.terminate()
+    proc.wait(timeout=30)
+    llm.stop()
+    log.close()
+
+
+@pytest.fixture
+def llm(served):
+    served.llm.reset()
+    return served.llm
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    target = tmp_path / "sales"
+    shutil.copytree(EXAMPLE, target)
+    return target
+
+
+def trigger(parameters: dict, name: str = "ds-star/on-demand"):
+    return run_deployment(name, parameters=parameters, timeout=300, poll_interval=1)
+
+
+def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
+    with get_client(sync_client=True) as client:
+        on_demand = client.read_deployment_by_name("ds-star/on-demand")
+        nightly = client.read_deployment_by_name("ds-star-nightly/nightly")
+    schema = on_demand.parameter_openapi_schema
+    assert schema["required"] == ["question", "data"]
+    for name in ("question", "data", "guidelines", "model", "max_rounds", "storage"):
+        assert schema["properties"][name]["description"]
+    assert schema["properties"]["max_rounds"]["default"] == 20
+    [schedule] = nightly.schedules
+    assert schedule.schedule.cron == "0 2 * * *"
+    assert schedule.schedule.timezone == "Europe/Paris"
+    assert nightly.parameters["questions_file"].endswith("deployments/questions.yaml")
+
+
+def test_on_demand_run_from_the_api_stores_artifacts_and_ledger_rows(served, llm, data, tmp_path):
+    two_rounds(llm)
+    flow_run = trigger({"question": QUESTION, "data": str(data)})
+    assert flow_run.state.is_completed(), flow_run.state
+
+    run_id = flow_run.name
+    run = json.loads((served.root / "storage" / "runs" / run_id / "run.json").read_text())
+    assert run["status"] == "verified" and run["answer"] == ANSWER
+    assert run["flow_run_id"] == str(flow_run.id)
+    [row] = served.ledger.history(question_key(QUESTION))
+    assert (row.run_id, row.answer, row.rounds) == (run_id, ANSWER, 2)
+    assert len(served.ledger.calls(run_id)) == len(llm.requests)
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run.id]))
+        )
+    keys = {a.key for a in artifacts}
+    assert {f"{run_id}-round-00", f"{run_id}-round-01", f"{run_id}-rounds"} <= keys
+
+    # The UI: the flow run's page in headless Chromium shows the run's artifacts.
+    page_text = screenshot_artifacts_tab(flow_run.id, tmp_path / "flow-run.png")
+    assert run_id in page_text
+    assert f"{run_id}-round-01" in page_text and f"{run_id}-rounds" in page_text
+    assert (tmp_path / "flow-run.png").stat().st_size > 10_000
+
+
+def screenshot_artifacts_tab(flow_run_id, path: Path) -> str:
+    """Open the flow run's page in headless Chromium, show its Artifacts tab, screenshot it
+    and return the rendered text."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = require_binary(CHROMIUM, "chromium")
+    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
+    flags = [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=flags)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
+        page.get_by_text("Artifacts", exact=True).first.click(timeout=30_000)
+        page.get_by_text("MARKDOWN").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(path), full_page=True)
+        text = page.inner_text("body")
+        browser.close()
+    return text
+
+
+def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, data):
+    two_rounds(llm)
+    coder_calls = []
+
+    def outage(request):
+        if request["agent"] == "coder":
+            coder_calls.append(request)
+            if len(coder_calls) >= 2:
+                return Error(503, "model overloaded")
+        return None
+
+    llm.intercept(outage)
+    flow_run = trigger({"question": QUESTION, "data": str(data)})
+    assert flow_run.state.is_failed(), flow_run.state
+    answered = {(r["agent"], json.dumps(r["messages"])) for r in llm.requests if r["status"] == 200}
+    before = len(llm.requests)
+
+    llm.intercept(None)
+    with get_client(sync_client=True) as client:  # what the UI's Retry button sends
+        client.set_flow_run_state(
+            flow_run.id, Scheduled(name="AwaitingRetry", message="Retry from the UI"), force=True
+        )
+        deadline = time.monotonic() + 300
+        while not (state := client.read_flow_run(flow_run.id).state).is_final():
+            assert time.monotonic() < deadline, state
+            time.sleep(1)
+    assert state.is_completed(), state
+    retried = llm.requests[before:]
+    assert retried and not answered & {(r["agent"], json.dumps(r["messages"])) for r in retried}
+    run = json.loads((served.root / "storage/runs" / flow_run.name / "run.json").read_text())
+    assert run["status"] == "verified" and run["answer"] == ANSWER
+
+
+def test_nightly_batch_analyzes_each_file_once(served, llm, data, tmp_path):
+    always_first_time(llm)
+    questions = tmp_path / "questions.yaml"
+    questions.write_text("".join(f"- question: {q}\n  data: {data.name}\n" for q in QUESTIONS))
+    # A storage of its own: its analysis cache starts empty (the other tests filled theirs).
+    parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
+    flow_run = trigger(parameters, "ds-star-nightly/nightly")
+    assert flow_run.state.is_completed(), flow_run.state
+
+    files = sorted(p.name for p in data.iterdir())
+    analyzed = sorted(
+        r["messages"][0]["content"].split("`data/")[1].split("`")[0] for r in llm.calls("analyzer")
+    )
+    assert analyzed == files  # once per file, for three questions
+    runs = [served.ledger.history(question_key(q)) for q in QUESTIONS]
+    assert [[(r.status, r.answer) for r in history] for history in runs] == [
+        [("verified", ANSWER)]
+    ] * 3

@@ -1,0 +1,97 @@
+"""The run ledger on SQLite and on PostgreSQL: migrations, writes, history, reuse lookups."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy
+from scenarios import ANSWER, two_rounds
+
+from dsstar.ledger import Ledger, question_key
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+    url = request.getfixturevalue("postgres_url")
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:  # every test starts from an empty schema
+        connection.execute(sqlalchemy.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()
+    from dsstar import ledger
+
+    ledger._engine.cache_clear()
+    return url
+
+
+def record(run_id: str, answer: str | None, status: str = "verified", **extra) -> dict:
+    return {
+        "run_id": run_id, "question": QUESTION, "guidelines": "", "data": "/lake",
+        "status": status, "answer": answer, "plan": ["load", "join"], "solution": "print(1)",
+        "started_at": f"2026-11-{10 + int(run_id[-1]):02d}T02:00:00+00:00",
+        "finished_at": f"2026-11-{10 + int(run_id[-1]):02d}T02:05:00+00:00", **extra,
+    }  # fmt: skip
+
+
+ROUND = {"round": 0, "step": "load", "route": None, "verdict": True, "execution_ok": True,
+         "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.001, "seconds": 1.5}  # fmt: skip
+CALL = {"agent": "planner", "label": "planner r00", "model": "m", "input_tokens": 10,
+        "output_tokens": 5, "cost_usd": 0.001, "latency_s": 0.3}  # fmt: skip
+
+
+def test_schema_is_migrated_once_and_versioned(database_url):
+    Ledger(database_url)
+    from dsstar import ledger
+
+    ledger._engine.cache_clear()
+    Ledger(database_url)  # a second open finds the schema current
+    engine = sqlalchemy.create_engine(database_url)
+    with engine.connect() as connection:
+        version = connection.execute(
+            sqlalchemy.text("SELECT version_num FROM dsstar_alembic_version")
+        )
+        assert [row[0] for row in version] == ["0001"]
+        tables = set(sqlalchemy.inspect(connection).get_table_names())
+    assert {"dsstar_run", "dsstar_round", "dsstar_llm_call", "dsstar_answer"} <= tables
+
+
+def test_records_history_and_reuse_lookup(database_url):
+    ledger = Ledger(database_url)
+    ledger.record(record("run-1", "42"), [ROUND], [CALL, CALL])
+    ledger.record(record("run-2", "43", reused_solution=True), [ROUND], [CALL])
+    ledger.record(record("run-3", None, status="failed", error="boom"), [], [CALL])
+    ledger.record(record("run-2", "44"), [ROUND, ROUND | {"round": 1}], [CALL])  # a re-record
+
+    key = question_key(QUESTION)
+    assert [(r.run_id, r.answer, r.status) for r in ledger.history(key)] == [
+        ("run-1", "42", "verified"), ("run-2", "44", "verified"), ("run-3", None, "failed"),
+    ]  # fmt: skip
+    assert (
+        question_key("  which REGION had the highest revenue in 2024 H1, and who manages it? ")
+        == key
+    )
+    assert question_key(QUESTION, "two decimals") != key
+    assert ledger.last_verified(key, "/lake").run_id == "run-2"
+    assert ledger.last_verified(key, "/other-lake") is None
+    assert len(ledger.rounds("run-2")) == 2 and len(ledger.calls("run-1")) == 2
+    engine = sqlalchemy.create_engine(database_url)
+    with engine.connect() as connection:
+        answers = connection.execute(sqlalchemy.text("SELECT run_id, answer FROM dsstar_answer"))
+        assert sorted(answers) == [("run-1", "42"), ("run-2", "44")]
+
+
+@pytest.mark.slow
+def test_a_run_writes_its_ledger_rows(database_url, env, llm, sales, monkeypatch):
+    from flows.ds_star import ds_star
+
+    monkeypatch.setenv("DSSTAR_DATABASE_URL", database_url)
+    two_rounds(llm)
+    result = ds_star(question=QUESTION, data=str(sales), run_id="ledger-run")
+    ledger = Ledger(database_url)
+    [row] = ledger.history(question_key(QUESTION))
+    assert (row.run_id, row.status, row.answer, row.rounds) == ("ledger-run", "verified", ANSWER, 2)
+    assert row.llm_calls == result["llm_calls"] == len(ledger.calls("ledger-run"))
+    assert row.input_tokens == result["input_tokens"]
+    assert [r.verdict for r in ledger.rounds("ledger-run")] == [False, True]

@@ -1,0 +1,11 @@
+"""The `dsstar` command line.
+
+Exit codes: 0 an answer was produced (verified or max_rounds), 1 the run failed,
+2 bad usage or input. With --json, stdout carries exactly one JSON object; everything else
+(logs, progress) goes to stderr.
+"""
+
+from . import data, run, runs, serve  # noqa: F401  (each module registers its commands)
+from ._app import app
+
+__all__ = ["app"]

@@ -1,0 +1,79 @@
+"""How commands report: the result of a run, and the live progress line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+
+from ._app import (
+    err,
+    money,
+)
+
+
+def report(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+        return
+    out = Console(soft_wrap=True)
+    colour = {"verified": "green", "max_rounds": "yellow"}.get(result["status"], "red")
+    err.print(
+        f"[{colour}]{result['status']}[/{colour}] · run {result['run_id']} · {result['rounds']}"
+        f" rounds · {result['llm_calls']} LLM calls · {result['input_tokens']}+"
+        f"{result['output_tokens']} tokens · cost {money(result['cost_usd'])}",
+        highlight=False,
+    )
+    if result.get("error"):
+        err.print(f"[red]error:[/red] {result['error']}", highlight=False)
+    err.print(f"artifacts: {result['artifacts_uri']}", highlight=False)
+    if result.get("answer") is not None:
+        out.print(result["answer"], highlight=False, markup=False)
+
+
+class LiveProgress:
+    """A one-line live display on stderr: stage or round, agent, elapsed, tokens, cost."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0, "cost": 0.0}
+
+    def __enter__(self) -> LiveProgress:
+        if self.enabled:
+            from .. import progress
+
+            self.status = err.status(self._line())
+            self.status.__enter__()
+            self.stop = progress.listen(self._on_event)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.stop()
+            self.status.__exit__(None, None, None)
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "stage":
+            self.state["where"] = f"analyzing {event['total']} files"
+        elif kind == "llm":
+            self.state["agent"] = event["label"]
+        elif kind == "llm_done":
+            self.state["tokens"] += event["input_tokens"] + event["output_tokens"]
+            self.state["cost"] += event.get("cost_usd") or 0.0
+        elif kind == "round":
+            verdict = "sufficient" if event["sufficient"] else "not sufficient"
+            self.state["where"] = f"round {event['number']:02d} {verdict}"
+        self.status.update(self._line())
+
+    def _line(self) -> str:
+        elapsed = int(time.monotonic() - self.started)
+        s = self.state
+        return (
+            f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
+            f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
+        )

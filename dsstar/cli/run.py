@@ -1,0 +1,207 @@
+"""`dsstar run` and `dsstar resume`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import DSStarError, UsageError
+from ..settings import Settings
+from ._app import (
+    EXIT_FAILED,
+    EXIT_OK,
+    DataOpt,
+    JsonOpt,
+    StorageOpt,
+    app,
+    check_data,
+    err,
+    fail_usage,
+    load_settings,
+    prefect_quietly,
+)
+from ._output import LiveProgress, report
+
+
+@app.command()
+def run(
+    data: DataOpt,
+    question: Annotated[str, typer.Option("--question", "-q", help="The question to answer.")],
+    guidelines: Annotated[
+        str, typer.Option(help="How the answer must be formatted, e.g. 'a number, 2 decimals'.")
+    ] = "",
+    model: Annotated[
+        str | None, typer.Option(help="litellm model for every agent [env: DSSTAR_MODEL].")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="Model server URL, e.g. Ollama or vLLM [DSSTAR_API_BASE].")
+    ] = None,
+    agent_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Per-agent model, AGENT=MODEL; repeatable, e.g. verifier=openai/gpt-4o-mini."
+        ),
+    ] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option(help="Most rounds before finalizing [default 20].")
+    ] = None,
+    max_debug_attempts: Annotated[
+        int | None, typer.Option(help="Most debugger repairs per failing script [default 3].")
+    ] = None,
+    exec_timeout: Annotated[
+        float | None, typer.Option(help="Seconds one generated script may run [default 120].")
+    ] = None,
+    exec_memory_mb: Annotated[
+        int | None, typer.Option(help="Memory limit of one generated script in MB [default 4096].")
+    ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            help="Where runs are stored: folder or s3://bucket/prefix [default ~/.dsstar]."
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="Use this run id instead of a generated one.")
+    ] = None,
+    reuse: Annotated[
+        bool,
+        typer.Option(help="Try the last verified solution of this question over this data first."),
+    ] = True,
+    as_json: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+) -> None:
+    """Answer QUESTION from the files under --data with the DS-STAR loop.
+
+    Example: dsstar run --data examples/sales --question "Which region had the highest revenue?"
+    """
+    prefect_quietly(verbose)
+    try:
+        overrides = {
+            "model": model,
+            "api_base": api_base,
+            "agent_models": _agent_models(agent_model),
+            "max_rounds": max_rounds,
+            "max_debug_attempts": max_debug_attempts,
+            "exec_timeout": exec_timeout,
+            "exec_memory_mb": exec_memory_mb,
+            "storage": storage,
+            "reuse": reuse,
+        }
+        settings = load_settings(**overrides)
+        from ..llm import require_model
+
+        require_model(settings)
+        check_data(data)
+        if not question.strip():
+            raise UsageError("--question is empty")
+    except DSStarError as exc:
+        fail_usage(str(exc))
+
+    from ..storage import new_run_id
+
+    named = {"model", "storage", "max_rounds", "reuse"}  # flow parameters of their own
+    options = {k: v for k, v in overrides.items() if v is not None and k not in named}
+    params = {"question": question, "data": data, "guidelines": guidelines}
+    _run_flow(run_id or new_run_id(), params, settings, options, as_json)
+
+
+def _run_flow(
+    run_id: str, params: dict[str, str], settings: Settings, options: dict, as_json: bool
+) -> None:
+    """Run (or resume) the ds-star flow in this process, report its result and exit."""
+    from flows.ds_star import ds_star
+
+    with LiveProgress(enabled=not as_json):
+        state = ds_star(
+            **params,
+            model=settings.model,
+            max_rounds=settings.max_rounds,
+            storage=settings.storage,
+            reuse=settings.reuse,
+            run_id=run_id,
+            options=options,
+            return_state=True,
+        )
+    result = _result_of(state, settings.storage, run_id)
+    report(result, as_json)
+    raise typer.Exit(EXIT_OK if result["status"] in {"verified", "max_rounds"} else EXIT_FAILED)
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    storage: StorageOpt = None,
+    model: Annotated[
+        str | None, typer.Option(help="Use another model from here on [env: DSSTAR_MODEL].")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option(help="Model server URL.")] = None,
+    as_json: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+) -> None:
+    """Continue a failed or interrupted run from its storage.
+
+    Finished file analyses, LLM calls and executions are read back from the run's cache, not
+    redone: the model is asked only what the earlier attempts never got an answer to.
+
+    Example: dsstar resume 20261121-193000-3fa2c1 --json
+    """
+    prefect_quietly(verbose)
+    from ..report import run_result
+    from ..storage import Store
+
+    try:
+        store = Store(load_settings(storage=storage).storage)
+        record = store.read_json(f"runs/{run_id}/run.json")
+    except FileNotFoundError:
+        fail_usage(f"no run {run_id} under {store.url}")
+    except DSStarError as exc:
+        fail_usage(str(exc))
+    if record.get("status") in {"verified", "max_rounds"}:
+        err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
+        report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
+        raise typer.Exit(EXIT_OK)
+    # The run continues with the settings it started with (so its cache keys match), except
+    # where this command says otherwise. Keys were never stored; they come from the env.
+    stored = dict(record.get("settings") or {})
+    stored.update({k: v for k, v in {"model": model, "api_base": api_base}.items() if v})
+    stored["storage"] = store.url
+    try:
+        settings = load_settings(**stored)
+    except DSStarError as exc:
+        fail_usage(str(exc))
+    named = {"model", "storage", "max_rounds", "reuse"}
+    options = {k: v for k, v in stored.items() if k not in named and v is not None}
+    params = {k: record[k] for k in ("question", "data", "guidelines")}
+    _run_flow(run_id, params, settings, options, as_json)
+
+
+def _agent_models(pairs: list[str] | None) -> dict[str, str] | None:
+    if not pairs:
+        return None
+    models = {}
+    for pair in pairs:
+        agent, sep, name = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--agent-model expects AGENT=MODEL, got {pair!r}")
+        models[agent.strip()] = name.strip()
+    return models
+
+
+def _result_of(state: Any, storage: str, run_id: str) -> dict[str, Any]:
+    """The run's JSON result; for a failed flow, rebuilt from its stored run.json."""
+    if not state.is_failed() and not state.is_crashed():
+        return state.result()
+    exc = state.result(raise_on_failure=False)
+    from ..report import run_result
+    from ..storage import Store
+
+    store = Store(storage)
+    record: dict[str, Any] = {"run_id": run_id}
+    try:
+        record = store.read_json(f"runs/{run_id}/run.json")
+    except (OSError, DSStarError):
+        pass  # the run failed before it could store anything
+    record["status"] = "failed"
+    record.setdefault("error", f"{type(exc).__name__}: {exc}")
+    return run_result(record, store.uri(f"runs/{run_id}"))

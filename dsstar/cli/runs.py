@@ -1,0 +1,182 @@
+"""`dsstar runs list|show` and `dsstar history`: reading runs back."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ..errors import DSStarError
+from ._app import (
+    EXIT_OK,
+    JsonOpt,
+    StorageOpt,
+    app,
+    err,
+    fail_usage,
+    load_settings,
+    money,
+)
+
+runs_app = typer.Typer(
+    help="Inspect stored runs (local folders and S3 alike).", no_args_is_help=True
+)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("list")
+def runs_list(
+    storage: StorageOpt = None,
+    limit: Annotated[int, typer.Option(help="How many runs, newest first.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recent runs: id, question, status, rounds, cost, started."""
+    from rich.table import Table
+
+    from ..runs import list_runs
+    from ..storage import Store
+
+    try:
+        runs = list_runs(Store(load_settings(storage=storage).storage), limit)
+    except DSStarError as exc:
+        fail_usage(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps({"runs": runs}, ensure_ascii=False) + "\n")
+        return
+    table = Table("run id", "question", "status", "rounds", "cost", "started")
+    for r in runs:
+        question = r["question"] if len(r["question"]) <= 60 else r["question"][:57] + "..."
+        table.add_row(
+            r["run_id"], question, str(r["status"]), str(r["rounds"]),
+            money(r["cost_usd"]), str(r["started_at"] or ""),
+        )  # fmt: skip
+    Console(soft_wrap=True).print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    round_number: Annotated[
+        int | None, typer.Option("--round", help="Show this round's plan, code and output.")
+    ] = None,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's round table (step, verdict, route, tokens, cost, seconds), or one round."""
+    from ..runs import read_round, read_run
+    from ..storage import Store
+
+    try:
+        store = Store(load_settings(storage=storage).storage)
+        payload = (
+            read_round(store, run_id, round_number)
+            if round_number is not None
+            else read_run(store, run_id)
+        )
+    except DSStarError as exc:
+        fail_usage(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
+    elif round_number is not None:
+        _print_round(payload)
+    else:
+        _print_run(payload, store.uri(f"runs/{run_id}"))
+
+
+def _print_run(record: dict[str, Any], uri: str) -> None:
+    from rich.table import Table
+
+    out = Console(soft_wrap=True)
+    out.print(f"[bold]{record['run_id']}[/bold] · {record.get('status')} · {uri}")
+    out.print(f"question: {record.get('question')}", markup=False, highlight=False)
+    if record.get("answer") is not None:
+        out.print(f"answer: {record['answer']}", markup=False, highlight=False)
+    if record.get("error"):
+        out.print(f"[red]error:[/red] {record['error']}", highlight=False)
+    table = Table("round", "step", "verdict", "route", "tokens", "cost", "seconds")
+    for row in record.get("round_table") or []:
+        verdict = {True: "Yes", False: "No"}.get(row["verdict"], "-")
+        table.add_row(
+            f"{row['round']:02d}", row["step"], verdict, row["route"] or "-",
+            f"{row['input_tokens'] + row['output_tokens']:,}", money(row["cost_usd"]),
+            f"{row['seconds']:.1f}",
+        )  # fmt: skip
+    out.print(table)
+    out.print(
+        f"{record.get('llm_calls', 0)} LLM calls · {record.get('input_tokens', 0):,} in /"
+        f" {record.get('output_tokens', 0):,} out · cost {money(record.get('cost_usd'))}"
+    )
+
+
+def _print_round(found: dict[str, Any]) -> None:
+    from rich.syntax import Syntax
+
+    out = Console(soft_wrap=True)
+    out.rule(f"round {found['round']:02d}")
+    if "route" in found:
+        out.print(f"opened by route: {found['route'].get('decision')}", highlight=False)
+    for i, step in enumerate(found.get("plan") or [], 1):
+        out.print(f"{i}. {step}", markup=False, highlight=False)
+    if "code" in found:
+        out.print(Syntax(found["code"], "python", line_numbers=True))
+    out.rule("output")
+    out.print(found.get("output", ""), markup=False, highlight=False)
+    if "verdict" in found:
+        sufficient = found["verdict"].get("sufficient")
+        out.rule(f"verdict: {'sufficient' if sufficient else 'not sufficient'}")
+
+
+@app.command()
+def history(
+    question: Annotated[str, typer.Argument(help="The question, as it was asked.")],
+    guidelines: Annotated[str, typer.Option(help="Its formatting guidelines, if any.")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """The answers a question got over time, oldest first, marking where the answer changed.
+
+    Example: dsstar history "Which region had the highest revenue in 2024 H1?"
+    """
+    from rich.table import Table
+
+    from ..ledger import Ledger, question_key
+
+    try:
+        ledger = Ledger(load_settings().database_url)
+        runs = ledger.history(question_key(question, guidelines))
+    except DSStarError as exc:
+        fail_usage(str(exc))
+    rows, previous = [], None
+    for row in runs:
+        changed = previous is not None and row.answer is not None and row.answer != previous
+        rows.append(
+            {
+                "run_id": row.run_id,
+                "finished_at": row.finished_at.isoformat() if row.finished_at else None,
+                "status": row.status,
+                "answer": row.answer,
+                "changed": changed,
+                "reused_solution": row.reused_solution,
+                "llm_calls": row.llm_calls,
+                "cost_usd": row.cost_usd,
+                "data": row.data,
+            }
+        )
+        previous = row.answer if row.answer is not None else previous
+    if as_json:
+        sys.stdout.write(json.dumps({"question": question, "answers": rows}) + "\n")
+        return
+    if not rows:
+        err.print("no runs of this question in the ledger")
+        raise typer.Exit(EXIT_OK)
+    table = Table("finished", "run id", "status", "answer", "", "calls", "cost")
+    for r in rows:
+        mark = "[yellow]changed[/yellow]" if r["changed"] else ""
+        mark = mark or ("reused" if r["reused_solution"] else "")
+        table.add_row(
+            str(r["finished_at"] or ""), r["run_id"], r["status"], str(r["answer"]), mark,
+            str(r["llm_calls"]), money(r["cost_usd"]),
+        )  # fmt: skip
+    Console(soft_wrap=True).print(table)

@@ -136,15 +136,13 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
         label = f"r{number:02d}"
         if plan:
             step = calls.plan_next(label, question, context, plan, script.result.output)
-        else:
-            step = calls.plan_first(label, question, context, previous_plan=[])
-        plan = [*plan, step]
-        if base_code:
             request = agents.coder.render_next(
-                question=question, files=context, plan=plan, base_code=base_code
+                question=question, files=context, plan=[*plan, step], base_code=base_code
             )
-        else:  # nothing to build on: the plan restarted from its first step
+        else:  # step 1 was wrong: start afresh, as in round 0
+            step = calls.plan_first(label, question, context, previous_plan=[])
             request = agents.coder.render_initial(question=question, files=context, step=step)
+        plan = [*plan, step]
         code = calls.code(label, request)
         script = calls.run_with_repair(label, code, solution_debugger)
         code_for_prefix[len(plan)] = script.code

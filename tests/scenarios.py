@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from fake_llm import FakeLLM, text_of
+from fake_llm import Error, FakeLLM, text_of
 
 ANSWER = "Northeast, Ada Park"
 
@@ -113,3 +114,27 @@ def always_first_time(llm: FakeLLM) -> None:
     llm.default("verifier", lambda req: "Yes")
     llm.default("router", lambda req: "Add Step")
     llm.default("finalyzer", lambda req: fence(FINAL_ONLY_ANSWER))
+
+
+def coder_outage(llm: FakeLLM) -> None:
+    """From the second coder call on, the model server answers 503 (until `intercept(None)`)."""
+    coder_calls = []
+
+    def outage(request: dict[str, Any]) -> Error | None:
+        if request["agent"] == "coder":
+            coder_calls.append(request)
+            if len(coder_calls) >= 2:
+                return Error(503, "model overloaded")
+        return None
+
+    llm.intercept(outage)
+
+
+def answered(requests: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(agent, messages) of every request that got an answer: what must never be asked again."""
+    return {(r["agent"], json.dumps(r["messages"])) for r in requests if r["status"] == 200}
+
+
+def asked(requests: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(agent, messages) of every request."""
+    return {(r["agent"], json.dumps(r["messages"])) for r in requests}

@@ -16,12 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import EXAMPLE, REPO, require_binary
-from fake_llm import Error, FakeLLM
+from fake_llm import FakeLLM
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 from prefect.deployments import run_deployment
 from prefect.states import Scheduled
-from scenarios import ANSWER, always_first_time, two_rounds
+from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, two_rounds
 
 from dsstar.ledger import Ledger, question_key
 
@@ -159,20 +159,10 @@ def screenshot_artifacts_tab(flow_run_id, path: Path) -> str:
 
 def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, data):
     two_rounds(llm)
-    coder_calls = []
-
-    def outage(request):
-        if request["agent"] == "coder":
-            coder_calls.append(request)
-            if len(coder_calls) >= 2:
-                return Error(503, "model overloaded")
-        return None
-
-    llm.intercept(outage)
+    coder_outage(llm)
     flow_run = trigger({"question": QUESTION, "data": str(data)})
     assert flow_run.state.is_failed(), flow_run.state
-    answered = {(r["agent"], json.dumps(r["messages"])) for r in llm.requests if r["status"] == 200}
-    before = len(llm.requests)
+    before = list(llm.requests)
 
     llm.intercept(None)
     with get_client(sync_client=True) as client:  # what the UI's Retry button sends
@@ -184,8 +174,8 @@ def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, da
             assert time.monotonic() < deadline, state
             time.sleep(1)
     assert state.is_completed(), state
-    retried = llm.requests[before:]
-    assert retried and not answered & {(r["agent"], json.dumps(r["messages"])) for r in retried}
+    retried = llm.requests[len(before) :]
+    assert retried and answered(before) & asked(retried) == set()
     run = json.loads((served.root / "storage/runs" / flow_run.name / "run.json").read_text())
     assert run["status"] == "verified" and run["answer"] == ANSWER
 

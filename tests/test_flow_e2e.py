@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 from fake_llm import Error, text_of
-from scenarios import ANSWER, backtrack, describe_script, fence, two_rounds
+from scenarios import (
+    ANSWER,
+    FINAL_ONLY_ANSWER,
+    JOIN,
+    backtrack,
+    describe_script,
+    fence,
+    two_rounds,
+)
 
 from dsstar.errors import LLMFatalError
 from flows.ds_star import ds_star
@@ -158,3 +166,19 @@ def test_generated_code_sees_no_secrets(env, llm, sales, monkeypatch):
     for leaked in [*secrets.values(), "sk-test-not-secret", env["DSSTAR_API_BASE"]]:
         assert leaked not in output
     assert "DSSTAR_" not in output
+
+
+def test_step_one_wrong_restarts_the_plan(env, llm, sales):
+    llm.default("analyzer", describe_script)
+    llm.script("planner", "Average the unit prices.", "Compute revenue per region with managers.")
+    llm.script("coder", fence("print('unit prices')"), fence(JOIN))
+    llm.script("verifier", "No", "Yes")
+    llm.script("router", "Step 1 is wrong!")
+    llm.script("finalyzer", fence(FINAL_ONLY_ANSWER))
+    result = ds_star(question=QUESTION, data=str(sales), run_id="t-restart")
+
+    assert result["status"] == "verified" and result["rounds"] == 2
+    assert result["plan"] == ["Compute revenue per region with managers."]
+    restart = text_of(llm.calls("planner")[1])
+    assert "FIRST step" in restart and "Average the unit prices" not in restart
+    assert "print('unit prices')" not in text_of(llm.calls("coder")[1])

@@ -12,7 +12,7 @@ import sys
 import boto3
 import pytest
 from fake_llm import Error
-from scenarios import ANSWER, two_rounds
+from scenarios import ANSWER, answered, asked, coder_outage, two_rounds
 from tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
@@ -28,6 +28,10 @@ def dsstar(*args: str) -> subprocess.CompletedProcess:
         timeout=300,
         env=os.environ.copy(),
     )
+
+
+def run_cli(sales, *extra: str) -> subprocess.CompletedProcess:
+    return dsstar("run", "--data", str(sales), "--question", QUESTION, "--json", *extra)
 
 
 def start(*args: str) -> subprocess.Popen:
@@ -54,16 +58,9 @@ def objects(storage_url: str) -> dict[str, bytes]:
     }
 
 
-def answered(requests: list[dict]) -> set[tuple[str, str]]:
-    """(agent, messages) of every request that got an answer."""
-    return {(r["agent"], json.dumps(r["messages"])) for r in requests if r["status"] == 200}
-
-
 def test_run_on_s3_stores_the_layout_and_runs_show_reads_it(env, llm, sales, s3):
     two_rounds(llm)
-    done = dsstar(
-        "run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "s3-run"
-    )
+    done = run_cli(sales, "--run-id", "s3-run")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["artifacts_uri"] == f"{s3}/runs/s3-run"
@@ -104,20 +101,11 @@ def test_run_on_s3_stores_the_layout_and_runs_show_reads_it(env, llm, sales, s3)
 
 def test_unreachable_storage_fails_before_the_first_llm_call(env, llm, sales, s3, monkeypatch):
     two_rounds(llm)
-    missing = dsstar(
-        "run",
-        "--data",
-        str(sales),
-        "--question",
-        QUESTION,
-        "--json",
-        "--storage",
-        "s3://no-such-bucket-dsstar/x",
-    )
+    missing = run_cli(sales, "--storage", "s3://no-such-bucket-dsstar/x")
     assert missing.returncode == 1
     assert "bucket does not exist" in json.loads(missing.stdout)["error"]
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
-    down = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json")
+    down = run_cli(sales)
     assert down.returncode == 1
     error = json.loads(down.stdout)["error"]
     assert "cannot write to storage" in error and "AWS_ENDPOINT_URL" in error
@@ -127,19 +115,8 @@ def test_unreachable_storage_fails_before_the_first_llm_call(env, llm, sales, s3
 
 def test_llm_outage_then_resume_repeats_no_answered_request(env, llm, sales, s3):
     two_rounds(llm)
-    coder_calls = []
-
-    def outage(request):
-        if request["agent"] == "coder":
-            coder_calls.append(request)
-            if len(coder_calls) >= 2:
-                return Error(503, "model overloaded")
-        return None
-
-    llm.intercept(outage)
-    first = dsstar(
-        "run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "outage"
-    )
+    coder_outage(llm)
+    first = run_cli(sales, "--run-id", "outage")
     assert first.returncode == 1
     assert json.loads(first.stdout)["status"] == "failed"
     before = list(llm.requests)
@@ -152,8 +129,7 @@ def test_llm_outage_then_resume_repeats_no_answered_request(env, llm, sales, s3)
     assert result["rounds"] == 2
     resumed = llm.requests[len(before) :]
     assert resumed, "the resumed run asked for what it was missing"
-    repeated = answered(before) & {(r["agent"], json.dumps(r["messages"])) for r in resumed}
-    assert repeated == set()
+    assert answered(before) & asked(resumed) == set()
 
 
 def test_sigkill_in_round_one_then_resume(env, llm, sales, s3):
@@ -182,7 +158,7 @@ def test_sigkill_in_round_one_then_resume(env, llm, sales, s3):
     result = json.loads(resumed.stdout)
     assert result["status"] == "verified" and result["answer"] == ANSWER
     after = llm.requests[len(before) :]
-    assert answered(before) & {(r["agent"], json.dumps(r["messages"])) for r in after} == set()
+    assert answered(before) & asked(after) == set()
     assert [r["agent"] for r in after][:1] == ["coder"]  # picks up exactly where it stopped
 
 
@@ -199,16 +175,7 @@ def test_storage_outage_fails_cleanly_and_resumes(env, llm, sales, s3, moto_port
 
     llm.intercept(outage)
     try:
-        first = dsstar(
-            "run",
-            "--data",
-            str(sales),
-            "--question",
-            QUESTION,
-            "--json",
-            "--run-id",
-            "storage-outage",
-        )
+        first = run_cli(sales, "--run-id", "storage-outage")
         assert first.returncode == 1
         assert json.loads(first.stdout)["status"] == "failed"
         proxy.up()

@@ -46,7 +46,7 @@ class LiveProgress:
         if self.enabled:
             from .. import progress
 
-            self.status = err.status(self._line())
+            self.status = err.status(self)  # rendered through __rich__ at every refresh
             self.status.__enter__()
             self.stop = progress.listen(self._on_event)
         return self
@@ -68,9 +68,8 @@ class LiveProgress:
         elif kind == "round":
             verdict = "sufficient" if event["sufficient"] else "not sufficient"
             self.state["where"] = f"round {event['number']:02d} {verdict}"
-        self.status.update(self._line())
 
-    def _line(self) -> str:
+    def __rich__(self) -> str:
         elapsed = int(time.monotonic() - self.started)
         s = self.state
         return (

@@ -7,6 +7,8 @@ files from a read-only local `data/` folder.
 from __future__ import annotations
 
 import hashlib
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,15 +58,13 @@ class DataSource:
             self.root = Path(url.removeprefix("file://")).expanduser().resolve()
             if not self.root.exists():
                 raise DataError(f"data location {url} does not exist")
+            if self.root.is_file():  # scripts must see this file, not its whole folder
+                self.root = self._stage_single_file(self.root)
 
     def files(self) -> list[DataFile]:
         """Every visible file under the root, sorted by path. Raises DataError when none."""
-        if self.root.is_file():
-            candidates = [self.root]
-            base = self.root.parent
-        else:
-            candidates = sorted(p for p in self.root.rglob("*") if p.is_file())
-            base = self.root
+        candidates = sorted(p for p in self.root.rglob("*") if p.is_file())
+        base = self.root
         files = [
             DataFile(
                 path=p.relative_to(base).as_posix(),
@@ -82,7 +82,13 @@ class DataSource:
     @property
     def mount_dir(self) -> Path:
         """The folder shown to scripts as `data/`."""
-        return self.root.parent if self.root.is_file() else self.root
+        return self.root
+
+    def _stage_single_file(self, path: Path) -> Path:
+        self._cache_dir.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="data-", dir=self._cache_dir))
+        shutil.copy2(path, folder / path.name)
+        return folder
 
     def _download(self) -> Path:
         try:
@@ -93,14 +99,14 @@ class DataSource:
             raise
         except Exception as exc:
             raise DataError(f"cannot reach data location {self.url}: {exc}") from exc
-        digest = hashlib.sha256(self.url.encode()).hexdigest()[:16]
-        target = self._cache_dir / f"data-{digest}"
-        target.mkdir(parents=True, exist_ok=True)
+        # A fresh snapshot for every run: files deleted upstream must not linger, and a
+        # concurrent run must never see a file half re-downloaded.
+        self._cache_dir.mkdir(parents=True, exist_ok=True)
+        target = Path(tempfile.mkdtemp(prefix="data-", dir=self._cache_dir))
         try:
             if fs.isfile(path):
-                local = target / path.rsplit("/", 1)[-1]
-                fs.get_file(path, str(local))
-                return local
+                fs.get_file(path, str(target / path.rsplit("/", 1)[-1]))
+                return target
             fs.get(path.rstrip("/") + "/", str(target), recursive=True)
         except Exception as exc:
             raise DataError(f"cannot download {self.url}: {exc}") from exc

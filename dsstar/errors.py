@@ -8,6 +8,7 @@
     │   ├── LLMTransientError    worth retrying: rate limits, timeouts, connection errors, 5xx
     │   └── LLMFatalError        retrying cannot help: auth, bad request, unknown model
     ├── StorageError             the artifact store cannot be read or written
+    ├── LedgerError              the run ledger's database cannot be reached or migrated
     └── AgentError               an agent's replies never became usable (e.g. no plan step)
 
 Malformed replies are normally *not* errors: each agent's `parse` turns them into a defined
@@ -25,6 +26,7 @@ __all__ = [
     "LLMError",
     "LLMFatalError",
     "LLMTransientError",
+    "LedgerError",
     "StorageError",
     "UsageError",
 ]
@@ -64,6 +66,10 @@ class LLMFatalError(LLMError):
 
 class StorageError(DSStarError):
     """The artifact store cannot be read or written."""
+
+
+class LedgerError(DSStarError):
+    """The run ledger's database cannot be reached, migrated, read or written."""
 
 
 class AgentError(DSStarError):

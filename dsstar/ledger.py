@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -15,9 +17,12 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import JSON, Column, Text
+from sqlalchemy import JSON, Column, Text, make_url
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
+
+from .errors import LedgerError
 
 __all__ = ["AnswerRow", "CallRow", "Ledger", "RoundRow", "RunRow", "question_key"]
 
@@ -100,27 +105,54 @@ class AnswerRow(SQLModel, table=True):
 
 @cache
 def _engine(url: str) -> Engine:
+    options: dict[str, Any] = {"pool_pre_ping": True}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, pool_pre_ping=True)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        # Concurrent nightly runs share one file: wait for a lock instead of failing at once.
+        options["connect_args"] = {"timeout": 30}
+    try:
+        engine = create_engine(url, **options)
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        raise LedgerError(f"cannot open the ledger at {_masked(url)}: {_reason(exc)}") from exc
     return engine
+
+
+def _masked(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "(an invalid database URL)"
+
+
+def _reason(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 class Ledger:
     """Reads and writes the ledger at `url`, migrating its schema to the latest version."""
 
     def __init__(self, url: str) -> None:
+        self.url = url
         self.engine = _engine(url)
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        try:
+            with Session(self.engine) as session:
+                yield session
+        except SQLAlchemyError as exc:
+            raise LedgerError(f"ledger at {_masked(self.url)}: {_reason(exc)}") from exc
 
     def record(self, record: dict[str, Any], rounds: list[dict], calls: list[dict]) -> None:
         """Insert or replace one run with its rounds, calls and (when there is one) answer."""
         run_id = record["run_id"]
-        with Session(self.engine) as session:
+        with self._session() as session:
             for table in (AnswerRow, CallRow, RoundRow):
                 session.exec(delete(table).where(table.run_id == run_id))
             existing = session.get(RunRow, run_id)
@@ -146,7 +178,7 @@ class Ledger:
 
     def last_verified(self, key: str, data: str) -> RunRow | None:
         """The newest verified run of this question over this data root, if any."""
-        with Session(self.engine) as session:
+        with self._session() as session:
             statement = (
                 select(RunRow)
                 .where(RunRow.question_key == key, RunRow.data == data)
@@ -157,7 +189,7 @@ class Ledger:
 
     def history(self, key: str) -> list[RunRow]:
         """Every finished run of this question, oldest first."""
-        with Session(self.engine) as session:
+        with self._session() as session:
             statement = (
                 select(RunRow)
                 .where(RunRow.question_key == key, RunRow.status != "running")
@@ -166,12 +198,12 @@ class Ledger:
             return list(session.exec(statement))
 
     def rounds(self, run_id: str) -> list[RoundRow]:
-        with Session(self.engine) as session:
+        with self._session() as session:
             query = select(RoundRow).where(RoundRow.run_id == run_id).order_by(RoundRow.number)
             return list(session.exec(query))
 
     def calls(self, run_id: str) -> list[CallRow]:
-        with Session(self.engine) as session:
+        with self._session() as session:
             return list(session.exec(select(CallRow).where(CallRow.run_id == run_id)))
 
 

@@ -119,6 +119,8 @@ def complete(
     except Exception as exc:  # litellm raises a wide family; classify it once, here
         raise _classify(exc, config) from exc
     latency = time.perf_counter() - started
+    if not getattr(response, "choices", None):  # a broken gateway reply; another try may do
+        raise LLMTransientError(f"model {config.model!r} returned no choices")
     text = response.choices[0].message.content or ""
     usage = getattr(response, "usage", None)
     return LLMReply(
@@ -142,7 +144,8 @@ def _cost(response: Any) -> float | None:
 def _classify(exc: Exception, config: LLMConfig) -> Exception:
     status = getattr(exc, "status_code", None)
     where = f"model {config.model!r}" + (f" at {config.api_base}" if config.api_base else "")
-    detail = str(getattr(exc, "message", "") or exc).strip().splitlines()[0][:300]
+    text = str(getattr(exc, "message", "") or exc).strip()
+    detail = (text.splitlines() or [type(exc).__name__])[0][:300]
     if isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500:
         return LLMTransientError(
             f"{where}: transient failure ({status}): {detail}", status_code=status

@@ -57,11 +57,12 @@ class ExecResult:
 
     ok: bool
     exit_code: int | None
-    output: str
+    output: str  # stdout, then stderr: what the agents see
     timed_out: bool
     duration_s: float
     truncated: bool
     sandbox: str
+    stdout: str = ""  # stdout alone: the answer of a final script
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +94,12 @@ def resolve_mode(mode: str = "auto") -> str:
         raise ConfigError(
             "DSSTAR_SANDBOX=bwrap but bubblewrap is not usable here; install it"
             " (apt-get install bubblewrap) or set DSSTAR_SANDBOX=process."
+        )
+    if os.geteuid() == 0:  # a plain subprocess of root could do anything: fail closed
+        raise ConfigError(
+            "bubblewrap is not installed and dsstar runs as root, so generated scripts would"
+            " run with full control of this machine. Install it (apt-get install bubblewrap),"
+            " or set DSSTAR_SANDBOX=process to accept running them without isolation."
         )
     _warn_weak_sandbox()
     return "process"
@@ -227,12 +234,17 @@ def _supervise(
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, so a timeout kills every child
     )
-    capture = _BoundedCapture(limits.output_bytes)
-    reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True)
-    reader.start()
+    captures = {"stdout": _BoundedCapture(limits.output_bytes),
+                "stderr": _BoundedCapture(limits.output_bytes)}  # fmt: skip
+    readers = [
+        threading.Thread(target=capture.drain, args=(getattr(proc, name),), daemon=True)
+        for name, capture in captures.items()
+    ]
+    for reader in readers:
+        reader.start()
     timed_out = False
     try:
         proc.wait(timeout=limits.timeout_s)
@@ -240,8 +252,10 @@ def _supervise(
         timed_out = True
     _kill_group(proc)
     proc.wait()
-    reader.join(timeout=5)
-    output = capture.text()
+    for reader in readers:
+        reader.join(timeout=5)
+    stdout, stderr = captures["stdout"].text(), captures["stderr"].text()
+    output = stdout + (("\n" if stdout and not stdout.endswith("\n") else "") + stderr)
     if timed_out:
         output += f"\n[dsstar] the script was killed after {limits.timeout_s:g} s (exec timeout)."
     elif proc.returncode and proc.returncode < 0:
@@ -253,8 +267,9 @@ def _supervise(
         output=output,
         timed_out=timed_out,
         duration_s=round(time.monotonic() - started, 3),
-        truncated=capture.truncated,
+        truncated=any(capture.truncated for capture in captures.values()),
         sandbox=mode,
+        stdout=stdout,
     )
 
 

@@ -10,6 +10,7 @@ run inside it.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from datetime import UTC, datetime
 from functools import cached_property
@@ -19,9 +20,20 @@ from typing import Any
 import fsspec
 from fsspec.core import url_to_fs
 
-from .errors import StorageError
+from .errors import StorageError, UsageError
 
-__all__ = ["Store", "analysis_key", "new_run_id", "round_key"]
+__all__ = ["Store", "analysis_key", "check_run_id", "new_run_id", "round_key"]
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id is a single safe path segment; anything else is a usage error."""
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise UsageError(
+            f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-' (at most 100)"
+        )
+    return run_id
 
 
 def new_run_id() -> str:
@@ -85,7 +97,11 @@ class Store:
             raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
 
     def read_json(self, key: str) -> Any:
-        return json.loads(self.read_text(key))
+        text = self.read_text(key)
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StorageError(f"{self.uri(key)} is not valid JSON: {exc}") from exc
 
     def exists(self, key: str) -> bool:
         try:

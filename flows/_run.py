@@ -15,7 +15,7 @@ from dsstar.ledger import Ledger, RunRow, question_key
 from dsstar.notebook import build_notebook
 from dsstar.report import run_result
 from dsstar.settings import Settings
-from dsstar.storage import Store, analysis_key, round_key
+from dsstar.storage import Store, analysis_key, check_run_id, round_key
 from tasks.agents import AgentCalls, Script
 from tasks.record import publish_round, publish_rounds_table, publish_summary, write_objects
 
@@ -35,10 +35,11 @@ class Run:
     ledger: Ledger | None = None
     calls: AgentCalls | None = None
     analysis_calls: list[dict[str, Any]] = field(default_factory=list)
-    _round_start: tuple[int, float] = (0, 0.0)
+    _round_start: tuple[int, float] = field(default_factory=lambda: (0, time.monotonic()))
 
     @classmethod
     def start(cls, run_id: str, settings: Settings, params: dict[str, Any]) -> Run:
+        check_run_id(run_id)
         store = Store(settings.storage)
         store.check()  # an unreachable bucket fails here, before the first LLM call
         record = {
@@ -141,7 +142,7 @@ class Run:
             "ok": script.result.ok,
             "verdict": sufficient,
             "route": route_label,
-            "debug_attempts": len(script.attempts) - 1,
+            "debug_attempts": max(0, len(script.attempts) - 1),
             **_usage(calls),
             "seconds": time.monotonic() - start_time,
         }
@@ -173,7 +174,7 @@ class Run:
     def finish(
         self, status: str, plan: list[str], final: Script, reused: bool = False
     ) -> dict[str, Any]:
-        answer = final.result.output.strip() if final.result.ok else None
+        answer = final.result.stdout.strip() if final.result.ok else None
         if answer is None:
             status = "failed"
             self.note(error="the final script did not run: " + final.result.output[-500:])

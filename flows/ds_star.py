@@ -17,6 +17,7 @@ from dsstar.data import DataSource, normalize_location
 from dsstar.ledger import RunRow
 from dsstar.llm import require_model
 from dsstar.retrieval import rank
+from dsstar.sandbox import resolve_mode
 from dsstar.settings import Settings
 from tasks._common import result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
@@ -27,7 +28,7 @@ from ._run import Run
 __all__ = ["ds_star"]
 
 
-def _default_run_id() -> str:
+def default_run_id() -> str:
     """For runs started from the UI or a schedule: derived from the Prefect flow run, so a
     retry of that flow run continues the same DS-STAR run (and finds its cached work)."""
     with get_client(sync_client=True) as client:
@@ -36,7 +37,7 @@ def _default_run_id() -> str:
 
 
 def _flow_run_name() -> str:
-    return flow_run.parameters.get("run_id") or _default_run_id()
+    return flow_run.parameters.get("run_id") or default_run_id()
 
 
 @flow(name="ds-star", flow_run_name=_flow_run_name, log_prints=False)
@@ -69,8 +70,9 @@ def ds_star(
     chosen |= options or {}
     settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
     require_model(settings)
+    resolve_mode(settings.sandbox)  # no isolation available: stop before any LLM call
     run = Run.start(
-        run_id=run_id or _default_run_id(),
+        run_id=run_id or default_run_id(),
         settings=settings,
         params={"question": question, "data": normalize_location(data), "guidelines": guidelines},
     )

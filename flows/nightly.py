@@ -3,24 +3,26 @@ each data root shared by all the questions over it."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import asdict
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_table_artifact
 
+from dsstar.errors import DSStarError
 from dsstar.questions import Question, load_questions
 from dsstar.settings import Settings
-from dsstar.storage import Store, new_run_id
+from dsstar.storage import Store
+from tasks._common import artifact_key
 from tasks.agents import RunSpec
 
-from .ds_star import analyze_files, ds_star, open_data
+from .ds_star import analyze_files, default_run_id, ds_star, open_data
 
 __all__ = ["ds_star_nightly"]
 
 
-@task(name="answer", task_run_name="answer {number}")
-def answer(number: int, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
+@task(name="answer", task_run_name="answer {run_id}")
+def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
     """One question as its own ds-star flow run (a subflow), so it can be inspected alone."""
     options = {k: v for k, v in settings.items() if k not in {"model", "storage", "max_rounds"}}
     return ds_star(
@@ -28,7 +30,7 @@ def answer(number: int, question: dict[str, str], settings: dict[str, Any]) -> d
         model=settings.get("model"),
         max_rounds=settings.get("max_rounds", 20),
         storage=settings.get("storage"),
-        run_id=f"{new_run_id()}-q{number}",
+        run_id=run_id,
         options=options,
     )
 
@@ -52,9 +54,12 @@ def ds_star_nightly(
     chosen = {"model": model, "storage": storage, "max_rounds": max_rounds}
     settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
     questions = load_questions(questions_file)
-    share_analyses(questions, settings)
+    batch = default_run_id()  # stable across retries of this flow run: they resume
+    analysis_calls = share_analyses(questions, settings, batch)
     shared = settings.model_dump(mode="json", exclude={"api_key", "database_url"})
-    futures = [answer.submit(n, asdict(q), shared) for n, q in enumerate(questions, 1)]
+    futures = [
+        answer.submit(f"{batch}-q{n}", asdict(q), shared) for n, q in enumerate(questions, 1)
+    ]
     results = []
     for question, future in zip(questions, futures, strict=True):
         future.wait()
@@ -63,19 +68,50 @@ def ds_star_nightly(
         else:  # one failed question does not sink the batch; its run.json says why
             failed = {"question": question.question, "status": "failed"}
             results.append(failed | {"error": future.state.message})
+    publish_summary(batch, results, analysis_calls)
     return results
 
 
-def share_analyses(questions: list[Question], settings: Settings) -> None:
+def share_analyses(
+    questions: list[Question], settings: Settings, batch: str
+) -> list[dict[str, Any]]:
     """Analyze each data root once, before the questions run: their runs then find every
-    description in the content-keyed cache instead of analyzing the same files in parallel."""
-    by_root: dict[str, list[Question]] = defaultdict(list)
-    for question in questions:
-        by_root[question.data].append(question)
+    description in the content-keyed cache instead of analyzing the same files in parallel.
+    Returns the LLM calls this took (the question runs count those analyses as reused)."""
+    roots = sorted({question.data for question in questions})
     storage = Store(settings.storage).url
-    for root in by_root:
-        source = open_data(root, settings)
-        analyze_files(
-            RunSpec.from_settings(settings, f"nightly-{new_run_id()}", storage, source.mount_dir),
-            source,
-        )
+    calls: list[dict[str, Any]] = []
+    for root in roots:
+        try:
+            source = open_data(root, settings)
+            spec = RunSpec.from_settings(settings, f"{batch}-analysis", storage, source.mount_dir)
+            for analysis in analyze_files(spec, source):
+                calls += analysis["calls"] if analysis["run_id"] == spec.run_id else []
+        except DSStarError as exc:  # that root's questions will fail with the same message
+            get_run_logger().warning("cannot analyze %s ahead of its questions: %s", root, exc)
+    return calls
+
+
+def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: list) -> None:
+    """A table artifact: every question's status, answer and cost, and the shared analysis."""
+    rows = [
+        {
+            "question": r.get("question") or r.get("run_id"),
+            "status": r["status"],
+            "answer": r.get("answer"),
+            "llm_calls": r.get("llm_calls"),
+            "cost_usd": r.get("cost_usd"),
+        }
+        for r in results
+    ]
+    costs = [c["cost_usd"] for c in analysis_calls if c.get("cost_usd") is not None]
+    rows.append(
+        {
+            "question": "(shared file analysis)",
+            "status": "done",
+            "answer": None,
+            "llm_calls": len(analysis_calls),
+            "cost_usd": round(sum(costs), 6) if costs else None,
+        }
+    )
+    create_table_artifact(key=artifact_key(f"{batch}-nightly"), table=rows)

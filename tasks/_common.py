@@ -12,7 +12,14 @@ from prefect.filesystems import LocalFileSystem, RemoteFileSystem, WritableFileS
 
 from dsstar.errors import LLMTransientError, StorageError
 
-__all__ = ["digest", "is_transient", "is_storage_error", "key_part", "result_storage"]
+__all__ = [
+    "artifact_key",
+    "digest",
+    "is_storage_error",
+    "is_transient",
+    "key_part",
+    "result_storage",
+]
 
 
 @cache
@@ -38,8 +45,15 @@ def digest(*parts: Any) -> str:
 
 
 def key_part(text: str) -> str:
-    """`text` made safe for a cache key (cache keys are file names in result storage)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80]
+    """`text` made safe for a cache key (cache keys are file names in result storage); long
+    texts keep a hash of the whole, so two labels never collide by truncation."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+    return safe if len(safe) <= 80 else f"{safe[:60]}-{digest(text)}"
+
+
+def artifact_key(text: str) -> str:
+    """`text` as a Prefect artifact key: lowercase letters, digits and dashes only."""
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
 
 
 def _failure(state: Any) -> BaseException | None:

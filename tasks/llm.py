@@ -20,10 +20,13 @@ def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     # Run, round/label, agent, model and the exact request: a resumed run finds every answer
     # it already paid for, while a new round (which may legitimately ask the same thing
     # again, hoping for a different sample) does not.
+    # Only what changes the answer counts: the API base or timeout may move between attempts
+    # (a gateway moved) without making finished replies stale.
+    config = params["config"]
     return "llm-{}-{}-{}-{}".format(
         key_part(params["run_id"]),
         key_part(params["label"]),
-        digest(params["config"]),
+        digest(config["model"], config.get("temperature")),
         prompt_hash(params["messages"]),
     )
 

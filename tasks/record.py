@@ -12,7 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.storage import Store
 
-from ._common import is_storage_error, key_part
+from ._common import artifact_key, is_storage_error
 
 __all__ = ["publish_round", "publish_rounds_table", "publish_summary", "write_objects"]
 
@@ -48,7 +48,7 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
         f"**Output (head)**\n\n```\n{output}\n```\n\nStored at `{uri}`\n"
     )
     create_markdown_artifact(
-        key=key_part(f"{run_id}-round-{item['number']:02d}").lower(),
+        key=artifact_key(f"{run_id}-round-{item['number']:02d}"),
         markdown=markdown,
         description=f"DS-STAR {run_id} round {item['number']:02d}",
     )
@@ -69,7 +69,7 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
         for item in rounds
     ]
     create_table_artifact(
-        key=key_part(f"{run_id}-rounds").lower(),
+        key=artifact_key(f"{run_id}-rounds"),
         table=table,
         description=f"DS-STAR {run_id}: every round",
     )
@@ -83,7 +83,7 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
     """A markdown artifact with the answer, the totals and where every object is stored."""
     links = "\n".join(f"- {name}: `{uri}`" for name, uri in uris.items())
     create_markdown_artifact(
-        key=key_part(f"{run_id}-answer").lower(),
+        key=artifact_key(f"{run_id}-answer"),
         markdown=(
             f"### {record['question']}\n\n**Status:** {record['status']}  \n"
             f"**Answer:** {record.get('answer')}\n\n"

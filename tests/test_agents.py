@@ -274,3 +274,8 @@ def test_prompt_hash_is_stable_and_content_sensitive() -> None:
     assert prompt_hash([{"role": "user", "content": "What is the total revenue ?"}]) != value
     assert prompt_hash([{"role": "system", "content": "What is the total revenue?"}]) != value
     assert prompt_hash(messages + messages) != value
+
+
+def test_router_prefers_an_explicit_wrong_step_over_other_wording():
+    assert router.parse("Step 2 is wrong! Rather than add a step, fix the join.", 3).wrong_step == 2
+    assert router.parse("Add a step; step 2 looks fine.", 3).wrong_step is None

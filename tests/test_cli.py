@@ -124,3 +124,20 @@ def test_malformed_replies_end_in_a_defined_result(env, llm, sales, scenario):
     assert done.returncode == (0 if result["status"] != "failed" else 1)
     assert "Traceback" not in done.stderr
     assert set(RESULT_KEYS) <= set(result)
+
+
+def test_bad_run_id_is_a_usage_error_with_a_json_error(env, sales):
+    done = dsstar(
+        "run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "../escape"
+    )
+    assert done.returncode == 2
+    assert "invalid run id" in json.loads(done.stdout)["error"]
+
+
+def test_unreachable_ledger_is_reported_without_its_password(env, monkeypatch):
+    monkeypatch.setenv("DSSTAR_DATABASE_URL", "postgresql+psycopg://u:s3cr3t@127.0.0.1:9/x")
+    done = dsstar("history", "any question", "--json")
+    assert done.returncode == 2
+    assert "cannot open the ledger" in json.loads(done.stdout)["error"]
+    assert "s3cr3t" not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr

@@ -182,3 +182,23 @@ def test_step_one_wrong_restarts_the_plan(env, llm, sales):
     restart = text_of(llm.calls("planner")[1])
     assert "FIRST step" in restart and "Average the unit prices" not in restart
     assert "print('unit prices')" not in text_of(llm.calls("coder")[1])
+
+
+def test_answer_is_the_final_scripts_stdout_only(env, llm, sales):
+    noisy = "import sys, warnings\nwarnings.warn('old API')\nprint('note', file=sys.stderr)\n"
+    llm.script("finalyzer", fence(noisy + FINAL_ONLY_ANSWER))  # ahead of two_rounds' reply
+    two_rounds(llm)
+    result = ds_star(question=QUESTION, data=str(sales), run_id="t-stderr")
+    assert result["answer"] == ANSWER
+    final_output = stored(env, "t-stderr") / "final/answer.json"
+    assert json.loads(final_output.read_text())["answer"] == ANSWER
+
+
+def test_a_single_file_is_all_the_scripts_see(env, llm, sales):
+    llm.default("analyzer", describe_script)
+    llm.script("planner", "List the data folder.")
+    llm.script("coder", fence("import os\nprint(sorted(os.listdir('data')))"))
+    llm.script("verifier", "Yes")
+    llm.script("finalyzer", fence("import os\nprint(sorted(os.listdir('data')))"))
+    result = ds_star(question=QUESTION, data=str(sales / "regions.json"), run_id="t-single")
+    assert result["answer"] == "['regions.json']"

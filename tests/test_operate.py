@@ -121,8 +121,9 @@ def test_llm_outage_then_resume_repeats_no_answered_request(env, llm, sales, s3)
     assert json.loads(first.stdout)["status"] == "failed"
     before = list(llm.requests)
 
-    llm.intercept(None)  # the model server recovers
-    second = dsstar("resume", "outage", "--json")
+    llm.intercept(None)  # the model server recovers, and is now reached by another name
+    other_name = env["DSSTAR_API_BASE"].replace("127.0.0.1", "localhost")
+    second = dsstar("resume", "outage", "--json", "--api-base", other_name)
     assert second.returncode == 0, second.stderr
     result = json.loads(second.stdout)
     assert result["status"] == "verified" and result["answer"] == ANSWER

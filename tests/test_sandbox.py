@@ -6,9 +6,10 @@ import time
 
 import pytest
 
-from dsstar.sandbox import Limits, resolve_mode, run_script
+from dsstar.errors import ConfigError
+from dsstar.sandbox import Limits, _bwrap, resolve_mode, run_script
 
-MODES = ["process"] + (["bwrap"] if resolve_mode("auto") == "bwrap" else [])
+MODES = ["process"] + (["bwrap"] if _bwrap() else [])
 LIMITS = Limits(timeout_s=5, memory_mb=1024, output_bytes=20_000)
 
 
@@ -30,13 +31,20 @@ def run(code, data, mode, tmp_path, limits=LIMITS):
     return run_script(code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path)
 
 
-def test_bubblewrap_is_used_when_installed():
-    import shutil
-
-    if shutil.which("bwrap"):
+def test_auto_mode_uses_bubblewrap_or_fails_closed_for_root(monkeypatch):
+    if _bwrap():
         assert resolve_mode("auto") == "bwrap"
-    else:
-        assert resolve_mode("auto") == "process"
+    import dsstar.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: None)  # as on a machine without it
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    with pytest.raises(ConfigError, match="apt-get install bubblewrap"):
+        resolve_mode("auto")
+    with pytest.raises(ConfigError, match="DSSTAR_SANDBOX=bwrap"):
+        resolve_mode("bwrap")
+    assert resolve_mode("process") == "process"  # an explicit opt-in
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    assert resolve_mode("auto") == "process"  # an ordinary user: limits and a warning
 
 
 def test_reads_inputs_under_data(data, mode, tmp_path):

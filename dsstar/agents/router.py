@@ -11,6 +11,7 @@ from ._base import render as _render
 
 __all__ = ["Route", "parse", "render"]
 
+_WRONG = re.compile(r"\bstep\s*#?\s*(\d+)\s+is\s+(?:wrong|incorrect)", re.I)
 _STEP = re.compile(r"\bstep\s*#?\s*(\d+)", re.I)
 _ADD = re.compile(r"\badd\s+(?:a\s+|another\s+|new\s+)*step\b", re.I)
 
@@ -35,9 +36,13 @@ def render(*, question: str, plan: list[str], output: str, files: list[FileInfo]
 def parse(text: str, plan_length: int) -> Route:
     """ "Add Step", "Step N" or "Step N is wrong!"; a number outside the plan counts as Add Step."""
     reply = (text or "").strip()
-    if _ADD.search(reply[:200]):
-        return Route(None, reply)
-    match = _STEP.search(reply)
+    # An explicit "Step N is wrong" wins; otherwise whichever directive comes first.
+    match = _WRONG.search(reply)
+    if not match:
+        add, step = _ADD.search(reply), _STEP.search(reply)
+        if add and (not step or add.start() <= step.start()):
+            return Route(None, reply)
+        match = step
     if match and 1 <= int(match.group(1)) <= plan_length:
         return Route(int(match.group(1)), reply)
     return Route(None, reply)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -54,8 +56,11 @@ def load_settings(**flags: Any) -> Settings:
         raise UsageError(f"invalid setting: {exc}") from exc
 
 
-def fail_usage(message: str) -> None:
+def fail_usage(message: str, as_json: bool = False) -> NoReturn:
+    """Report a usage error (on stdout too, as {"error": ...}, under --json) and exit 2."""
     err.print(f"[red]error:[/red] {message}", highlight=False)
+    if as_json:
+        sys.stdout.write(json.dumps({"error": message}) + "\n")
     raise typer.Exit(EXIT_USAGE)
 
 

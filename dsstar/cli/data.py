@@ -73,7 +73,7 @@ def describe(
     try:
         files = _descriptions(data, offline, model=model, api_base=api_base)
     except DSStarError as exc:
-        fail_usage(str(exc))
+        fail_usage(str(exc), as_json)
     if as_json:
         keys = ("path", "format", "description", "error")
         payload = {"files": [{k: f.get(k) for k in keys} for f in files]}
@@ -103,7 +103,7 @@ def retrieve(
     try:
         files = _descriptions(data, offline, model=model, api_base=api_base)
     except DSStarError as exc:
-        fail_usage(str(exc))
+        fail_usage(str(exc), as_json)
     from ..retrieval import rank
 
     ranking = rank(question, {f["path"]: f["description"] for f in files})[:top_k]

@@ -7,10 +7,13 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import DSStarError, UsageError
+from ..sandbox import resolve_mode
 from ..settings import Settings
+from ..storage import check_run_id, new_run_id
 from ._app import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     DataOpt,
     JsonOpt,
     StorageOpt,
@@ -92,13 +95,14 @@ def run(
         from ..llm import require_model
 
         require_model(settings)
+        resolve_mode(settings.sandbox)
         check_data(data)
+        if run_id:
+            check_run_id(run_id)
         if not question.strip():
             raise UsageError("--question is empty")
     except DSStarError as exc:
-        fail_usage(str(exc))
-
-    from ..storage import new_run_id
+        fail_usage(str(exc), as_json)
 
     named = {"model", "storage", "max_rounds", "reuse"}  # flow parameters of their own
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
@@ -112,19 +116,30 @@ def _run_flow(
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
     from flows.ds_star import ds_star
 
-    with LiveProgress(enabled=not as_json):
-        state = ds_star(
-            **params,
-            model=settings.model,
-            max_rounds=settings.max_rounds,
-            storage=settings.storage,
-            reuse=settings.reuse,
-            run_id=run_id,
-            options=options,
-            return_state=True,
-        )
-    result = _result_of(state, settings.storage, run_id)
+    error: BaseException | None = None
+    try:
+        with LiveProgress(enabled=not as_json):
+            state = ds_star(
+                **params,
+                model=settings.model,
+                max_rounds=settings.max_rounds,
+                storage=settings.storage,
+                reuse=settings.reuse,
+                run_id=run_id,
+                options=options,
+                return_state=True,
+            )
+        if state.is_completed():
+            result = state.result()
+        else:
+            error = state.result(raise_on_failure=False)
+            result = _failed_result(settings.storage, run_id, error)
+    except Exception as exc:  # e.g. the Prefect API is unreachable: a report, not a traceback
+        error = exc
+        result = _failed_result(settings.storage, run_id, exc)
     report(result, as_json)
+    if isinstance(error, UsageError):  # bad input found inside the run (e.g. an empty folder)
+        raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_OK if result["status"] in {"verified", "max_rounds"} else EXIT_FAILED)
 
 
@@ -151,12 +166,13 @@ def resume(
     from ..storage import Store
 
     try:
+        check_run_id(run_id)
         store = Store(load_settings(storage=storage).storage)
         record = store.read_json(f"runs/{run_id}/run.json")
     except FileNotFoundError:
-        fail_usage(f"no run {run_id} under {store.url}")
+        fail_usage(f"no run {run_id} under {store.url}", as_json)
     except DSStarError as exc:
-        fail_usage(str(exc))
+        fail_usage(str(exc), as_json)
     if record.get("status") in {"verified", "max_rounds"}:
         err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
         report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
@@ -169,7 +185,7 @@ def resume(
     try:
         settings = load_settings(**stored)
     except DSStarError as exc:
-        fail_usage(str(exc))
+        fail_usage(str(exc), as_json)
     named = {"model", "storage", "max_rounds", "reuse"}
     options = {k: v for k, v in stored.items() if k not in named and v is not None}
     params = {k: record[k] for k in ("question", "data", "guidelines")}
@@ -188,11 +204,8 @@ def _agent_models(pairs: list[str] | None) -> dict[str, str] | None:
     return models
 
 
-def _result_of(state: Any, storage: str, run_id: str) -> dict[str, Any]:
-    """The run's JSON result; for a failed flow, rebuilt from its stored run.json."""
-    if not state.is_failed() and not state.is_crashed():
-        return state.result()
-    exc = state.result(raise_on_failure=False)
+def _failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
+    """The JSON result of a run that did not finish, rebuilt from its stored run.json."""
     from ..report import run_result
     from ..storage import Store
 

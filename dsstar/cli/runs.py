@@ -42,7 +42,7 @@ def runs_list(
     try:
         runs = list_runs(Store(load_settings(storage=storage).storage), limit)
     except DSStarError as exc:
-        fail_usage(str(exc))
+        fail_usage(str(exc), as_json)
     if as_json:
         sys.stdout.write(json.dumps({"runs": runs}, ensure_ascii=False) + "\n")
         return
@@ -67,9 +67,10 @@ def runs_show(
 ) -> None:
     """A run's round table (step, verdict, route, tokens, cost, seconds), or one round."""
     from ..runs import read_round, read_run
-    from ..storage import Store
+    from ..storage import Store, check_run_id
 
     try:
+        check_run_id(run_id)
         store = Store(load_settings(storage=storage).storage)
         payload = (
             read_round(store, run_id, round_number)
@@ -77,7 +78,7 @@ def runs_show(
             else read_run(store, run_id)
         )
     except DSStarError as exc:
-        fail_usage(str(exc))
+        fail_usage(str(exc), as_json)
     if as_json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
     elif round_number is not None:
@@ -147,7 +148,7 @@ def history(
         ledger = Ledger(load_settings().database_url)
         runs = ledger.history(question_key(question, guidelines))
     except DSStarError as exc:
-        fail_usage(str(exc))
+        fail_usage(str(exc), as_json)
     rows, previous = [], None
     for row in runs:
         changed = previous is not None and row.answer is not None and row.answer != previous

@@ -46,12 +46,14 @@ def runs_list(
     if as_json:
         sys.stdout.write(json.dumps({"runs": runs}, ensure_ascii=False) + "\n")
         return
-    table = Table("run id", "question", "status", "rounds", "cost", "started")
+    table = Table("question", "status", "rounds", "cost")
+    for column in ("started", "run id"):  # ids are copied into other commands: keep them whole
+        table.add_column(column, no_wrap=True)
     for r in runs:
         question = r["question"] if len(r["question"]) <= 60 else r["question"][:57] + "..."
         table.add_row(
-            r["run_id"], question, str(r["status"]), str(r["rounds"]),
-            money(r["cost_usd"]), str(r["started_at"] or ""),
+            question, str(r["status"]), str(r["rounds"]), money(r["cost_usd"]),
+            str(r["started_at"] or "")[:16], r["run_id"],
         )  # fmt: skip
     Console(soft_wrap=True).print(table)
 
@@ -140,7 +142,7 @@ def history(
 
     Example: dsstar history "Which region had the highest revenue in 2024 H1?"
     """
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from ..ledger import Ledger, question_key
 
@@ -172,12 +174,13 @@ def history(
     if not rows:
         err.print("no runs of this question in the ledger")
         raise typer.Exit(EXIT_OK)
-    table = Table("finished", "run id", "status", "answer", "", "calls", "cost")
+    table = Table(Column("finished", no_wrap=True), "status", "answer", "", "calls", "cost")
+    table.add_column("run id", no_wrap=True)
     for r in rows:
         mark = "[yellow]changed[/yellow]" if r["changed"] else ""
         mark = mark or ("reused" if r["reused_solution"] else "")
         table.add_row(
-            str(r["finished_at"] or ""), r["run_id"], r["status"], str(r["answer"]), mark,
-            str(r["llm_calls"]), money(r["cost_usd"]),
+            str(r["finished_at"] or "")[:16], r["status"], str(r["answer"]), mark,
+            str(r["llm_calls"]), money(r["cost_usd"]), r["run_id"],
         )  # fmt: skip
     Console(soft_wrap=True).print(table)

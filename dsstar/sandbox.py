@@ -123,6 +123,8 @@ def run_script(
 ) -> ExecResult:
     """Run `code` as a script with `data_dir` mounted read-only at `data/`."""
     mode = resolve_mode(mode)
+    if work_root:
+        work_root.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="dsstar-exec-", dir=work_root))
     try:
         (workdir / SCRIPT_NAME).write_text(code, encoding="utf-8")

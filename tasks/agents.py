@@ -32,6 +32,7 @@ class RunSpec:
     llm: dict[str, dict[str, Any]]  # agent -> LLMConfig fields
     limits: dict[str, Any]
     sandbox: str
+    work_dir: str | None
     max_debug_attempts: int
     summarize_over_chars: int
     llm_retries: int
@@ -52,6 +53,7 @@ class RunSpec:
                 "output_bytes": settings.exec_output_bytes,
             },
             sandbox=settings.sandbox,
+            work_dir=str(settings.work_dir) if settings.work_dir else None,
             max_debug_attempts=settings.max_debug_attempts,
             summarize_over_chars=settings.summarize_over_chars,
             llm_retries=settings.llm_retries,
@@ -119,6 +121,7 @@ class AgentCalls:
                 data_dir=self.spec.data_dir,
                 limits=self.spec.limits,
                 sandbox=self.spec.sandbox,
+                work_dir=self.spec.work_dir,
             )
         )
 

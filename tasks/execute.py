@@ -29,8 +29,20 @@ def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     result_serializer="json",
 )
 def execute(
-    label: str, code: str, run_id: str, data_dir: str, limits: dict[str, Any], sandbox: str
+    label: str,
+    code: str,
+    run_id: str,
+    data_dir: str,
+    limits: dict[str, Any],
+    sandbox: str,
+    work_dir: str | None = None,
 ) -> dict[str, Any]:
     """Run `code` in the sandbox with the data folder mounted read-only at `data/`."""
-    result = run_script(code, data_dir=Path(data_dir), limits=Limits(**limits), mode=sandbox)
+    result = run_script(
+        code,
+        data_dir=Path(data_dir),
+        limits=Limits(**limits),
+        mode=sandbox,
+        work_root=Path(work_dir) if work_dir else None,
+    )
     return result.to_dict()

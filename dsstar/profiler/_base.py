@@ -80,14 +80,21 @@ def _guess_encoding(head: bytes) -> str:
     best = matches.best()
     if best is None:
         return "latin-1"
-    ties = {m.encoding for m in matches if (m.chaos, m.coherence) == (best.chaos, best.coherence)}
-    # Short samples fit many code pages equally; Western European cp1252 is the usual one.
-    name = "cp1252" if "cp1252" in ties else best.encoding
+    # Short samples fit many code pages equally well; the usual Western one wins a tie.
+    tied = any(m.encoding == "cp1252" and m.chaos <= best.chaos for m in matches)
+    name = "cp1252" if tied or _reads_alike(head, best.encoding) else best.encoding
     try:
         codecs.lookup(name)
     except LookupError:
         return "latin-1"
     return name
+
+
+def _reads_alike(head: bytes, encoding: str) -> bool:
+    try:
+        return head.decode("cp1252") == head.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return False
 
 
 def short(value: object, width: int = 40) -> str:

@@ -51,7 +51,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def analysis_key(path: str) -> str:
-    """The folder of a file's analysis: bounded (at most 118 characters) and collision-free.
+    """The folder of a file's analysis: bounded (at most 117 characters) and collision-free.
 
     A short plain name (letters, digits, '.', '_', '-') is its own key. Any other path, for
     example `x/y.csv` or a 300-character one, becomes a readable prefix, '~' and a hash of

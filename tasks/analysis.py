@@ -35,8 +35,10 @@ def _profile(path: str, spec: dict[str, Any]) -> str:
     """The built-in profiler's description, read inside the sandbox like any script."""
     limits = ProfileLimits(memory_mb=spec["limits"]["memory_mb"], workers=1)
     work_root = Path(spec["work_dir"]) if spec["work_dir"] else None
-    data_dir = Path(spec["data_dir"])
-    return profile_files(data_dir, [path], limits=limits, mode=spec["sandbox"], work_root=work_root)[path]
+    texts = profile_files(
+        Path(spec["data_dir"]), [path], limits=limits, mode=spec["sandbox"], work_root=work_root
+    )
+    return texts[path]
 
 
 @task(

@@ -36,9 +36,7 @@ def reasons(src: DataSource) -> dict[str, str]:
 
 
 def view_text(src: DataSource) -> str:
-    return "".join(
-        p.read_text(errors="replace") for p in src.mount_dir.rglob("*") if p.is_file()
-    )
+    return "".join(p.read_text(errors="replace") for p in src.mount_dir.rglob("*") if p.is_file())
 
 
 @pytest.fixture
@@ -178,7 +176,9 @@ def test_nested_archives_one_level_then_left_packed(tmp_path):
     root = tmp_path / "nest"
     root.mkdir()
     inner = zip_bytes({"x.csv": CSV})
-    (root / "outer.tar").write_bytes(tar_bytes({"in.zip": inner, "gz/y.csv.gz": gzip.compress(CSV)}))
+    (root / "outer.tar").write_bytes(
+        tar_bytes({"in.zip": inner, "gz/y.csv.gz": gzip.compress(CSV)})
+    )
     assert listing(source(root, tmp_path)) == {
         "outer.tar/gz/y.csv.gz/y.csv": "csv",
         "outer.tar/in.zip/x.csv": "csv",

@@ -46,14 +46,18 @@ def write_lake(root: Path) -> None:
     (root / "prices.csv").write_bytes("produit;prix\nCafé;1,50\nThé;2,25\n".encode("cp1252"))
     (root / "scores.tsv").write_text("id\tscore\n1\t9\n2\t7\n")
     with pd.ExcelWriter(root / "book.xlsx") as writer:
-        pd.DataFrame({"sku": ["a", "b"], "qty": [1, 2]}).to_excel(writer, sheet_name="Stock", index=False)
+        pd.DataFrame({"sku": ["a", "b"], "qty": [1, 2]}).to_excel(
+            writer, sheet_name="Stock", index=False
+        )
         pd.DataFrame({"store": ["x"]}).to_excel(writer, sheet_name="Stores", index=False)
     pd.DataFrame({"k": [1, 2, 3], "v": ["p", "q", None]}).to_parquet(root / "m.parquet")
     doc = {"regions": [{"code": "NE", "manager": {"name": "Ada Park"}}], "version": 3}
     (root / "regions.json").write_text(json.dumps(doc))
     (root / "events.jsonl").write_text('{"ts": 1, "kind": "click"}\n{"ts": 2, "kind": "view"}\n')
     con = sqlite3.connect(root / "shop.sqlite")
-    con.executescript("CREATE TABLE orders (id INTEGER, total REAL); INSERT INTO orders VALUES (1, 2.5);")
+    con.executescript(
+        "CREATE TABLE orders (id INTEGER, total REAL); INSERT INTO orders VALUES (1, 2.5);"
+    )
     con.close()
     with duckdb.connect(str(root / "wh.duckdb")) as db:
         db.execute("CREATE TABLE sales AS SELECT range AS day, range * 2 AS amount FROM range(5)")
@@ -92,7 +96,9 @@ def test_csv_encoding_delimiter_and_decimal_comma(profiles):
 
 
 def test_tsv(profiles):
-    assert "delimiter: '\\t'" in profiles["scores.tsv"] and "score (int64)" in profiles["scores.tsv"]
+    assert (
+        "delimiter: '\\t'" in profiles["scores.tsv"] and "score (int64)" in profiles["scores.tsv"]
+    )
 
 
 def test_excel_every_sheet(profiles):
@@ -160,7 +166,9 @@ def test_per_file_time_and_byte_bounds(tmp_path):
                          limits=ProfileLimits(file_timeout_s=0.05))  # fmt: skip
     assert "took longer than the 0.05 s per-file bound" in slow["big.csv"]
     assert slow["small.csv"].startswith("File: small.csv")  # the batch went on
-    capped = profile_files(source.mount_dir, ["big.csv"], limits=ProfileLimits(file_max_bytes=100_000))
+    capped = profile_files(
+        source.mount_dir, ["big.csv"], limits=ProfileLimits(file_max_bytes=100_000)
+    )
     assert "only the first 100,000 bytes were read" in capped["big.csv"]
 
 

@@ -158,7 +158,12 @@ class _Rejected(list):
 
 
 def _expand(
-    archive: Path, name: str, kind: str, root: Path, budget: _Budget, rejected: _Rejected,
+    archive: Path,
+    name: str,
+    kind: str,
+    root: Path,
+    budget: _Budget,
+    rejected: _Rejected,
     depth: int,
 ) -> None:
     """Unpack `archive` (called `name`) into `root`, then nested archives in place, up to
@@ -213,7 +218,10 @@ def expand_cached(
         except ArchiveError as exc:
             outcome = {"rejected": [], "error": str(exc)}
         except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, lzma.LZMAError) as exc:
-            outcome = {"rejected": [], "error": f"damaged or unreadable ({type(exc).__name__}: {exc})"}
+            outcome = {
+                "rejected": [],
+                "error": f"damaged or unreadable ({type(exc).__name__}: {exc})",
+            }
         if outcome["error"]:
             shutil.rmtree(staging / "tree", ignore_errors=True)
         (staging / "record.json").write_text(json.dumps(outcome))
@@ -225,5 +233,3 @@ def expand_cached(
     if outcome["error"]:
         raise ArchiveError(outcome["error"])
     return home / "tree", [tuple(r) for r in outcome["rejected"]]
-
-

@@ -56,9 +56,7 @@ def build_view(source: Path, view: Path, cache: Path, limits: ArchiveLimits) -> 
         kind = archive_kind(real)
         try:
             if kind:
-                tree, rejected = expand_cached(
-                    real, kind, cache, limits, name=Path(relative).name
-                )
+                tree, rejected = expand_cached(real, kind, cache, limits, name=Path(relative).name)
                 _link_tree(tree, target)
                 skipped += [Skipped(f"{relative}/{name}", why) for name, why in rejected]
             else:

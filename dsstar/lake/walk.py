@@ -64,7 +64,9 @@ def walk(root: Path) -> tuple[list[tuple[str, str]], list[Skipped]]:
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
-            skipped.append(Skipped(prefix.rstrip("/") or ".", f"folder not readable: {exc.strerror}"))
+            skipped.append(
+                Skipped(prefix.rstrip("/") or ".", f"folder not readable: {exc.strerror}")
+            )
             continue
         for entry in entries:
             relative = prefix + entry.name

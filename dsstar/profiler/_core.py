@@ -21,7 +21,13 @@ from ._docs import (
     describe_pdf,
     describe_text,
 )
-from ._tables import describe_csv, describe_duckdb, describe_excel, describe_parquet, describe_sqlite
+from ._tables import (
+    describe_csv,
+    describe_duckdb,
+    describe_excel,
+    describe_parquet,
+    describe_sqlite,
+)
 
 __all__ = ["MARK", "profile_batch", "profile_file"]
 
@@ -102,8 +108,8 @@ def profile_batch(
     reads the lines, so a batch killed midway still yields the files it finished."""
     Budget.max_bytes = max_bytes
     signal.signal(signal.SIGALRM, _alarm)
-    for path, name in zip(paths, names):
-        print(MARK + json.dumps({"start": name}), flush=True)
+    for path, name in zip(paths, names, strict=True):
+        print(MARK + json.dumps({"start": name}, ensure_ascii=False), flush=True)
         started = time.monotonic()
         signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
@@ -115,5 +121,5 @@ def profile_batch(
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         record = {"path": name, "text": text, "seconds": round(time.monotonic() - started, 3)}
-        print(MARK + json.dumps(record), flush=True)
+        print(MARK + json.dumps(record, ensure_ascii=False), flush=True)
     sys.stdout.flush()

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from ._base import MAX_ROWS, Budget, count_lines, describe_frame, human, pick_encoding, read_head, short
+from ._base import (
+    MAX_ROWS,
+    Budget,
+    count_lines,
+    describe_frame,
+    human,
+    pick_encoding,
+    read_head,
+    short,
+)
 
 __all__ = [
     "describe_archive",
@@ -198,7 +207,10 @@ def describe_archive(path: Path, fmt: str) -> list[str]:
                 data = fh.read(4096)
             return [
                 "a compressed stream; first decompressed lines:",
-                *(f"  {short(ln, 200)}" for ln in data.decode("utf-8", "replace").splitlines()[:10]),
+                *(
+                    f"  {short(ln, 200)}"
+                    for ln in data.decode("utf-8", "replace").splitlines()[:10]
+                ),
             ]
         with tarfile.open(path) as tf:
             members = [(m.name, m.size) for m in tf.getmembers()]

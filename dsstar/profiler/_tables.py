@@ -14,7 +14,13 @@ import pandas as pd
 
 from ._base import MAX_ROWS, Budget, count_lines, describe_frame, pick_encoding, read_head, short
 
-__all__ = ["describe_csv", "describe_duckdb", "describe_excel", "describe_parquet", "describe_sqlite"]
+__all__ = [
+    "describe_csv",
+    "describe_duckdb",
+    "describe_excel",
+    "describe_parquet",
+    "describe_sqlite",
+]
 
 _DECIMAL_COMMA = re.compile(r"^-?\d{1,3}(\.\d{3})*,\d+$|^-?\d+,\d+$")
 
@@ -161,8 +167,8 @@ def describe_duckdb(path: Path, fmt: str) -> list[str]:
         ).fetchall()
         names = [f"{s}.{t}" if s != "main" else t for s, t in tables]
         out = [f"tables ({len(names)}): {', '.join(names)}", "query with: duckdb.connect(path)"]
-        for (schema, table), name in list(zip(tables, names))[:30]:
-            quoted = f'"{schema}"."{table}"'.replace("\x00", "")
+        for (schema, table), name in list(zip(tables, names, strict=True))[:30]:
+            quoted = ".".join('"' + part.replace('"', '""') + '"' for part in (schema, table))
             count = con.execute(f"SELECT COUNT(*) FROM {quoted}").fetchone()[0]
             types = con.execute(f"DESCRIBE {quoted}").fetchall()
             df = con.execute(f"SELECT * FROM {quoted} LIMIT {MAX_ROWS}").df()

@@ -30,7 +30,7 @@ class ProfileLimits:
     file_timeout_s: float = 30.0
     file_max_bytes: int = 64 << 20
     max_chars: int = 6000
-    batch_files: int = 40
+    batch_files: int = 100
     memory_mb: int = 4096
     workers: int = max(1, min(4, os.cpu_count() or 1))
 
@@ -84,10 +84,11 @@ def _run_batch(
     results: dict[str, str] = {}
     pending = list(paths)
     while pending:
+        # Each result is at most max_chars characters, up to 3 bytes each in UTF-8.
         sandbox_limits = Limits(
             timeout_s=20.0 + limits.file_timeout_s * len(pending),
             memory_mb=limits.memory_mb,
-            output_bytes=(limits.max_chars * 2 + 500) * len(pending) + 10_000,
+            output_bytes=(limits.max_chars * 4 + 1000) * len(pending) + 10_000,
         )
         code = script_source(pending, limits)
         result = run_script(code, data_dir=mount_dir, limits=sandbox_limits, mode=mode,

@@ -259,3 +259,21 @@ def test_expansions_are_cached_by_content(tmp_path):
     assert [p for p in cache.iterdir() if p.is_dir()] == [expansion]
     assert member.stat().st_ino == inode  # linked from the cache, not unpacked again
     assert (second.mount_dir / "bundle.zip/t.csv").stat().st_ino == inode
+
+
+def test_remote_root_is_snapshotted_then_viewed(s3, tmp_path):
+    import fsspec
+
+    fs = fsspec.filesystem("s3")
+    bucket = s3.removeprefix("s3://").split("/", 1)[0]
+    fs.pipe(f"{bucket}/lake/a.csv", b"x,y\n1,2\n")
+    fs.pipe(f"{bucket}/lake/deep/bundle.zip", zip_bytes({"inner/t.csv": CSV}))
+    fs.pipe(f"{bucket}/lake/m.csv.gz", gzip.compress(CSV))
+    folder = DataSource(f"s3://{bucket}/lake", tmp_path / "cache")
+    assert listing(folder) == {
+        "a.csv": "csv",
+        "deep/bundle.zip/inner/t.csv": "csv",
+        "m.csv.gz/m.csv": "csv",
+    }
+    single = DataSource(f"s3://{bucket}/lake/m.csv.gz", tmp_path / "cache")
+    assert listing(single) == {"m.csv.gz/m.csv": "csv"}

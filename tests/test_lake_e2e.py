@@ -110,3 +110,18 @@ def test_a_run_over_the_lake_keeps_secrets_out_and_paths_apart(env, llm, trapped
     fallback = records["metrics.csv.gz/metrics.csv"]
     assert json.loads((fallback / "attempts.json").read_text())["source"] == "profiler"
     assert "format: csv" in (fallback / "output.txt").read_text()
+
+
+def test_describe_with_the_analyzer_lists_skipped_entries_and_leaks_nothing(env, llm, trapped):
+    llm.default("analyzer", describe_script)
+    done = subprocess.run(
+        [sys.executable, "-m", "dsstar", "describe", "--data", str(trapped), "--json"],
+        capture_output=True, text=True, timeout=280, env=os.environ.copy(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert not any(SECRET in json.dumps(r["body"]) for r in llm.requests)
+    files = {f["path"]: f for f in json.loads(done.stdout)["files"]}
+    assert files["credentials.txt"]["format"] == "skipped"
+    assert files["pipe"]["error"] == "a FIFO (named pipe): not opened"
+    assert "name,age" in files["bundle.zip/inner/table.csv"]["description"]

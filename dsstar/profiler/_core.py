@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import signal
 import stat
@@ -112,6 +113,9 @@ def profile_batch(
         print(MARK + json.dumps({"start": name}, ensure_ascii=False), flush=True)
         started = time.monotonic()
         signal.setitimer(signal.ITIMER_REAL, seconds)
+        # SIGALRM waits for C code to return; faulthandler's own thread does not: a reader
+        # stuck in C past twice the bound ends the script, and the caller names this file.
+        faulthandler.dump_traceback_later(seconds * 2 + 5, exit=True)
         try:
             text = profile_file(Path(path), name, max_chars)
         except ProfileTimeout:
@@ -120,6 +124,7 @@ def profile_batch(
             text = f"File: {name}\nnot profiled: {type(exc).__name__}: {str(exc)[:300]}"
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            faulthandler.cancel_dump_traceback_later()
         record = {"path": name, "text": text, "seconds": round(time.monotonic() - started, 3)}
         print(MARK + json.dumps(record, ensure_ascii=False), flush=True)
     sys.stdout.flush()

@@ -102,7 +102,8 @@ def _run_batch(
             reason = _tail(result.output) or "the profiling script failed to start"
             results.update({p: f"File: {p}\nnot profiled: {reason}" for p in rest})
             break
-        why = "time" if result.timed_out else "memory or a crash"
+        timed_out = result.timed_out or "Timeout (" in result.output  # faulthandler's
+        why = "time" if timed_out else "memory or a crash"
         results[stuck] = f"File: {stuck}\nnot profiled: the profiler stopped on this file ({why})"
         pending = [p for p in rest if p != stuck]
     return results

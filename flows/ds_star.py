@@ -13,7 +13,7 @@ from prefect.runtime import flow_run
 
 from dsstar import agents, progress
 from dsstar.agents import FileInfo
-from dsstar.data import DataSource, normalize_location
+from dsstar.data import DataSource, archive_limits, normalize_location
 from dsstar.ledger import RunRow
 from dsstar.llm import require_model
 from dsstar.retrieval import rank
@@ -174,7 +174,8 @@ def try_previous_solution(
 
 def open_data(data: str, settings: Settings) -> DataSource:
     """The data root, downloaded into a local cache first when it is remote."""
-    return DataSource(data, (settings.work_dir or Path(tempfile.gettempdir())) / "dsstar-cache")
+    cache = (settings.work_dir or Path(tempfile.gettempdir())) / "dsstar-cache"
+    return DataSource(data, cache, archive_limits(settings))
 
 
 def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:

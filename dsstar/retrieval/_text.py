@@ -8,8 +8,9 @@ from pathlib import PurePosixPath
 
 __all__ = ["document_text", "path_words", "tokenize"]
 
-# camelCase and ACRONYMWords boundaries: "StateMSAData" -> "State MSA Data"
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# camelCase and ACRONYMWords boundaries: "StateMSAData" -> "State MSA Data"; a plural
+# acronym stays whole: "CSVs", "IDs".
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
 _WORD = re.compile(r"[^\W_]+")  # letters and digits of any script; "_" splits words
 # Words that carry no topic in questions or profiles. Short on purpose: profile boilerplate
 # ("rows", "columns", "nulls") is common to every document, and BM25's idf already discounts it.

@@ -7,6 +7,9 @@ member of a folder source. Modes: `files` (BM25, every file on its own), `bm25` 
 folders of like files as one source), and `fused` (bm25 + embeddings by reciprocal rank,
 when --embedding-model is given).
 
+A generated city-operations lake (benchmarks/retrieval_lake.py, 20 questions) runs too,
+unless --no-city: it shares nothing with the legal slice.
+
 Time per query: cold = profile every file + rank (what `dsstar retrieve --offline` costs
 without a cache); warm = rank only, profiles (and document embeddings) at hand.
 
@@ -30,6 +33,9 @@ from dsstar.llm import LLMConfig
 from dsstar.profiler import profile_file
 from dsstar.retrieval import EmbeddingCache, EmbeddingSimilarity, rank_sources
 from dsstar.retrieval._recall import covered_paths, found
+
+sys.path.insert(0, str(Path(__file__).parent))
+from retrieval_lake import build_lake  # noqa: E402
 
 KS = (5, 10, 20)
 
@@ -83,9 +89,18 @@ def main() -> int:
     parser.add_argument("--embedding-api-base")
     parser.add_argument("--input-types", action="store_true", help="send query/passage types")
     parser.add_argument("--paths-only", action="append", default=[], metavar="DOMAIN=LIST")
+    parser.add_argument("--no-city", action="store_true", help="skip the generated city lake")
     args = parser.parse_args()
 
     domains = []
+    if not args.no_city:  # a generated lake unrelated to KramaBench's legal slice
+        city = Path(tempfile.mkdtemp(prefix="dsstar-city-lake-"))
+        (city / "workload").mkdir()
+        tasks = build_lake(city / "data" / "city" / "input")
+        (city / "workload" / "city.json").write_text(json.dumps(tasks))
+        domains.append(
+            ("city (gen)", city / "workload" / "city.json", city / "data/city/input", None)
+        )
     for workload in sorted((args.root / "workload").glob("*.json")):
         folder = args.root / "data" / workload.stem / "input"
         if folder.is_dir():
@@ -93,7 +108,7 @@ def main() -> int:
     for item in args.paths_only:
         name, _, listing = item.partition("=")
         domains.append((name, args.root / "workload" / f"{name}.json", None, Path(listing)))
-    if not domains:
+    if len(domains) == (0 if args.no_city else 1):
         print(f"no KramaBench domains under {args.root}", file=sys.stderr)
         return 2
     for name, workload, folder, listing in domains:

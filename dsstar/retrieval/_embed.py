@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # dsstar.llm imports litellm: loaded only when embeddings are
 
 __all__ = ["EmbeddingCache", "EmbeddingSimilarity", "JsonDirStore", "embedding_similarity"]
 
-MAX_CHARS = 2000  # text embedded per source: path words and the head of its profile
+MAX_CHARS = 1000  # text embedded per source: path words and the head of its profile
 _BATCH = 64  # texts per embedding request
 
 

@@ -149,11 +149,11 @@ def build_lake(root: Path, seed: int = 7) -> list[dict]:
             f"finance/invoices/invoices_2024-{month:02d}.csv",
             frame(
                 25,
-                invoice_id=lambda i: f"INV-{month:02d}-{i:03d}",
+                invoice_id=lambda i, m=month: f"INV-{m:02d}-{i:03d}",
                 vendor=lambda i: rnd.choice(vendors),
                 amount_eur=lambda i: round(rnd.uniform(100, 50000), 2),
                 department=lambda i: rnd.choice(["parks", "roads", "it"]),
-                paid_date=lambda i: f"2024-{month:02d}-{rnd.randint(1, 28):02d}",
+                paid_date=lambda i, m=month: f"2024-{m:02d}-{rnd.randint(1, 28):02d}",
             ),
         )
     con = sqlite3.connect(root / "permits.sqlite")

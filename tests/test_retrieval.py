@@ -300,11 +300,19 @@ def test_flow_context_shows_a_folder_once_with_its_members() -> None:
 
 # --- recall on the shared KramaBench legal slice, with the real profiler ---------------------
 
-KRAMABENCH = Path(
-    os.environ.get(
-        "DSSTAR_KRAMABENCH", Path(__file__).resolve().parents[2] / "shared/bench/kramabench"
-    )
-)
+
+def _kramabench() -> Path:
+    """DSSTAR_KRAMABENCH, else shared/bench/kramabench beside the checkout (or above it)."""
+    if os.environ.get("DSSTAR_KRAMABENCH"):
+        return Path(os.environ["DSSTAR_KRAMABENCH"])
+    here = Path(__file__).resolve()
+    for parent in here.parents[1:]:
+        if (parent / "shared" / "bench" / "kramabench").is_dir():
+            return parent / "shared" / "bench" / "kramabench"
+    return here.parents[2] / "shared" / "bench" / "kramabench"
+
+
+KRAMABENCH = _kramabench()
 
 
 def _legal_recall(k: int, similarity=None) -> float:

@@ -107,7 +107,7 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
         files,
         settings.top_k,
         settings.max_description_chars,
-        embedding_similarity(settings),
+        embedding_similarity(settings, run.run_id),
     )
     run.note(files_considered=[f.path for f in context])
 

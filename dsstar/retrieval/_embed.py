@@ -61,9 +61,13 @@ class EmbeddingCache:
     """Vectors keyed by (model, input type, text) hash; misses are embedded in batches."""
 
     def __init__(
-        self, config: LLMConfig, store: MutableMapping[str, list[float]] | None = None
+        self,
+        config: LLMConfig,
+        store: MutableMapping[str, list[float]] | None = None,
+        run_id: str = "",
     ) -> None:
         self.config = config
+        self.run_id = run_id  # sent as X-DSStar-Run, so gateways attribute the cost
         self.store: MutableMapping[str, list[float]] = {} if store is None else store
         self.requests = 0  # embedding requests sent, for benchmarks and tests
 
@@ -87,7 +91,8 @@ class EmbeddingCache:
         for start in range(0, len(missing), _BATCH):
             batch = missing[start : start + _BATCH]
             self.requests += 1
-            vectors = embed(self.config, [text_of[k] for k in batch], input_type=input_type)
+            texts_of_batch = [text_of[k] for k in batch]
+            vectors = embed(self.config, texts_of_batch, input_type=input_type, run_id=self.run_id)
             for key, vector in zip(batch, vectors, strict=True):
                 self.store[key] = found[key] = vector
         return [found[key] for key in keys]
@@ -119,7 +124,7 @@ def _unit(matrix: object) -> object:
     return matrix / np.where(norms == 0, 1.0, norms)
 
 
-def embedding_similarity(settings: Settings) -> EmbeddingSimilarity | None:
+def embedding_similarity(settings: Settings, run_id: str = "") -> EmbeddingSimilarity | None:
     """The embedding `Similarity` that settings ask for (cached on disk), or None for BM25 alone."""
     if not settings.embedding_model:
         return None
@@ -132,4 +137,5 @@ def embedding_similarity(settings: Settings) -> EmbeddingSimilarity | None:
     )
     folder = settings.embedding_cache_dir
     store: MutableMapping[str, list[float]] = JsonDirStore(folder) if folder else {}
-    return EmbeddingSimilarity(EmbeddingCache(config, store), settings.embedding_input_type)
+    cache = EmbeddingCache(config, store, run_id)
+    return EmbeddingSimilarity(cache, settings.embedding_input_type)

@@ -3,17 +3,20 @@ until the verifier accepts the plan or the rounds run out; finally format the an
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_client
+from prefect import flow, get_client, get_run_logger
+from prefect.exceptions import MissingContextError
 from prefect.runtime import flow_run
 
 from dsstar import agents, progress
 from dsstar.agents import FileInfo
 from dsstar.data import DataSource, normalize_location
+from dsstar.errors import LLMError
 from dsstar.ledger import RunRow
 from dsstar.llm import require_model
 from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
@@ -209,13 +212,24 @@ def retrieve(
             for f in files
         ]
     described = {f["path"]: f["description"] or "" for f in files}
-    hits = rank_sources(question, described, similarity=similarity)[:top_k]
+    try:
+        hits = rank_sources(question, described, similarity=similarity)[:top_k]
+    except LLMError as exc:  # embeddings only refine the ranking: BM25 alone still works
+        _logger().warning("embedding server failed, ranking with BM25 alone: %s", exc)
+        hits = rank_sources(question, described)[:top_k]
     return [
         FileInfo(
             path=f"data/{h.path}", description=agents.clip(_source_text(h, described), max_chars)
         )
         for h in hits
     ]
+
+
+def _logger() -> logging.Logger | logging.LoggerAdapter:
+    try:
+        return get_run_logger()
+    except MissingContextError:  # called outside a flow run (tests, scripts)
+        return logging.getLogger("dsstar")
 
 
 def _source_text(hit: Any, described: dict[str, str]) -> str:

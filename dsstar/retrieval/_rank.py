@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePosixPath
+from typing import Any
 
 from ._sources import MIN_MEMBERS, Source, group_sources
 from ._text import document_text, path_words, tokenize
@@ -56,11 +58,7 @@ def rank_sources(
     `group`, folders of like files rank as one source. With `similarity` (embeddings), the
     BM25 ranking and the similarity ranking are fused by reciprocal rank.
     """
-    sources = (
-        group_sources(documents, min_members)
-        if group
-        else [Source(p, (p,)) for p in sorted(documents)]
-    )
+    sources = _sources(tuple(documents.items()), group, min_members)
     if not sources:
         return []
     texts = {s.path: source_text(s, documents) for s in sources}
@@ -101,15 +99,38 @@ def _order(scores: dict[str, float]) -> list[str]:
     return [key for key, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def _bm25(question: str, texts: dict[str, str]) -> dict[str, float]:
-    import bm25s  # imported here: building the CLI must not pay for it
+@lru_cache(maxsize=4)
+def _sources(items: tuple[tuple[str, str], ...], group: bool, min_members: int) -> list[Source]:
+    """Sources of a lake, kept for the next questions over the same documents."""
+    if group:
+        return group_sources(dict(items), min_members)
+    return [Source(path, (path,)) for path, _ in sorted(items)]
 
+
+def _bm25(question: str, texts: dict[str, str]) -> dict[str, float]:
     keys = list(texts)
-    corpus = [tokenize(texts[key]) for key in keys]
     query = tokenize(question)
-    if not query or not any(corpus):
+    index = _index(tuple(texts[key] for key in keys))
+    if not query or index is None:
         return dict.fromkeys(keys, 0.0)
-    index = bm25s.BM25()
-    index.index(corpus, show_progress=False)
     scores = index.get_scores(query)
     return {key: float(score) for key, score in zip(keys, scores, strict=True)}
+
+
+@lru_cache(maxsize=4)
+def _index(corpus: tuple[str, ...]) -> Any:
+    """The BM25 index of a corpus, kept for the next questions over the same lake."""
+    import bm25s  # imported here: building the CLI must not pay for it
+
+    tokens = [list(_document_tokens(text)) for text in corpus]
+    if not any(tokens):
+        return None
+    index = bm25s.BM25()
+    index.index(tokens, show_progress=False)
+    return index
+
+
+@lru_cache(maxsize=1 << 14)
+def _document_tokens(text: str) -> tuple[str, ...]:
+    """Tokens of one source text; unchanged files are not tokenized again in this process."""
+    return tuple(tokenize(text))

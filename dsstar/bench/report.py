@@ -38,7 +38,9 @@ def agent_totals(outcomes: list[dict[str, Any]], extra: list[dict] = ()) -> dict
         row["output_tokens"] += call.get("output_tokens") or 0
         row["cost_usd"] += call.get("cost_usd") or 0.0
     for row in totals.values():
-        row["input_tokens_per_call"] = round(row["input_tokens"] / row["calls"]) if row["calls"] else 0
+        row["input_tokens_per_call"] = (
+            round(row["input_tokens"] / row["calls"]) if row["calls"] else 0
+        )
         row["cost_usd"] = round(row["cost_usd"], 6)
     return dict(sorted(totals.items()))
 
@@ -97,7 +99,8 @@ def render_report(
         f"cost: ${cost:.4f} · wall time (sum of tasks): "
         f"{sum(o.get('seconds') or 0 for o in outcomes):.0f} s\n",
         "## Accuracy\n",
-        "```json\n" + json.dumps((scores or {}).get("summary", "no truth given"), indent=2)
+        "```json\n"
+        + json.dumps((scores or {}).get("summary", "no truth given"), indent=2)
         + "\n```\n",
         "## Per agent (input tokens per call is the mean prompt size)\n",
         _markdown_table([{"agent": name, **usage} for name, usage in agents.items()]),

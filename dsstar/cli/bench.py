@@ -28,25 +28,58 @@ SuiteOpt = Annotated[str, typer.Option("--suite", help="dabstep or kramabench.")
 @bench.command("run")
 def run(
     suite: SuiteOpt,
-    tasks: Annotated[Path | None, typer.Option(help="DABStep: tasks JSONL (task_id, question, guidelines, level).")] = None,  # noqa: E501
+    tasks: Annotated[
+        Path | None,
+        typer.Option(help="DABStep: tasks JSONL (task_id, question, guidelines, level)."),
+    ] = None,
     data: Annotated[Path | None, typer.Option(help="DABStep: the context folder.")] = None,
-    truth: Annotated[Path | None, typer.Option(help="DABStep: answers JSONL (task_id, answer).")] = None,  # noqa: E501
-    root: Annotated[Path | None, typer.Option(help="KramaBench: the repository root (workload/, data/).")] = None,  # noqa: E501
+    truth: Annotated[
+        Path | None, typer.Option(help="DABStep: answers JSONL (task_id, answer).")
+    ] = None,
+    root: Annotated[
+        Path | None, typer.Option(help="KramaBench: the repository root (workload/, data/).")
+    ] = None,
     domain: Annotated[str | None, typer.Option(help="KramaBench: the domain, e.g. legal.")] = None,
-    out: Annotated[Path, typer.Option(help="Folder for submission.jsonl, scores.json, report.md; calling again with the same folder resumes.")] = Path("bench-out"),  # noqa: E501
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Folder for submission.jsonl, scores.json, report.md; calling again with the same folder resumes."
+        ),
+    ] = Path("bench-out"),
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N tasks.")] = None,
-    task_ids: Annotated[list[str] | None, typer.Option("--tasks-ids", "--task-ids", help="Only these task ids (repeatable or comma-separated).")] = None,  # noqa: E501
+    task_ids: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tasks-ids", "--task-ids", help="Only these task ids (repeatable or comma-separated)."
+        ),
+    ] = None,
     parallel: Annotated[int, typer.Option(min=1, help="Tasks run at the same time.")] = 1,
-    model: Annotated[str | None, typer.Option(help="litellm model for every agent [env: DSSTAR_MODEL].")] = None,  # noqa: E501
-    api_base: Annotated[str | None, typer.Option(help="Model server URL [DSSTAR_API_BASE].")] = None,  # noqa: E501
-    agent_model: Annotated[list[str] | None, typer.Option(help="Per-agent model, AGENT=MODEL; repeatable.")] = None,  # noqa: E501
-    max_rounds: Annotated[int | None, typer.Option(help="Most rounds per task [default 20].")] = None,  # noqa: E501
-    max_debug_attempts: Annotated[int | None, typer.Option(help="Most debugger repairs per failing script [default 3].")] = None,  # noqa: E501
-    exec_timeout: Annotated[float | None, typer.Option(help="Seconds one script may run [default 120].")] = None,  # noqa: E501
-    exec_memory_mb: Annotated[int | None, typer.Option(help="Memory limit of one script in MB [default 4096].")] = None,  # noqa: E501
-    storage: Annotated[str | None, typer.Option(help="Where runs are stored [default ~/.dsstar].")] = None,  # noqa: E501
+    model: Annotated[
+        str | None, typer.Option(help="litellm model for every agent [env: DSSTAR_MODEL].")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="Model server URL [DSSTAR_API_BASE].")
+    ] = None,
+    agent_model: Annotated[
+        list[str] | None, typer.Option(help="Per-agent model, AGENT=MODEL; repeatable.")
+    ] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option(help="Most rounds per task [default 20].")
+    ] = None,
+    max_debug_attempts: Annotated[
+        int | None, typer.Option(help="Most debugger repairs per failing script [default 3].")
+    ] = None,
+    exec_timeout: Annotated[
+        float | None, typer.Option(help="Seconds one script may run [default 120].")
+    ] = None,
+    exec_memory_mb: Annotated[
+        int | None, typer.Option(help="Memory limit of one script in MB [default 4096].")
+    ] = None,
+    storage: Annotated[
+        str | None, typer.Option(help="Where runs are stored [default ~/.dsstar].")
+    ] = None,
     as_json: JsonOpt = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,  # noqa: E501
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
     """Answer a benchmark's tasks with DS-STAR (one run each), then score and report.
 
@@ -92,10 +125,24 @@ def run(
 def score_command(
     suite: SuiteOpt,
     answers: Annotated[Path, typer.Option(help="JSONL with task_id and agent_answer.")],
-    truth: Annotated[Path, typer.Option(help="JSONL with task_id and answer (KramaBench: also answer_type; a workload .json works).")],  # noqa: E501
-    judge: Annotated[bool, typer.Option(help="KramaBench: ask the configured model to judge approximate strings (else text overlap).")] = True,  # noqa: E501
-    model: Annotated[str | None, typer.Option(help="Model of the judge [env: DSSTAR_MODEL].")] = None,  # noqa: E501
-    api_base: Annotated[str | None, typer.Option(help="Model server URL [DSSTAR_API_BASE].")] = None,  # noqa: E501
+    truth: Annotated[
+        Path,
+        typer.Option(
+            help="JSONL with task_id and answer (KramaBench: also answer_type; a workload .json works)."
+        ),
+    ],
+    judge: Annotated[
+        bool,
+        typer.Option(
+            help="KramaBench: ask the configured model to judge approximate strings (else text overlap)."
+        ),
+    ] = True,
+    model: Annotated[
+        str | None, typer.Option(help="Model of the judge [env: DSSTAR_MODEL].")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="Model server URL [DSSTAR_API_BASE].")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Score a submission offline with the suite's official rules.
@@ -194,8 +241,14 @@ class _BenchProgress:
     def __enter__(self) -> _BenchProgress:
         if not self.enabled:
             return self
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)  # fmt: skip
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,  # fmt: skip
+            TimeRemainingColumn,
+        )
 
         from .. import progress
 

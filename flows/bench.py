@@ -8,7 +8,9 @@ flow's cache hands back every LLM reply and execution it had already finished.
 
 from __future__ import annotations
 
+import contextvars
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -16,8 +18,6 @@ from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.futures import as_completed
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsstar import progress
 from dsstar.bench import BenchTask, agent_totals, score, table_rows, write_outputs
@@ -29,11 +29,45 @@ from dsstar.settings import Settings
 from dsstar.storage import Store
 from tasks._common import artifact_key
 
-from .nightly import answer, share_analyses
+from .ds_star import ds_star
+from .nightly import share_analyses
 
-__all__ = ["ds_star_bench", "run_bench", "task_run_id"]
+__all__ = ["ds_star_bench", "task_dicts", "task_run_id"]
 
 FINISHED = {"verified", "max_rounds"}
+ORCHESTRATION_RETRIES = 2
+
+
+def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
+    """One task as its own ds-star (sub)flow run; a failed run is reported, not raised.
+
+    Not wrapped in a Prefect task on purpose: the LLM calls and executions nested in a task
+    belong to its transaction, and when the run fails their cache records are rolled back
+    with it, so a resumed task would ask everything again. A failure outside dsstar (the
+    Prefect API busy, a 503 from its database) is tried again, resuming the same run."""
+    options = {k: v for k, v in settings.items() if k not in {"model", "storage", "max_rounds"}}
+    error: BaseException | None = None
+    for attempt in range(ORCHESTRATION_RETRIES + 1):
+        try:
+            state = ds_star(
+                **question,
+                model=settings.get("model"),
+                max_rounds=settings.get("max_rounds", 20),
+                storage=settings.get("storage"),
+                run_id=run_id,
+                options=options,
+                return_state=True,
+            )
+        except Exception as exc:  # the flow run could not even be created or reported
+            error = exc
+        else:
+            if state.is_completed():
+                return state.result()
+            error = state.result(raise_on_failure=False)
+        if isinstance(error, DSStarError):
+            break  # a dsstar failure (model, storage, data) would fail the same way again
+        time.sleep(2 * (attempt + 1))
+    return {"run_id": run_id, "status": "failed", "error": f"{type(error).__name__}: {error}"}
 
 
 def task_run_id(bench_id: str, task_id: str) -> str:
@@ -52,6 +86,7 @@ def ds_star_bench(
     storage: str | None = None,
     max_rounds: int = 20,
     options: dict[str, Any] | None = None,
+    parallel: int = 1,
 ) -> dict[str, Any]:
     """Run a benchmark's tasks with DS-STAR and write submission.jsonl, scores.json, report.md.
 
@@ -64,6 +99,7 @@ def ds_star_bench(
         storage: Where runs are stored (default: DSSTAR_STORAGE).
         max_rounds: Most rounds per task.
         options: Any other dsstar setting by name (reuse is off unless set here).
+        parallel: Tasks run at the same time.
     """
     chosen = {"model": model, "storage": storage, "max_rounds": max_rounds, "reuse": False}
     settings = Settings(**{k: v for k, v in (chosen | (options or {})).items() if v is not None})
@@ -88,28 +124,28 @@ def ds_star_bench(
         questions = [Question(**task.params()) for task in pending]
         analysis_calls = share_analyses(questions, settings, f"{bench_id}-analysis")
     shared = settings.model_dump(mode="json", exclude={"api_key", "database_url"})
-    futures = {
-        answer.submit(task_run_id(bench_id, task.task_id), task.params(), shared): task
-        for task in pending
-    }
-    for future in as_completed(list(futures)):
-        task = futures[future]
-        future.wait()  # a failed task does not sink the benchmark: its run.json says why
-        record = _stored(store, task_run_id(bench_id, task.task_id)) or {}
-        if not future.state.is_completed():
-            record = record | {"status": "failed"}
-            record.setdefault("error", future.state.message)
-        outcomes[task.task_id] = _outcome(task, record, store, ledger)
-        _announce(suite, task, outcomes[task.task_id], judge, skipped=False)
+    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="bench") as pool:
+        # Each thread runs in a copy of this flow's context: the runs are its subflows.
+        futures = {
+            pool.submit(contextvars.copy_context().run, answer,
+                        task_run_id(bench_id, task.task_id), task.params(), shared): task
+            for task in pending
+        }  # fmt: skip
+        for future in as_completed(futures):
+            task = futures[future]
+            try:
+                returned = future.result()
+            except Exception as exc:  # e.g. the Prefect API went away mid-run
+                returned = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            record = _stored(store, task_run_id(bench_id, task.task_id)) or {}
+            if returned.get("status") == "failed":  # its run.json says why, when it got that far
+                record = record | {"status": "failed"}
+                record.setdefault("error", returned.get("error"))
+            outcomes[task.task_id] = _outcome(task, record, store, ledger)
+            _announce(suite, task, outcomes[task.task_id], judge, skipped=False)
 
     ordered = [outcomes[task.task_id] for task in specs]
     return _publish(suite, bench_id, Path(out), specs, ordered, analysis_calls, judge)
-
-
-def run_bench(parallel: int = 1, **params: Any) -> dict[str, Any]:
-    """`ds_star_bench` with at most `parallel` tasks at a time."""
-    runner = ThreadPoolTaskRunner(max_workers=max(1, parallel))
-    return ds_star_bench.with_options(task_runner=runner)(**params)
 
 
 def _judge(suite: str, settings: Settings, out: Path) -> Any:

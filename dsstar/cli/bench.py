@@ -107,12 +107,12 @@ def run(
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    from flows.bench import run_bench, task_dicts
+    from flows.bench import ds_star_bench, task_dicts
 
     named = {"model", "storage", "max_rounds"}
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
     with _BenchProgress(enabled=not as_json):
-        result = run_bench(
+        result = ds_star_bench(
             parallel=parallel, suite=suite, tasks=task_dicts(chosen), bench_id=bench_id,
             out=str(out), model=settings.model, storage=settings.storage,
             max_rounds=settings.max_rounds, options=options,

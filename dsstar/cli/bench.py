@@ -42,9 +42,7 @@ def run(
     domain: Annotated[str | None, typer.Option(help="KramaBench: the domain, e.g. legal.")] = None,
     out: Annotated[
         Path,
-        typer.Option(
-            help="Folder for submission.jsonl, scores.json, report.md; calling again with the same folder resumes."
-        ),
+        typer.Option(help="Output folder; the same folder again resumes the benchmark."),
     ] = Path("bench-out"),
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N tasks.")] = None,
     task_ids: Annotated[
@@ -128,13 +126,13 @@ def score_command(
     truth: Annotated[
         Path,
         typer.Option(
-            help="JSONL with task_id and answer (KramaBench: also answer_type; a workload .json works)."
+            help="JSONL of task_id, answer (+ answer_type for KramaBench; a workload .json works)."
         ),
     ],
     judge: Annotated[
         bool,
         typer.Option(
-            help="KramaBench: ask the configured model to judge approximate strings (else text overlap)."
+            help="KramaBench: the configured model judges approximate strings (else text overlap)."
         ),
     ] = True,
     model: Annotated[

@@ -95,5 +95,22 @@ def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(env, ll
         assert heading in report
     assert "input_tokens_per_call" in report and "finalyzer" in report
 
+    # The table artifact in the Prefect UI: one row per task, with tokens, cost and failures.
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from tasks._common import artifact_key
+
+    bench_id = json.loads((out / "bench.json").read_text())["bench_id"]
+    key = ArtifactFilterKey(any_=[artifact_key(f"{bench_id}-bench")])
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=key))
+    assert artifacts and artifacts[0].type == "table"
+    table = (
+        artifacts[0].data if isinstance(artifacts[0].data, list) else json.loads(artifacts[0].data)
+    )
+    assert {"task_id", "score", "llm_calls", "input_tokens", "output_tokens", "cost_usd",
+            "rounds", "seconds", "failure"} <= set(table[0])  # fmt: skip
+
     third = bench(out)  # everything finished: nothing is asked at all
     assert third.returncode == 0 and len(llm.requests) == len(again)

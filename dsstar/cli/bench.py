@@ -53,28 +53,28 @@ def run(
     ] = None,
     parallel: Annotated[int, typer.Option(min=1, help="Tasks run at the same time.")] = 1,
     model: Annotated[
-        str | None, typer.Option(help="litellm model for every agent [env: DSSTAR_MODEL].")
+        str | None, typer.Option(help="litellm model for every agent (env: DSSTAR_MODEL).")
     ] = None,
     api_base: Annotated[
-        str | None, typer.Option(help="Model server URL [DSSTAR_API_BASE].")
+        str | None, typer.Option(help="Model server URL (DSSTAR_API_BASE).")
     ] = None,
     agent_model: Annotated[
         list[str] | None, typer.Option(help="Per-agent model, AGENT=MODEL; repeatable.")
     ] = None,
     max_rounds: Annotated[
-        int | None, typer.Option(help="Most rounds per task [default 20].")
+        int | None, typer.Option(help="Most rounds per task (default 20).")
     ] = None,
     max_debug_attempts: Annotated[
-        int | None, typer.Option(help="Most debugger repairs per failing script [default 3].")
+        int | None, typer.Option(help="Most debugger repairs per failing script (default 3).")
     ] = None,
     exec_timeout: Annotated[
-        float | None, typer.Option(help="Seconds one script may run [default 120].")
+        float | None, typer.Option(help="Seconds one script may run (default 120).")
     ] = None,
     exec_memory_mb: Annotated[
-        int | None, typer.Option(help="Memory limit of one script in MB [default 4096].")
+        int | None, typer.Option(help="Memory limit of one script in MB (default 4096).")
     ] = None,
     storage: Annotated[
-        str | None, typer.Option(help="Where runs are stored [default ~/.dsstar].")
+        str | None, typer.Option(help="Where runs are stored (default ~/.dsstar).")
     ] = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
@@ -136,10 +136,10 @@ def score_command(
         ),
     ] = True,
     model: Annotated[
-        str | None, typer.Option(help="Model of the judge [env: DSSTAR_MODEL].")
+        str | None, typer.Option(help="Model of the judge (env: DSSTAR_MODEL).")
     ] = None,
     api_base: Annotated[
-        str | None, typer.Option(help="Model server URL [DSSTAR_API_BASE].")
+        str | None, typer.Option(help="Model server URL (DSSTAR_API_BASE).")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -53,6 +53,7 @@ def bench(out: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=1200, env=os.environ.copy())  # fmt: skip
 
 
+@pytest.mark.timeout(1800)  # three bench calls; the first analyzes 132 files in the sandbox
 @pytest.mark.skipif(not ROOT.exists(), reason="KramaBench's legal domain is not on this machine")
 def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(env, llm, tmp_path):
     out = tmp_path / "bench"

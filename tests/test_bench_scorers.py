@@ -253,3 +253,10 @@ def test_score_files_reads_a_submission(tmp_path):
     truth = write_jsonl(tmp_path / "t.jsonl", DABSTEP_TRUTH[:1])
     answers = write_jsonl(tmp_path / "a.jsonl", [{"task_id": 1, "agent_answer": "138236"}])
     assert score_files("dabstep", answers, truth)["summary"]["all"]["score"] == 100
+
+
+def test_the_judge_reads_yes_or_no():
+    from dsstar.bench.judge import parse
+
+    assert parse("Yes.") is True and parse("no, they differ") is False
+    assert parse("I cannot tell") is None

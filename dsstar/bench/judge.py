@@ -1,4 +1,7 @@
-"""The LLM judge for KramaBench's approximate strings: does an answer paraphrase the truth?"""
+"""The LLM judge for KramaBench's approximate strings: does an answer paraphrase the truth?
+
+Like an agent: `render` builds the request from `prompts/judge.j2`, `parse` reads the verdict.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +9,25 @@ import json
 import re
 from pathlib import Path
 
-from ..agents._base import render
+from ..agents._base import render as _render
 from ..errors import LLMError
-from ..llm import complete, config_for
+from ..llm import Message, complete, config_for
 from ..settings import Settings
 
-__all__ = ["LLMJudge"]
+__all__ = ["LLMJudge", "parse", "render"]
 
 _VERDICT = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def render(answer: str, truth: str) -> list[Message]:
+    """The judge's request: the reference answer, the answer to grade, Yes or No."""
+    return _render("judge", answer=answer, truth=truth)
+
+
+def parse(text: str) -> bool | None:
+    """True for Yes, False for No (the first one named), None when neither is named."""
+    match = _VERDICT.search(text or "")
+    return None if not match else match.group(1).lower() == "yes"
 
 
 class LLMJudge:
@@ -37,22 +51,27 @@ class LLMJudge:
     def save(self) -> None:
         """Write the verdicts obtained so far to `cache_file`."""
         if self.cache_file:
-            known = [{"answer": a, "truth": t, "same": v} for (a, t), v in self._seen.items()
-                     if v is not None]  # fmt: skip
+            known = [
+                {"answer": a, "truth": t, "same": v}
+                for (a, t), v in self._seen.items()
+                if v is not None
+            ]
             self.cache_file.parent.mkdir(parents=True, exist_ok=True)
             self.cache_file.write_text(json.dumps(known, indent=1, ensure_ascii=False) + "\n")
 
     def __call__(self, answer: str, truth: str) -> bool | None:
         key = (answer, truth)
         if key not in self._seen:
-            messages = render("judge", answer=answer, truth=truth)
             try:
                 reply = complete(
-                    self.config, messages, agent="judge", run_id=self.run_id, api_key=self.api_key
+                    self.config,
+                    render(answer, truth),
+                    agent="judge",
+                    run_id=self.run_id,
+                    api_key=self.api_key,
                 )
             except LLMError:
                 return None  # the fallback scores it, flagged as such; not remembered
             self.calls.append(reply.to_dict() | {"agent": "judge", "label": "judge"})
-            match = _VERDICT.search(reply.text)
-            self._seen[key] = None if not match else match.group(1).lower() == "yes"
+            self._seen[key] = parse(reply.text)
         return self._seen[key]

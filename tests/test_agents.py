@@ -26,6 +26,7 @@ from dsstar.agents._base import (
     prompt_hash,
     render,
 )
+from dsstar.bench import judge
 
 QUESTION = "What was the total revenue of the North region in 2024?"
 FILES = [
@@ -86,6 +87,7 @@ CASES: dict[str, tuple[Callable[[], list[dict[str, str]]], list[str]]] = {
         lambda: router.render(question=QUESTION, plan=PLAN, output=OUTPUT, files=FILES),
         [QUESTION, OUTPUT, *NUMBERED_PLAN, *FILE_TEXTS],
     ),
+    "judge": (lambda: judge.render(answer=OUTPUT, truth=QUESTION), [OUTPUT, QUESTION]),
     "summarizer": (lambda: summarizer.render(error=ERROR), [ERROR]),
     "verifier": (
         lambda: verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),

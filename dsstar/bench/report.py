@@ -1,0 +1,139 @@
+"""What a benchmark run leaves behind: submission.jsonl, scores.json and report.md.
+
+`outcomes` are one dict per task, as flows/bench.py gathers them: task_id, run_id, status,
+answer, error, rounds, llm_calls, input_tokens, output_tokens, cost_usd, seconds, plan,
+solution and `agents` (agent -> calls, input_tokens, output_tokens, cost_usd).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["agent_totals", "reasoning_trace", "table_rows", "write_outputs"]
+
+
+def reasoning_trace(plan: list[str], solution: str | None) -> str:
+    """The plan the verifier accepted, then the script that printed the answer."""
+    steps = "\n".join(f"{n}. {step}" for n, step in enumerate(plan or [], 1))
+    return f"Plan:\n{steps}\n\nSolution:\n{solution or ''}".strip()
+
+
+def agent_totals(outcomes: list[dict[str, Any]], extra: list[dict] = ()) -> dict[str, Any]:
+    """Calls, tokens and cost per agent over all tasks (plus `extra` calls, e.g. the shared
+    analysis), with the mean input tokens per call."""
+    totals: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    )
+    for outcome in outcomes:
+        for agent, usage in (outcome.get("agents") or {}).items():
+            for key in ("calls", "input_tokens", "output_tokens", "cost_usd"):
+                totals[agent][key] += usage.get(key) or 0
+    for call in extra:
+        row = totals[call["agent"]]
+        row["calls"] += 1
+        row["input_tokens"] += call.get("input_tokens") or 0
+        row["output_tokens"] += call.get("output_tokens") or 0
+        row["cost_usd"] += call.get("cost_usd") or 0.0
+    for row in totals.values():
+        row["input_tokens_per_call"] = (
+            round(row["input_tokens"] / row["calls"]) if row["calls"] else 0
+        )
+        row["cost_usd"] = round(row["cost_usd"], 6)
+    return dict(sorted(totals.items()))
+
+
+def table_rows(outcomes: list[dict[str, Any]], scores: dict[str, Any] | None) -> list[dict]:
+    """One row per task for the Prefect table artifact and report.md."""
+    by_task = {row["task_id"]: row for row in (scores or {}).get("tasks", [])}
+    rows = []
+    for o in outcomes:
+        score = by_task.get(o["task_id"], {}).get("score")
+        rows.append(
+            {
+                "task_id": o["task_id"],
+                "status": o["status"],
+                "score": None if score is None else round(score, 4),
+                "answer": (o.get("answer") or "")[:80],
+                "rounds": o.get("rounds") or 0,
+                "llm_calls": o.get("llm_calls") or 0,
+                "input_tokens": o.get("input_tokens") or 0,
+                "output_tokens": o.get("output_tokens") or 0,
+                "cost_usd": o.get("cost_usd"),
+                "seconds": round(o.get("seconds") or 0.0, 1),
+                "run_id": o["run_id"],
+                "failure": (o.get("error") or "")[:200] if o["status"] == "failed" else "",
+            }
+        )
+    return rows
+
+
+def _markdown_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(none)\n"
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    for row in rows:
+        cells = [str("" if row[k] is None else row[k]).replace("|", "\\|").replace("\n", " ")
+                 for k in keys]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_report(
+    title: str,
+    outcomes: list[dict[str, Any]],
+    scores: dict[str, Any] | None,
+    agents: dict[str, Any],
+) -> str:
+    """report.md: the summary, per-agent usage, every task, and the failures with reasons."""
+    rows = table_rows(outcomes, scores)
+    cost = sum(o.get("cost_usd") or 0.0 for o in outcomes)
+    failed = [o for o in outcomes if o["status"] == "failed"]
+    parts = [
+        f"# {title}\n",
+        f"Tasks: {len(outcomes)} · answered: {len(outcomes) - len(failed)} · failed: "
+        f"{len(failed)} · LLM calls: {sum(o.get('llm_calls') or 0 for o in outcomes)} · "
+        f"cost: ${cost:.4f} · wall time (sum of tasks): "
+        f"{sum(o.get('seconds') or 0 for o in outcomes):.0f} s\n",
+        "## Accuracy\n",
+        "```json\n"
+        + json.dumps((scores or {}).get("summary", "no truth given"), indent=2)
+        + "\n```\n",
+        "## Per agent (input tokens per call is the mean prompt size)\n",
+        _markdown_table([{"agent": name, **usage} for name, usage in agents.items()]),
+        "## Per task\n",
+        _markdown_table(rows),
+        "## Failures\n",
+        "".join(f"- `{o['task_id']}` (run {o['run_id']}): {o.get('error')}\n" for o in failed)
+        or "(none)\n",
+    ]
+    return "\n".join(parts)
+
+
+def write_outputs(
+    out: Path,
+    title: str,
+    outcomes: list[dict[str, Any]],
+    scores: dict[str, Any] | None,
+    agents: dict[str, Any],
+) -> dict[str, str]:
+    """Write the three files into `out`; returns their paths by name."""
+    out.mkdir(parents=True, exist_ok=True)
+    submission = out / "submission.jsonl"
+    with submission.open("w", encoding="utf-8") as handle:
+        for o in outcomes:
+            line = {
+                "task_id": o["task_id"],
+                "agent_answer": o.get("answer") or "",
+                "reasoning_trace": reasoning_trace(o.get("plan") or [], o.get("solution")),
+            }
+            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+    scores_path = out / "scores.json"
+    scores_path.write_text(json.dumps(scores or {"tasks": [], "summary": None}, indent=2,
+                                      ensure_ascii=False, default=str) + "\n")  # fmt: skip
+    report = out / "report.md"
+    report.write_text(render_report(title, outcomes, scores, agents), encoding="utf-8")
+    return {"submission": str(submission), "scores": str(scores_path), "report": str(report)}

@@ -1,0 +1,286 @@
+"""`dsstar bench run` and `dsstar bench score`: accuracy, cost and tokens on DABStep and
+KramaBench."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import DSStarError, UsageError
+from ._app import EXIT_FAILED, EXIT_OK, JsonOpt, app, err, fail_usage, load_settings
+
+__all__ = ["bench"]
+
+bench = typer.Typer(
+    help="Benchmarks: run DABStep or KramaBench tasks with DS-STAR, or score a submission.",
+    no_args_is_help=True,
+)
+app.add_typer(bench, name="bench")
+
+SuiteOpt = Annotated[str, typer.Option("--suite", help="dabstep or kramabench.")]
+
+
+@bench.command("run")
+def run(
+    suite: SuiteOpt,
+    tasks: Annotated[
+        Path | None,
+        typer.Option(help="DABStep: tasks JSONL (task_id, question, guidelines, level)."),
+    ] = None,
+    data: Annotated[Path | None, typer.Option(help="DABStep: the context folder.")] = None,
+    truth: Annotated[
+        Path | None, typer.Option(help="DABStep: answers JSONL (task_id, answer).")
+    ] = None,
+    root: Annotated[
+        Path | None, typer.Option(help="KramaBench: the repository root (workload/, data/).")
+    ] = None,
+    domain: Annotated[str | None, typer.Option(help="KramaBench: the domain, e.g. legal.")] = None,
+    out: Annotated[
+        Path,
+        typer.Option(help="Output folder; the same folder again resumes the benchmark."),
+    ] = Path("bench-out"),
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N tasks.")] = None,
+    task_ids: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tasks-ids", "--task-ids", help="Only these task ids (repeatable or comma-separated)."
+        ),
+    ] = None,
+    parallel: Annotated[int, typer.Option(min=1, help="Tasks run at the same time.")] = 1,
+    model: Annotated[
+        str | None, typer.Option(help="litellm model for every agent (env: DSSTAR_MODEL).")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="Model server URL (DSSTAR_API_BASE).")
+    ] = None,
+    agent_model: Annotated[
+        list[str] | None, typer.Option(help="Per-agent model, AGENT=MODEL; repeatable.")
+    ] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option(help="Most rounds per task (default 20).")
+    ] = None,
+    max_debug_attempts: Annotated[
+        int | None, typer.Option(help="Most debugger repairs per failing script (default 3).")
+    ] = None,
+    exec_timeout: Annotated[
+        float | None, typer.Option(help="Seconds one script may run (default 120).")
+    ] = None,
+    exec_memory_mb: Annotated[
+        int | None, typer.Option(help="Memory limit of one script in MB (default 4096).")
+    ] = None,
+    storage: Annotated[
+        str | None, typer.Option(help="Where runs are stored (default ~/.dsstar).")
+    ] = None,
+    as_json: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+) -> None:
+    """Answer a benchmark's tasks with DS-STAR (one run each), then score and report.
+
+    Writes OUT/submission.jsonl (DABStep's format), OUT/scores.json and OUT/report.md. Running
+    the same command again skips finished tasks and resumes failed ones.
+
+    Example: dsstar bench run --suite kramabench --root KramaBench --domain legal --limit 5
+    """
+    from ._app import prefect_quietly
+    from .run import _agent_models
+
+    prefect_quietly(verbose)
+    try:
+        overrides = {"model": model, "api_base": api_base,
+                     "agent_models": _agent_models(agent_model), "max_rounds": max_rounds,
+                     "max_debug_attempts": max_debug_attempts, "exec_timeout": exec_timeout,
+                     "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
+        settings = load_settings(**overrides)
+        from ..llm import require_model
+        from ..sandbox import resolve_mode
+
+        require_model(settings)
+        resolve_mode(settings.sandbox)
+        chosen = _tasks(suite, tasks, data, truth, root, domain, task_ids, limit)
+        bench_id = _bench_id(out)
+    except DSStarError as exc:
+        fail_usage(str(exc), as_json)
+    from flows.bench import ds_star_bench, task_dicts
+
+    named = {"model", "storage", "max_rounds"}
+    options = {k: v for k, v in overrides.items() if v is not None and k not in named}
+    with _BenchProgress(enabled=not as_json):
+        result = ds_star_bench(
+            parallel=parallel, suite=suite, tasks=task_dicts(chosen), bench_id=bench_id,
+            out=str(out), model=settings.model, storage=settings.storage,
+            max_rounds=settings.max_rounds, options=options,
+        )  # fmt: skip
+    _report_bench(result, as_json)
+    raise typer.Exit(EXIT_FAILED if result["failed"] else EXIT_OK)
+
+
+@bench.command("score")
+def score_command(
+    suite: SuiteOpt,
+    answers: Annotated[Path, typer.Option(help="JSONL with task_id and agent_answer.")],
+    truth: Annotated[
+        Path,
+        typer.Option(
+            help="JSONL of task_id, answer (+ answer_type for KramaBench; a workload .json works)."
+        ),
+    ],
+    judge: Annotated[
+        bool,
+        typer.Option(
+            help="KramaBench: the configured model judges approximate strings (else text overlap)."
+        ),
+    ] = True,
+    model: Annotated[
+        str | None, typer.Option(help="Model of the judge (env: DSSTAR_MODEL).")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="Model server URL (DSSTAR_API_BASE).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score a submission offline with the suite's official rules.
+
+    --json prints {"tasks": [{"task_id", "score", ...}], "summary": {...}}; DABStep's summary
+    has easy, hard and all (accuracy in percent).
+
+    Example: dsstar bench score --suite dabstep --answers submission.jsonl --truth truth.jsonl
+    """
+    from ..bench import score_files
+
+    try:
+        settings = load_settings(model=model, api_base=api_base)
+        grader = None
+        if suite == "kramabench" and judge and (settings.model or settings.agent_models):
+            from ..bench.judge import LLMJudge
+
+            grader = LLMJudge(settings)
+        result = score_files(suite, answers, truth, grader)
+    except DSStarError as exc:
+        fail_usage(str(exc), as_json)
+    if as_json:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+    else:
+        for row in result["tasks"]:
+            print(f"{row['task_id']}\t{row['score']:.3f}")
+        err.print(json.dumps(result["summary"], indent=2), highlight=False)
+    raise typer.Exit(EXIT_OK)
+
+
+def _tasks(
+    suite: str,
+    tasks: Path | None,
+    data: Path | None,
+    truth: Path | None,
+    root: Path | None,
+    domain: str | None,
+    ids: list[str] | None,
+    limit: int | None,
+) -> list:
+    from ..bench import dabstep_tasks, kramabench_tasks, select
+
+    if suite == "dabstep":
+        if not tasks or not data:
+            raise UsageError("--suite dabstep needs --tasks and --data")
+        found = dabstep_tasks(tasks, data, truth)
+    elif suite == "kramabench":
+        if not root or not domain:
+            raise UsageError("--suite kramabench needs --root and --domain")
+        found = kramabench_tasks(root, domain)
+    else:
+        raise UsageError(f"unknown suite {suite!r}; use dabstep or kramabench")
+    chosen = select(found, ids, limit)
+    if not chosen:
+        raise UsageError("no tasks to run")
+    return chosen
+
+
+def _bench_id(out: Path) -> str:
+    """The benchmark's id, kept in OUT/bench.json: the same folder resumes the same runs."""
+    from ..storage import new_run_id
+
+    marker = out / "bench.json"
+    if marker.is_file():
+        return json.loads(marker.read_text())["bench_id"]
+    out.mkdir(parents=True, exist_ok=True)
+    bench_id = f"{new_run_id()}-bench"
+    marker.write_text(json.dumps({"bench_id": bench_id}) + "\n")
+    return bench_id
+
+
+def _report_bench(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+        return
+    summary = result.get("summary") or {}
+    overall = summary.get("all", {}).get("score")
+    err.print(
+        f"{result['tasks']} tasks · {result['failed']} failed · score "
+        f"{'n/a' if overall is None else f'{overall:.2f} %'} · cost ${result['cost_usd']:.4f}",
+        highlight=False,
+    )
+    for name in ("submission", "scores", "report"):
+        print(result[name])
+
+
+class _BenchProgress:
+    """A rich progress bar: tasks done/total, accuracy so far, cost so far, ETA."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.scores: list[float] = []
+        self.cost = 0.0
+        self.started = time.monotonic()
+
+    def __enter__(self) -> _BenchProgress:
+        if not self.enabled:
+            return self
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,  # fmt: skip
+            TimeRemainingColumn,
+        )
+
+        from .. import progress
+
+        self.bar = Progress(
+            TextColumn("[bold]bench[/bold]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[accuracy]} · ${task.fields[cost]:.4f}"),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=err, transient=False,
+        )  # fmt: skip
+        self.bar.__enter__()
+        self.task = self.bar.add_task("bench", total=None, accuracy="accuracy n/a", cost=0.0)
+        self.stop = progress.listen(self._on_event)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.stop()
+            self.bar.__exit__(None, None, None)
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "bench_start":
+            # Tasks finished by an earlier call count as done but not toward the ETA's pace.
+            self.bar.reset(self.task, total=event["total"], completed=event["done"])
+        elif kind == "llm_done":
+            self.cost += event.get("cost_usd") or 0.0
+        elif kind == "bench_task":
+            if event["skipped"]:
+                self.cost += event["cost_usd"]
+            if event["score"] is not None:
+                self.scores.append(event["score"])
+            accuracy = (f"accuracy {100 * sum(self.scores) / len(self.scores):.1f} %"
+                        if self.scores else "accuracy n/a")  # fmt: skip
+            self.bar.update(self.task, advance=0 if event["skipped"] else 1, accuracy=accuracy)
+        else:
+            return
+        self.bar.update(self.task, cost=self.cost)

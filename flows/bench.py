@@ -1,0 +1,260 @@
+"""A benchmark run: every task of a suite as one ds-star run, the domain's files analyzed once
+for all of them, then the answers scored and reported.
+
+Resumable: a task whose run already finished (verified or max_rounds) is read back from
+storage, not run again; a failed or interrupted one is run again under the same run id, so the
+flow's cache hands back every LLM reply and execution it had already finished.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from dsstar import progress
+from dsstar.bench import BenchTask, agent_totals, score, table_rows, write_outputs
+from dsstar.bench.report import render_report
+from dsstar.errors import DSStarError
+from dsstar.ledger import Ledger
+from dsstar.questions import Question
+from dsstar.settings import Settings
+from dsstar.storage import Store
+from tasks._common import artifact_key
+
+from .ds_star import ds_star
+from .nightly import share_analyses
+
+__all__ = ["ds_star_bench", "task_dicts", "task_run_id"]
+
+FINISHED = {"verified", "max_rounds"}
+ORCHESTRATION_RETRIES = 2
+
+
+def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
+    """One task as its own ds-star (sub)flow run; a failed run is reported, not raised.
+
+    Not wrapped in a Prefect task on purpose: the LLM calls and executions nested in a task
+    belong to its transaction, and when the run fails their cache records are rolled back
+    with it, so a resumed task would ask everything again. A failure outside dsstar (the
+    Prefect API busy, a 503 from its database) is tried again, resuming the same run."""
+    options = {k: v for k, v in settings.items() if k not in {"model", "storage", "max_rounds"}}
+    error: BaseException | None = None
+    for attempt in range(ORCHESTRATION_RETRIES + 1):
+        try:
+            state = ds_star(
+                **question,
+                model=settings.get("model"),
+                max_rounds=settings.get("max_rounds", 20),
+                storage=settings.get("storage"),
+                run_id=run_id,
+                options=options,
+                return_state=True,
+            )
+        except Exception as exc:  # the flow run could not even be created or reported
+            error = exc
+        else:
+            if state.is_completed():
+                return state.result()
+            error = state.result(raise_on_failure=False)
+        if isinstance(error, DSStarError):
+            break  # a dsstar failure (model, storage, data) would fail the same way again
+        time.sleep(2 * (attempt + 1))
+    return {"run_id": run_id, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+
+
+def task_run_id(bench_id: str, task_id: str) -> str:
+    """The run id of one task of a benchmark run: the same at every call, so runs resume."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in task_id)
+    return f"{bench_id}-{safe}"[:100]
+
+
+@flow(name="ds-star-bench", flow_run_name="bench {bench_id}")
+def ds_star_bench(
+    suite: str,
+    tasks: list[dict[str, Any]],
+    bench_id: str,
+    out: str,
+    model: str | None = None,
+    storage: str | None = None,
+    max_rounds: int = 20,
+    options: dict[str, Any] | None = None,
+    parallel: int = 1,
+) -> dict[str, Any]:
+    """Run a benchmark's tasks with DS-STAR and write submission.jsonl, scores.json, report.md.
+
+    Args:
+        suite: "dabstep" or "kramabench" (picks the scoring rules).
+        tasks: The tasks (BenchTask fields), truth included where known.
+        bench_id: Prefix of the tasks' run ids; the same id resumes the same runs.
+        out: Folder for the three output files.
+        model: litellm model for every agent (default: DSSTAR_MODEL).
+        storage: Where runs are stored (default: DSSTAR_STORAGE).
+        max_rounds: Most rounds per task.
+        options: Any other dsstar setting by name (reuse is off unless set here).
+        parallel: Tasks run at the same time.
+    """
+    chosen = {"model": model, "storage": storage, "max_rounds": max_rounds, "reuse": False}
+    settings = Settings(**{k: v for k, v in (chosen | (options or {})).items() if v is not None})
+    store, ledger = Store(settings.storage), Ledger(settings.database_url)
+    specs = [BenchTask(**task) for task in tasks]
+    judge = _judge(suite, settings, Path(out))
+    outcomes: dict[str, dict[str, Any]] = {}
+    pending = []
+    for task in specs:
+        record = _stored(store, task_run_id(bench_id, task.task_id))
+        if record and record.get("status") in FINISHED:
+            outcomes[task.task_id] = _outcome(task, record, store, ledger)
+        else:
+            pending.append(task)
+    progress.emit("bench_start", total=len(specs), done=len(outcomes))
+    for task in specs:
+        if task.task_id in outcomes:
+            _announce(suite, task, outcomes[task.task_id], judge, skipped=True)
+
+    analysis_calls: list[dict[str, Any]] = []
+    if pending:  # only a task that still runs needs the descriptions
+        questions = [Question(**task.params()) for task in pending]
+        analysis_calls = share_analyses(questions, settings, f"{bench_id}-analysis")
+    shared = settings.model_dump(mode="json", exclude={"api_key", "database_url"})
+    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="bench") as pool:
+        # Each thread runs in a copy of this flow's context: the runs are its subflows.
+        futures = {
+            pool.submit(contextvars.copy_context().run, answer,
+                        task_run_id(bench_id, task.task_id), task.params(), shared): task
+            for task in pending
+        }  # fmt: skip
+        for future in as_completed(futures):
+            task = futures[future]
+            try:
+                returned = future.result()
+            except Exception as exc:  # e.g. the Prefect API went away mid-run
+                returned = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            record = _stored(store, task_run_id(bench_id, task.task_id)) or {}
+            if returned.get("status") == "failed":  # its run.json says why, when it got that far
+                record = record | {"status": "failed"}
+                record.setdefault("error", returned.get("error"))
+            outcomes[task.task_id] = _outcome(task, record, store, ledger)
+            _announce(suite, task, outcomes[task.task_id], judge, skipped=False)
+
+    ordered = [outcomes[task.task_id] for task in specs]
+    return _publish(suite, bench_id, Path(out), specs, ordered, analysis_calls, judge)
+
+
+def _judge(suite: str, settings: Settings, out: Path) -> Any:
+    if suite != "kramabench" or not (settings.model or settings.agent_models):
+        return None
+    from dsstar.bench.judge import LLMJudge
+
+    return LLMJudge(settings, cache_file=out / "judgements.json")
+
+
+def _stored(store: Store, run_id: str) -> dict[str, Any] | None:
+    try:
+        return store.read_json(f"runs/{run_id}/run.json")
+    except (FileNotFoundError, DSStarError):
+        return None
+
+
+def _seconds(record: dict[str, Any]) -> float:
+    try:
+        started = datetime.fromisoformat(record["started_at"])
+        return (datetime.fromisoformat(record["finished_at"]) - started).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+
+
+def _outcome(
+    task: BenchTask, record: dict[str, Any], store: Store, ledger: Ledger
+) -> dict[str, Any]:
+    """What the report needs of one task's run, from its run.json and the ledger."""
+    run_id = record.get("run_id") or ""
+    agents: dict[str, dict[str, Any]] = {}
+    try:
+        for call in ledger.calls(run_id) if run_id else []:
+            usage = agents.setdefault(
+                call.agent, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+            )
+            usage["calls"] += 1
+            usage["input_tokens"] += call.input_tokens
+            usage["output_tokens"] += call.output_tokens
+            usage["cost_usd"] += call.cost_usd or 0.0
+    except DSStarError:
+        pass  # the ledger is down: the report shows totals from run.json only
+    solution = None
+    if record.get("status") in FINISHED:
+        try:
+            solution = store.read_text(f"runs/{run_id}/final/solution.py")
+        except (FileNotFoundError, DSStarError):
+            pass
+    keys = ("run_id", "status", "answer", "error", "rounds", "llm_calls", "input_tokens",
+            "output_tokens", "cost_usd", "plan")  # fmt: skip
+    return {"task_id": task.task_id, **{k: record.get(k) for k in keys}, "run_id": run_id,
+            "status": record.get("status") or "failed", "seconds": _seconds(record),
+            "solution": solution, "agents": agents}  # fmt: skip
+
+
+def _task_score(suite: str, task: BenchTask, outcome: dict[str, Any], judge: Any) -> float | None:
+    if task.truth is None:
+        return None
+    answers = [{"task_id": task.task_id, "agent_answer": outcome.get("answer")}]
+    return score(suite, answers, [task.truth], judge)["tasks"][0]["score"]
+
+
+def _announce(suite: str, task: BenchTask, outcome: dict, judge: Any, skipped: bool) -> None:
+    progress.emit(
+        "bench_task",
+        task_id=task.task_id,
+        status=outcome["status"],
+        score=_task_score(suite, task, outcome, judge),
+        cost_usd=outcome.get("cost_usd") or 0.0,
+        skipped=skipped,
+    )
+
+
+def _publish(
+    suite: str,
+    bench_id: str,
+    out: Path,
+    specs: list[BenchTask],
+    outcomes: list[dict[str, Any]],
+    analysis_calls: list[dict[str, Any]],
+    judge: Any,
+) -> dict[str, Any]:
+    """Score, write the three files, and show the table and the report in the Prefect UI."""
+    truths = [task.truth for task in specs if task.truth is not None]
+    answers = [{"task_id": o["task_id"], "agent_answer": o.get("answer")} for o in outcomes]
+    scores = score(suite, answers, truths, judge) if truths else None
+    if judge is not None:
+        judge.save()
+    agents = agent_totals(outcomes, analysis_calls + (judge.calls if judge else []))
+    title = f"{suite} benchmark {bench_id}"
+    paths = write_outputs(out, title, outcomes, scores, agents)
+    rows = table_rows(outcomes, scores)
+    create_table_artifact(key=artifact_key(f"{bench_id}-bench"), table=rows,
+                          description=f"{title}: one row per task")  # fmt: skip
+    create_markdown_artifact(key=artifact_key(f"{bench_id}-report"),
+                             markdown=render_report(title, outcomes, scores, agents))  # fmt: skip
+    failed = sum(o["status"] == "failed" for o in outcomes)
+    return {
+        "bench_id": bench_id,
+        "tasks": len(outcomes),
+        "failed": failed,
+        "summary": scores["summary"] if scores else None,
+        "cost_usd": round(sum(o.get("cost_usd") or 0.0 for o in outcomes), 6),
+        "agents": agents,
+        **paths,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def task_dicts(tasks: list[BenchTask]) -> list[dict[str, Any]]:
+    """Tasks as flow parameters."""
+    return [asdict(task) for task in tasks]

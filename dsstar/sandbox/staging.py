@@ -1,0 +1,116 @@
+"""Folders the sandbox makes on the host: named after their owner's pid, removed after use,
+and swept when that pid is dead (a crashed or killed run)."""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = ["new_dir", "readonly_copy", "remove", "sweep_stale", "write_etc"]
+
+_LOCK = threading.Lock()
+_SWEPT: set[str] = set()
+_COPIES: dict[Path, Path] = {}
+
+
+def scratch_root(work_root: Path | None) -> Path:
+    root = Path(work_root or tempfile.gettempdir())
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def new_dir(kind: str, work_root: Path | None) -> Path:
+    """A fresh private folder `dsstar-<kind>-<pid>-<random>` under the work root."""
+    prefix = f"dsstar-{kind}-{os.getpid()}-"
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_root(work_root)))
+
+
+def remove(path: Path) -> None:
+    """Delete a folder the sandbox made, read-only copies included."""
+
+    def make_writable(func, target, _exc):  # type: ignore[no-untyped-def]
+        try:
+            os.chmod(os.path.dirname(target), 0o700)
+            func(target)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=make_writable)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(work_root: Path | None = None) -> list[Path]:
+    """Remove `dsstar-<kind>-<pid>-*` folders left by processes that are gone."""
+    removed = []
+    for entry in scratch_root(work_root).glob("dsstar-*-*-*"):
+        parts = entry.name.split("-")
+        if entry.is_dir() and parts[2].isdigit() and not _alive(int(parts[2])):
+            remove(entry)
+            removed.append(entry)
+    return removed
+
+
+def sweep_once(work_root: Path | None) -> None:
+    """Sweep a work root the first time this process uses it."""
+    key = str(scratch_root(work_root).resolve())
+    with _LOCK:
+        if key in _SWEPT:
+            return
+        _SWEPT.add(key)
+    sweep_stale(work_root)
+
+
+def write_etc(stage: Path, uids: range | None) -> Path:
+    """A minimal /etc: users and groups for the sandbox uids, and localhost."""
+    etc = stage / "etc"
+    etc.mkdir()
+    users = ["root:x:0:0:root:/root:/usr/sbin/nologin"]
+    groups = ["root:x:0:"]
+    for n, uid in enumerate(uids or ()):
+        users.append(f"sandbox{n}:x:{uid}:{uid}:sandbox:/sandbox:/usr/sbin/nologin")
+        groups.append(f"sandbox{n}:x:{uid}:")
+    users.append("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin")
+    groups.append("nogroup:x:65534:")
+    (etc / "passwd").write_text("\n".join(users) + "\n")
+    (etc / "group").write_text("\n".join(groups) + "\n")
+    (etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+    return etc
+
+
+def readonly_copy(data_dir: Path, work_root: Path | None) -> Path:
+    """Mode 'none': a world-readable, read-only copy of the data, once per process."""
+    with _LOCK:
+        if data_dir in _COPIES and _COPIES[data_dir].exists():
+            return _COPIES[data_dir]
+        digest = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
+        staging = new_dir("stage", work_root)
+        copy = staging / "data"
+        shutil.copytree(data_dir, copy, symlinks=False)
+        for path in sorted(copy.rglob("*"), reverse=True):
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        copy.chmod(0o555)
+        target = staging.parent / f"dsstar-data-{os.getpid()}-{digest}"
+        copy.rename(target)
+        staging.rmdir()
+        _COPIES[data_dir] = target
+        return target
+
+
+@atexit.register
+def _remove_copies() -> None:
+    for copy in _COPIES.values():
+        remove(copy)

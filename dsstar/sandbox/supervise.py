@@ -30,7 +30,6 @@ __all__ = ["UID_BASE", "UID_SLOTS", "kill_tree", "kill_uid", "result", "uid_slot
 
 UID_BASE = 1_200_000  # far from real accounts and the usual subordinate uid ranges
 UID_SLOTS = 256
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 _TICK_S = 0.1
 
 
@@ -62,8 +61,12 @@ def uid_slot() -> Iterator[int | None]:
 
 
 def scan(uid: int) -> tuple[int, int]:
-    """(tasks, resident bytes) of every process running as `uid`."""
-    tasks = rss = 0
+    """(tasks, proportional resident bytes) of every process running as `uid`.
+
+    Proportional (Pss) rather than resident: pages a forked child shares with its parent or
+    with the pool interpreter count once, not once per process.
+    """
+    tasks = memory = 0
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -71,12 +74,15 @@ def scan(uid: int) -> tuple[int, int]:
             if os.stat(f"/proc/{name}").st_uid != uid:
                 continue
             with open(f"/proc/{name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except OSError:
+                tasks += int(handle.read().rsplit(b")", 1)[1].split()[17])
+            with open(f"/proc/{name}/smaps_rollup", "rb") as handle:
+                for line in handle:
+                    if line.startswith(b"Pss:"):
+                        memory += int(line.split()[1]) * 1024
+                        break
+        except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
-        tasks += int(fields[17])
-        rss += int(fields[21]) * _PAGE
-    return tasks, rss
+    return tasks, memory
 
 
 def kill_uid(uid: int | None) -> None:
@@ -153,8 +159,11 @@ class _Watchdog(threading.Thread):
         if self.uid is None:
             return
         memory = self.limits.memory_mb * 1024 * 1024
-        while not self.done.wait(_TICK_S):
+        pause = _TICK_S
+        while not self.done.wait(pause):
+            began = time.monotonic()
             tasks, rss = scan(self.uid)
+            pause = max(_TICK_S, 2 * (time.monotonic() - began))  # at most a third of a core
             if tasks >= self.limits.processes:
                 self.hits.add("processes")
             if rss > memory:
@@ -223,9 +232,10 @@ def result(
     hits = set(facts["hits"])
     if exit_code and "MemoryError" in stderr:
         hits.add("memory")
-    if "Resource temporarily unavailable" in stderr:
+    both = stdout + stderr  # scripts often print the errors they catch
+    if "Resource temporarily unavailable" in both:  # EAGAIN from fork: RLIMIT_NPROC
         hits.add("processes")
-    if "No space left on device" in stderr or "File too large" in stderr:
+    if "No space left on device" in both or "File too large" in both:
         hits.add("disk")
     if exit_code == -signal.SIGXCPU:
         hits.add("cpu")

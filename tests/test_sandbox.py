@@ -178,7 +178,7 @@ def test_scripts_and_pool_die_with_a_killed_parent(data, mode, tmp_path):
         "from pathlib import Path\n"
         "from dsstar.sandbox import Limits, run_script\n"
         "code = 'import subprocess, sys, time\\n' \\\n"
-        f"    'subprocess.Popen([sys.executable, \"-c\", \"import time; time.sleep({marker})\"],"
+        f'    \'subprocess.Popen([sys.executable, "-c", "import time; time.sleep({marker})"],'
         " start_new_session=True)\\n' \\\n"
         f"    'time.sleep({marker})'\n"
         f"run_script(code, data_dir=Path({str(data)!r}), limits=Limits(timeout_s=300),"

@@ -50,13 +50,13 @@ def test_host_files_stay_private(data, how, tmp_path):
     try:
         code = (
             "import os\n"
-            "for path in ['/etc/shadow', '/etc/gshadow', %r, '/root', '/home']:\n"
+            "for path in ['/etc/shadow', '/etc/gshadow', SECRET, '/root', '/home']:\n"
             "    try:\n"
             "        print(path, open(path).read() if os.path.isfile(path) else os.listdir(path))\n"
             "    except OSError as exc:\n"
             "        print(path, 'refused', type(exc).__name__)\n"
             "print('uid', os.getuid(), 'etc', sorted(os.listdir('/etc')))\n"
-        ) % str(secret)
+        ).replace("SECRET", repr(str(secret)))
         result = run(code, data, how, tmp_path)
     finally:
         secret.unlink()
@@ -79,12 +79,13 @@ def test_no_parent_secret_through_env_or_proc(data, how, tmp_path, monkeypatch):
         code = (
             "import os\n"
             "print(sorted(os.environ.items()))\n"
-            "for pid in [os.getppid(), 1, %d] + [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+            "others = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "for pid in [os.getppid(), 1, HOLDER, *others]:\n"
             "    try:\n"
             "        print(pid, open(f'/proc/{pid}/environ', 'rb').read())\n"
             "    except OSError as exc:\n"
             "        print(pid, 'refused', type(exc).__name__)\n"
-        ) % holder.pid
+        ).replace("HOLDER", str(holder.pid))
         result = run(code, data, how, tmp_path)
     finally:
         holder.kill()
@@ -99,13 +100,13 @@ def test_writes_outside_the_work_dir_fail(data, how, tmp_path):
     targets = ["/etc/dsstar-x", f"{venv}/dsstar-x", "data/table.csv", "data/new.csv",
                f"{tmp_path}/outside.txt", "/usr/dsstar-x"]  # fmt: skip
     code = (
-        "for path in %r:\n"
+        "for path in TARGETS:\n"
         "    try:\n"
         "        open(path, 'w').write('x'); print('wrote', path)\n"
         "    except OSError as exc:\n"
         "        print('refused', path, type(exc).__name__)\n"
         "open('mine.txt', 'w').write('ok'); print('own dir', open('mine.txt').read())\n"
-    ) % targets
+    ).replace("TARGETS", repr(targets))
     result = run(code, data, how, tmp_path)
     assert result.ok, result.output
     assert "wrote" not in result.output and "own dir ok" in result.output
@@ -124,10 +125,10 @@ def test_network_is_unreachable(data, how, tmp_path):
     code = (
         "import socket\n"
         "try:\n"
-        "    socket.create_connection(('127.0.0.1', %d), timeout=3); print('connected')\n"
+        "    socket.create_connection(('127.0.0.1', PORT), timeout=3); print('connected')\n"
         "except OSError as exc:\n"
         "    print('no network', exc)\n"
-    ) % port
+    ).replace("PORT", str(port))
     result = run(code, data, how, tmp_path)
     server.close()
     assert "no network" in result.output and "connected" not in result.output
@@ -195,15 +196,15 @@ def test_setsid_grandchildren_do_not_survive(data, how, tmp_path):
     marker = f"{uuid.uuid4().int % 10**6}.25"
     code = (
         "import os, subprocess, sys\n"
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(%s)'],"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(MARKER)'],"
         " start_new_session=True)\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
-        "        import time; time.sleep(%s)\n"
+        "        import time; time.sleep(MARKER)\n"
         "    os._exit(0)\n"
         "print('spawned')\n"
-    ) % (marker, marker)
+    ).replace("MARKER", marker)
     result = run(code, data, how, tmp_path)
     assert "spawned" in result.output
     assert not _processes_with(marker)

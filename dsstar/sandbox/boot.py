@@ -76,8 +76,12 @@ def build_root(spec):
         open(f"{new}/dev/{name}", "a").close()
         bind(f"/dev/{name}", f"{new}/dev/{name}", readonly=False)
     os.makedirs(new + "/dev/shm")
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(target, f"{new}/dev/{name}")
     os.chdir(new)
     _check(LIBC.syscall(PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
@@ -112,9 +116,13 @@ def prepare_workdir(spec, code):
 def drop_privileges(spec):
     """Caps for this process and its children, then the sandbox uid, for good."""
     caps = spec["limits"]
-    for limit, value in ((resource.RLIMIT_AS, caps["memory"]), (resource.RLIMIT_CPU, caps["cpu"]),
-                         (resource.RLIMIT_FSIZE, caps["disk"]),
-                         (resource.RLIMIT_NPROC, caps["processes"]), (resource.RLIMIT_CORE, 0)):
+    for limit, value in (
+        (resource.RLIMIT_AS, caps["memory"]),
+        (resource.RLIMIT_CPU, caps["cpu"]),
+        (resource.RLIMIT_FSIZE, caps["disk"]),
+        (resource.RLIMIT_NPROC, caps["processes"]),
+        (resource.RLIMIT_CORE, 0),
+    ):
         resource.setrlimit(limit, (value, value))
     uid = spec["uid"]
     if uid is not None:
@@ -190,10 +198,19 @@ def supervise(spec, status_fd, start_script, keep_fds=()):
     os.dup2(null, 1)
     os.dup2(null, 2)  # the output pipes close once the script's processes are gone
     status = _reap(pid)
-    kill_leftovers(spec["uid"])
-    _reap(None)
+    if _has_children():  # as subreaper, every process the script left is a child here
+        kill_leftovers(spec["uid"])
+        _reap(None)
     os.write(status_fd, json.dumps(status).encode())
     os.close(status_fd)
+
+
+def _has_children():
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
 
 
 def _reap(main_pid):

@@ -21,7 +21,14 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["ISOLATED", "boot_argv", "environment", "interpreter_reachable", "is_root", "resolve_mode"]
+__all__ = [
+    "ISOLATED",
+    "boot_argv",
+    "environment",
+    "interpreter_reachable",
+    "is_root",
+    "resolve_mode",
+]
 
 log = logging.getLogger(__name__)
 

@@ -165,9 +165,7 @@ class Zygote:
         finally:
             for _, write in pipes:
                 os.close(write)
-        report, facts = watch(
-            tuple(r for r, _ in pipes), uid, limits, kill=lambda: kill_uid(uid)
-        )
+        report, facts = watch(tuple(r for r, _ in pipes), uid, limits, kill=lambda: kill_uid(uid))
         if not report or "error" in report:
             self.failure = (
                 f"the warm pool failed to start a script ({report.get('error', 'no status')});"

@@ -213,3 +213,23 @@ def _processes_with(marker):
         except OSError:
             continue
     return found
+
+
+@pytest.mark.parametrize("mode", ISOLATED)
+def test_private_data_folder_is_readable_and_links_stay_inside(mode, tmp_path):
+    folder = tmp_path / "private"
+    folder.mkdir(mode=0o700)
+    (folder / "t.csv").write_text("a,b\n5,6\n")
+    (folder / "t.csv").chmod(0o600)
+    (folder / "shadow").symlink_to("/etc/shadow")
+    code = (
+        "print(open('data/t.csv').read())\n"
+        "try:\n"
+        "    print(open('data/shadow').read())\n"
+        "except OSError as exc:\n"
+        "    print('refused', type(exc).__name__)\n"
+    )
+    result = run(code, folder, mode, tmp_path)
+    shadow_head = open("/etc/shadow").read().split(":")[0] + ":"
+    assert result.ok and "a,b\n5,6" in result.output, result.output
+    assert "refused" in result.output and shadow_head not in result.output

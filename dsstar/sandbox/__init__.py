@@ -19,7 +19,15 @@ from pathlib import Path
 
 from . import pool
 from .modes import _resolve, boot_argv, environment, interpreter_reachable, resolve_mode
-from .staging import new_dir, readonly_copy, remove, sweep_once, sweep_stale, write_etc
+from .staging import (
+    new_dir,
+    readable_data,
+    readonly_copy,
+    remove,
+    sweep_once,
+    sweep_stale,
+    write_etc,
+)
 from .supervise import UID_BASE, UID_SLOTS, kill_tree, kill_uid, result, uid_slot, watch
 from .types import ExecResult, Limits
 
@@ -42,6 +50,8 @@ def run_script(
     data_dir = Path(data_dir).resolve()
     code = code.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be run
     with uid_slot() as uid:
+        if uid is not None and mode != "none":
+            data_dir = readable_data(data_dir, work_root)
         note = ""
         if limits.warm:
             zygote, note = pool.get(mode, data_dir, work_root)

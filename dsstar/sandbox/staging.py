@@ -4,14 +4,23 @@ and swept when that pid is dead (a crashed or killed run)."""
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["new_dir", "readonly_copy", "remove", "sweep_stale", "write_etc"]
+__all__ = [
+    "new_dir",
+    "readable_data",
+    "readonly_copy",
+    "remove",
+    "sweep_stale",
+    "write_etc",
+]
 
 _LOCK = threading.Lock()
 _SWEPT: set[str] = set()
@@ -91,6 +100,28 @@ def write_etc(stage: Path, uids: range | None) -> Path:
     return etc
 
 
+@functools.cache
+def _world_readable(data_dir: Path, _mtime_ns: int) -> bool:
+    for folder, _dirs, files in os.walk(data_dir):
+        if os.stat(folder).st_mode & 0o005 != 0o005:
+            return False
+        for name in files:
+            try:
+                if not os.stat(os.path.join(folder, name)).st_mode & 0o004:
+                    return False
+            except OSError:
+                continue  # a dangling link: nothing to read either way
+    return True
+
+
+def readable_data(data_dir: Path, work_root: Path | None) -> Path:
+    """`data_dir`, or a read-only copy of it when the sandbox uid could not read every file
+    (folders made by mkdtemp are 0700, for instance)."""
+    if _world_readable(data_dir, data_dir.stat().st_mtime_ns):
+        return data_dir
+    return readonly_copy(data_dir, work_root)
+
+
 def readonly_copy(data_dir: Path, work_root: Path | None) -> Path:
     """Mode 'none': a world-readable, read-only copy of the data, once per process."""
     with _LOCK:
@@ -99,15 +130,26 @@ def readonly_copy(data_dir: Path, work_root: Path | None) -> Path:
         digest = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
         staging = new_dir("stage", work_root)
         copy = staging / "data"
-        shutil.copytree(data_dir, copy, symlinks=False)
+        # Links stay links (never followed by root here); FIFOs and devices are not opened.
+        shutil.copytree(data_dir, copy, symlinks=True, ignore=_special_files)
         for path in sorted(copy.rglob("*"), reverse=True):
-            path.chmod(0o555 if path.is_dir() else 0o444)
+            if not path.is_symlink():
+                path.chmod(0o555 if path.is_dir() else 0o444)
         copy.chmod(0o555)
         target = staging.parent / f"dsstar-data-{os.getpid()}-{digest}"
         copy.rename(target)
         staging.rmdir()
         _COPIES[data_dir] = target
         return target
+
+
+def _special_files(folder: str, names: list[str]) -> list[str]:
+    skipped = []
+    for name in names:
+        mode = os.lstat(os.path.join(folder, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            skipped.append(name)
+    return skipped
 
 
 @atexit.register

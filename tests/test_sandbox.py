@@ -120,6 +120,7 @@ EQUALITY_SCRIPTS = [
     "import os, sys\nopen('out.txt', 'w').write('kept')\n"
     "print(sorted(os.listdir('.')), open('out.txt').read(), sys.argv, __file__, os.getcwd())",
     "import atexit\natexit.register(lambda: print('at exit'))\nraise SystemExit('bye')",
+    "import sys\nprint(repr(sys.stdin.read()))\ninput()",
 ]
 
 

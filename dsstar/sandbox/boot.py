@@ -298,6 +298,7 @@ def zygote(spec):
             os._exit(0)  # the host closed the pool or died
         if os.fork() == 0:
             conn.close()
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # stdin as in a cold run
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _serve(spec, request, fds)
         for fd in fds:

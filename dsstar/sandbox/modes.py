@@ -86,9 +86,9 @@ def resolve_mode(mode: str = "auto") -> str:
     resolved = _resolve(mode)
     if resolved == "none":
         log.warning(
-            "sandbox 'none': generated scripts run WITHOUT isolation (limits, a clean"
-            " environment and an unprivileged uid only: they can read world-readable host"
-            " files and reach the network)."
+            "sandbox 'none': generated scripts run WITHOUT isolation (limits and a clean"
+            " environment only): they can read host files, write outside their folder and"
+            " reach the network."
         )
     return resolved
 

@@ -3,8 +3,9 @@
 Runs the same small pandas script through dsstar.sandbox.run_script, cold (a fresh
 interpreter in fresh namespaces that imports pandas) and warm (forked from the pool
 interpreter that has pandas imported), in each isolating mode this machine offers. The
-overhead is the wall time of run_script minus the time the script's own work takes in an
-interpreter that has pandas imported already. Outputs of warm and cold runs are compared.
+overhead is the wall time of run_script for a script that only imports pandas and prints its
+version; a small groupby script shows the end-to-end time. Outputs of warm and cold runs are
+compared.
 
     .venv/bin/python benchmarks/executor_pool.py [--runs 15]
 """
@@ -12,6 +13,7 @@ interpreter that has pandas imported already. Outputs of warm and cold runs are 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -20,6 +22,7 @@ from pathlib import Path
 from dsstar.sandbox import Limits, pool, run_script
 from dsstar.sandbox.modes import _usable
 
+OVERHEAD = "import pandas as pd\nprint(pd.__version__)\n"  # all start-up, no work
 SCRIPT = """\
 import pandas as pd
 df = pd.read_csv('data/sales.csv')
@@ -27,54 +30,44 @@ print(df.groupby('region')['revenue'].sum().sort_index())
 """
 
 
-def script_work_s(data: Path) -> float:
-    """Seconds the script's own work takes with pandas imported (the part no pool can save)."""
-    import pandas as pd
-
-    started = time.perf_counter()
-    for _ in range(20):
-        pd.read_csv(data / "sales.csv").groupby("region")["revenue"].sum().sort_index()
-    return (time.perf_counter() - started) / 20
-
-
-def timed(mode: str, data: Path, work: Path, warm: bool, runs: int) -> tuple[list[float], set]:
+def timed(
+    code: str, mode: str, data: Path, work: Path, warm: bool, runs: int
+) -> tuple[float, set[str]]:
+    """Median seconds of run_script for `code`, and the distinct outputs."""
     seconds, outputs = [], set()
     limits = Limits(timeout_s=60, warm=warm)
     for _ in range(runs):
         started = time.perf_counter()
-        result = run_script(SCRIPT, data_dir=data, limits=limits, mode=mode, work_root=work)
+        result = run_script(code, data_dir=data, limits=limits, mode=mode, work_root=work)
         seconds.append(time.perf_counter() - started)
         assert result.ok and result.start == ("warm" if warm else "cold"), result
         outputs.add(result.output)
-    return seconds, outputs
+    return statistics.median(seconds), outputs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help="scripts per mode and start")
     args = parser.parse_args()
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as tmp:
         data, work = Path(tmp) / "data", Path(tmp) / "work"
         data.mkdir()
         rows = "".join(f"{r},{i}\n" for i in range(200) for r in ("NE", "SW", "N"))
         (data / "sales.csv").write_text("region,revenue\n" + rows)
-        work_s = script_work_s(data)
-        print(f"script's own work with pandas imported: {work_s * 1000:.1f} ms")
         for mode in [m for m in ("bwrap", "unshare") if _usable(m)]:
             started = time.perf_counter()
             pool.get(mode, data.resolve(), work)
             pool_start = time.perf_counter() - started
-            cold, cold_out = timed(mode, data, work, warm=False, runs=args.runs)
-            warm, warm_out = timed(mode, data, work, warm=True, runs=args.runs)
-            cold_ms = (statistics.median(cold) - work_s) * 1000
-            warm_ms = (statistics.median(warm) - work_s) * 1000
-            print(
-                f"{mode:8s} overhead per script (median of {args.runs}): cold {cold_ms:6.0f} ms"
-                f"  warm {warm_ms:5.0f} ms  ratio {cold_ms / warm_ms:4.1f}x"
-                f"  (warm p90 {sorted(warm)[int(0.9 * len(warm))] * 1000 - work_s * 1000:.0f} ms;"
-                f" pool start {pool_start:.2f} s once per data folder)"
-            )
-            print(f"{mode:8s} outputs equal cold vs warm: {cold_out == warm_out}")
+            for label, code in (("overhead (import pandas)", OVERHEAD), ("groupby script", SCRIPT)):
+                cold, cold_out = timed(code, mode, data, work, False, args.runs)
+                warm, warm_out = timed(code, mode, data, work, True, args.runs)
+                print(
+                    f"{mode:8s} {label:25s} median of {args.runs}: cold {cold * 1000:5.0f} ms"
+                    f"  warm {warm * 1000:4.0f} ms  ratio {cold / warm:4.1f}x"
+                    f"  outputs equal: {cold_out == warm_out}"
+                )
+            print(f"{mode:8s} pool start (once per data folder): {pool_start:.2f} s")
             pool.shutdown()
 
 

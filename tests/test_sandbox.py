@@ -234,3 +234,16 @@ def test_private_data_folder_is_readable_and_links_stay_inside(mode, tmp_path):
     shadow_head = open("/etc/shadow").read().split(":")[0] + ":"
     assert result.ok and "a,b\n5,6" in result.output, result.output
     assert "refused" in result.output and shadow_head not in result.output
+
+
+def test_run_refuses_an_unknown_sandbox_mode():
+    cli = subprocess.run(
+        [sys.executable, "-m", "dsstar", "run", "--data", "examples/sales", "-q", "x",
+         "--sandbox", "chroot"],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        env={**os.environ, "DSSTAR_MODEL": "openai/gpt-4o-mini", "OPENAI_API_KEY": "x"},
+    )  # fmt: skip
+    assert cli.returncode == 2
+    assert "auto, bwrap, unshare, none" in cli.stdout + cli.stderr

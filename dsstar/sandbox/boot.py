@@ -281,7 +281,11 @@ def _exit_code(value):
 
 
 def zygote(spec):
-    """Import the data stack once, then serve one forked child per request on stdin."""
+    """Import the data stack once, then serve one forked child per request on stdin.
+
+    pyarrow's jemalloc keeps a background thread here; jemalloc takes its locks around fork,
+    so the single-threaded children start with a consistent heap.
+    """
     loaded = []
     for name in spec.get("preload", ()):
         try:

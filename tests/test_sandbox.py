@@ -247,3 +247,23 @@ def test_run_refuses_an_unknown_sandbox_mode():
     )  # fmt: skip
     assert cli.returncode == 2
     assert "auto, bwrap, unshare, none" in cli.stdout + cli.stderr
+
+
+@pytest.mark.parametrize("mode", ISOLATED)
+def test_concurrent_scripts_get_their_own_uid_and_folder(data, mode, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = (
+        "import os, time\n"
+        "open('mine', 'w').write(str(os.getuid()))\n"
+        "time.sleep(1)\n"
+        "print(os.getuid(), open('mine').read(), sorted(os.listdir('.')))\n"
+    )
+    with ThreadPoolExecutor(4) as workers:
+        results = list(workers.map(lambda _: run(code, data, mode, tmp_path), range(4)))
+    assert all(r.ok and r.start == "warm" for r in results), results
+    uids = {r.stdout.split()[0] for r in results}
+    assert len(uids) == 4  # one uid per running script
+    for r in results:
+        uid, mine, listing = r.stdout.split(maxsplit=2)
+        assert uid == mine and listing.strip() == "['data', 'mine', 'script.py']"

@@ -95,7 +95,7 @@ def resolve_mode(mode: str = "auto") -> str:
 
 def _resolve(mode: str) -> str:
     if mode == "process":
-        log.warning("sandbox mode 'process' is deprecated; it now means 'none'")
+        _warn_deprecated()
         mode = "none"
     if mode == "none":
         return "none"
@@ -109,6 +109,11 @@ def _resolve(mode: str) -> str:
         if _usable(candidate):
             return candidate
     raise ConfigError(f"no usable isolation for generated scripts: {_FIX}.")
+
+
+@cache
+def _warn_deprecated() -> None:
+    log.warning("sandbox mode 'process' is deprecated; it now means 'none'")
 
 
 def environment(home: str, tmp: str) -> dict[str, str]:

@@ -44,6 +44,7 @@ def test_modes_resolve_and_fail_closed(monkeypatch, caplog):
     assert resolve_mode("auto") == ISOLATED[0]
     for mode in ISOLATED:
         assert resolve_mode(mode) == mode
+    sandbox_modes._warn_deprecated.cache_clear()  # logged once per process
     with caplog.at_level(logging.WARNING):
         assert resolve_mode("none") == "none"
         assert resolve_mode("process") == "none"  # the old name, deprecated

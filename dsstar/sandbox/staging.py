@@ -115,11 +115,43 @@ def _world_readable(data_dir: Path, _mtime_ns: int) -> bool:
 
 
 def readable_data(data_dir: Path, work_root: Path | None) -> Path:
-    """`data_dir`, or a read-only copy of it when the sandbox uid could not read every file
-    (folders made by mkdtemp are 0700, for instance)."""
+    """`data_dir`, or a view of it the sandbox uid can read (folders made by mkdtemp are
+    0700, for instance): folders made anew, readable files hard-linked, the rest copied."""
     if _world_readable(data_dir, data_dir.stat().st_mtime_ns):
         return data_dir
-    return readonly_copy(data_dir, work_root)
+    with _LOCK:
+        key = Path(f"view:{data_dir}")
+        if key in _COPIES and _COPIES[key].exists():
+            return _COPIES[key]
+        view = new_dir("view", work_root)
+        view.chmod(0o755)
+        for folder, dirs, files in os.walk(data_dir):
+            target = view / os.path.relpath(folder, data_dir)
+            for name in dirs:
+                if os.path.islink(os.path.join(folder, name)):
+                    files.append(name)  # a link stays a link, resolved inside the sandbox
+                else:
+                    (target / name).mkdir(mode=0o755)
+            for name in files:
+                _view_entry(os.path.join(folder, name), target / name)
+        _COPIES[key] = view
+        return view
+
+
+def _view_entry(source: str, target: Path) -> None:
+    mode = os.lstat(source).st_mode
+    if stat.S_ISLNK(mode):
+        os.symlink(os.readlink(source), target)
+    elif stat.S_ISREG(mode):
+        if mode & 0o004:
+            try:
+                os.link(source, target, follow_symlinks=False)
+                return
+            except OSError:
+                pass  # another filesystem: copy
+        shutil.copyfile(source, target, follow_symlinks=False)
+        target.chmod(0o444)
+    # FIFOs, sockets and devices are left out, never opened
 
 
 def readonly_copy(data_dir: Path, work_root: Path | None) -> Path:

@@ -22,6 +22,7 @@ __all__ = [
     "write_etc",
 ]
 
+_KINDS = ("exec", "pool", "stage", "data", "view")  # what new_dir and copies are named
 _LOCK = threading.Lock()
 _SWEPT: set[str] = set()
 _COPIES: dict[Path, Path] = {}
@@ -63,11 +64,12 @@ def _alive(pid: int) -> bool:
 
 
 def sweep_stale(work_root: Path | None = None) -> list[Path]:
-    """Remove `dsstar-<kind>-<pid>-*` folders left by processes that are gone."""
+    """Remove the sandbox's `dsstar-<kind>-<pid>-*` folders left by processes now gone."""
     removed = []
     for entry in scratch_root(work_root).glob("dsstar-*-*-*"):
         parts = entry.name.split("-")
-        if entry.is_dir() and parts[2].isdigit() and not _alive(int(parts[2])):
+        ours = parts[1] in _KINDS and parts[2].isdigit()  # names other code uses are left be
+        if ours and entry.is_dir() and not _alive(int(parts[2])):
             remove(entry)
             removed.append(entry)
     return removed

@@ -88,14 +88,35 @@ class Settings(BaseSettings):
     )
 
     exec_timeout: float = Field(120.0, gt=0, description="Wall-clock seconds one script may run.")
-    exec_memory_mb: int = Field(4096, ge=64, description="Address-space limit of one script in MB.")
+    exec_memory_mb: int = Field(
+        4096,
+        ge=64,
+        description="Memory limit of one script in MB: its processes together (resident), and"
+        " each one's address space.",
+    )
     exec_output_bytes: int = Field(
         200_000, ge=1000, description="Most bytes of a script's output kept (head and tail)."
     )
+    exec_processes: int = Field(
+        256, ge=8, description="Most processes and threads one script may run at once."
+    )
+    exec_disk_mb: int = Field(
+        1024, ge=8, description="Most MB one script may write to /tmp and its working directory."
+    )
+    exec_cpu_seconds: float | None = Field(
+        None, gt=0, description="CPU seconds per script process (default: exec timeout + 2)."
+    )
+    exec_pool: bool = Field(
+        True,
+        description="Start scripts from a warm pool of sandboxed interpreters with pandas,"
+        " numpy and pyarrow imported (cold starts when the pool cannot be built).",
+    )
     sandbox: str = Field(
         "auto",
-        description="'bwrap' (bubblewrap isolation, required), 'process' (limits and a clean"
-        " environment only) or 'auto' (bwrap when installed).",
+        description="How generated scripts are isolated: 'bwrap' (bubblewrap), 'unshare'"
+        " (kernel namespaces via util-linux unshare), 'auto' (bwrap, else unshare; refuses to"
+        " run without either) or 'none' (no isolation, limits only: explicit opt-in, warned"
+        " on every run).",
     )
     work_dir: Path | None = Field(
         None, description="Scratch folder for script working directories (default: system temp)."
@@ -134,8 +155,8 @@ class Settings(BaseSettings):
     @field_validator("sandbox")
     @classmethod
     def _known_sandbox(cls, value: str) -> str:
-        if value not in {"auto", "bwrap", "process"}:
-            raise ValueError("sandbox must be one of: auto, bwrap, process")
+        if value not in {"auto", "bwrap", "unshare", "none", "process"}:  # process: old none
+            raise ValueError("sandbox must be one of: auto, bwrap, unshare, none")
         return value
 
     @field_validator("agent_models")

@@ -56,7 +56,15 @@ def run(
         float | None, typer.Option(help="Seconds one generated script may run [default 120].")
     ] = None,
     exec_memory_mb: Annotated[
-        int | None, typer.Option(help="Memory limit of one generated script in MB [default 4096].")
+        int | None,
+        typer.Option(help="Memory limit of one generated script and its children in MB [4096]."),
+    ] = None,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            help="Isolation of generated scripts: auto, bwrap, unshare or none (no isolation,"
+            " explicit only) [default auto]."
+        ),
     ] = None,
     storage: Annotated[
         str | None,
@@ -88,6 +96,7 @@ def run(
             "max_debug_attempts": max_debug_attempts,
             "exec_timeout": exec_timeout,
             "exec_memory_mb": exec_memory_mb,
+            "sandbox": sandbox,
             "storage": storage,
             "reuse": reuse,
         }

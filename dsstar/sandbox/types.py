@@ -1,0 +1,59 @@
+"""What a script run is bounded by (Limits) and what it produced (ExecResult)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["ExecResult", "Limits"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one script run. Every cap holds for the script's whole process tree."""
+
+    timeout_s: float = 120.0  # wall clock
+    memory_mb: int = 4096  # address space of each process, and resident memory of the tree
+    output_bytes: int = 200_000  # of stdout and of stderr, head and tail kept
+    processes: int = 256  # processes and threads of the script at once
+    disk_mb: int = 1024  # /tmp plus the working directory
+    cpu_s: float | None = None  # CPU seconds of each process; None: the wall timeout + 2
+    warm: bool = True  # start from the warm interpreter pool when it can be built
+
+    @property
+    def cpu_seconds(self) -> int:
+        return int(self.cpu_s if self.cpu_s is not None else self.timeout_s + 2)
+
+    def boot(self) -> dict[str, int]:
+        """The caps the program inside the sandbox applies, in bytes and seconds."""
+        return {
+            "memory": self.memory_mb * 1024 * 1024,
+            "cpu": self.cpu_seconds,
+            "disk": self.disk_mb * 1024 * 1024,
+            "processes": self.processes,
+        }
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a script run produced. JSON-safe."""
+
+    ok: bool
+    exit_code: int | None
+    output: str  # stdout, then stderr: what the agents see
+    timed_out: bool
+    duration_s: float
+    truncated: bool
+    sandbox: str  # the isolation mode: 'bwrap', 'unshare' or 'none'
+    stdout: str = ""  # stdout alone: the answer of a final script
+    limits_hit: list[str] = field(default_factory=list)  # e.g. ['memory', 'processes']
+    start: str = "cold"  # 'warm' (forked from the pool) or 'cold' (a fresh interpreter)
+    note: str = ""  # why a cold start was used although the pool was asked for
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExecResult:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,240 @@
+"""The hostile-script table: every isolating mode, cold and warm, real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from dsstar.sandbox import Limits, run_script
+from dsstar.sandbox.modes import _usable
+
+MODES = [m for m in ("bwrap", "unshare") if _usable(m)]
+LIMITS = Limits(timeout_s=20, memory_mb=1024, output_bytes=20_000, processes=48, disk_mb=64)
+
+
+def test_this_machine_offers_both_isolating_modes():
+    assert MODES == ["bwrap", "unshare"]  # the table below must run in each
+
+
+@pytest.fixture(params=[(m, s) for m in MODES for s in ("cold", "warm")], ids="-".join)
+def how(request):
+    return request.param
+
+
+@pytest.fixture
+def data(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "table.csv").write_text("a,b\n1,2\n")
+    return folder
+
+
+def run(code, data, how, tmp_path, **caps):
+    mode, start = how
+    limits = Limits(**{**vars(LIMITS), "warm": start == "warm", **caps})
+    result = run_script(code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path)
+    assert result.sandbox == mode and result.start == start, result.note
+    return result
+
+
+def test_host_files_stay_private(data, how, tmp_path):
+    secret = Path("/root") / f"dsstar-test-{uuid.uuid4().hex}"
+    secret.write_text("root-file-secret")
+    try:
+        code = (
+            "import os\n"
+            "for path in ['/etc/shadow', '/etc/gshadow', SECRET, '/root', '/home']:\n"
+            "    try:\n"
+            "        print(path, open(path).read() if os.path.isfile(path) else os.listdir(path))\n"
+            "    except OSError as exc:\n"
+            "        print(path, 'refused', type(exc).__name__)\n"
+            "print('uid', os.getuid(), 'etc', sorted(os.listdir('/etc')))\n"
+        ).replace("SECRET", repr(str(secret)))
+        result = run(code, data, how, tmp_path)
+    finally:
+        secret.unlink()
+    assert result.ok, result.output
+    assert "root-file-secret" not in result.output
+    assert "/etc/shadow refused" in result.output and "$" not in result.output
+    assert f"{secret} refused" in result.output
+    assert "uid 0 " not in result.output
+    listing = result.output.split("etc ")[1]
+    assert "shadow" not in listing and "ssh" not in listing
+
+
+def test_no_parent_secret_through_env_or_proc(data, how, tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-leak-me")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        env={**os.environ, "AWS_SECRET_ACCESS_KEY": "aws-leak-me", "OPENAI_API_KEY": "sk-leak"},
+    )
+    try:
+        code = (
+            "import os\n"
+            "print(sorted(os.environ.items()))\n"
+            "others = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "for pid in [os.getppid(), 1, HOLDER, *others]:\n"
+            "    try:\n"
+            "        print(pid, open(f'/proc/{pid}/environ', 'rb').read())\n"
+            "    except OSError as exc:\n"
+            "        print(pid, 'refused', type(exc).__name__)\n"
+        ).replace("HOLDER", str(holder.pid))
+        result = run(code, data, how, tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.ok, result.output
+    assert "leak-me" not in result.output and "sk-leak" not in result.output
+    assert "PATH" in result.output
+
+
+def test_writes_outside_the_work_dir_fail(data, how, tmp_path):
+    venv = Path(sys.prefix)
+    targets = ["/etc/dsstar-x", f"{venv}/dsstar-x", "data/table.csv", "data/new.csv",
+               f"{tmp_path}/outside.txt", "/usr/dsstar-x"]  # fmt: skip
+    code = (
+        "for path in TARGETS:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x'); print('wrote', path)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', path, type(exc).__name__)\n"
+        "open('mine.txt', 'w').write('ok'); print('own dir', open('mine.txt').read())\n"
+    ).replace("TARGETS", repr(targets))
+    result = run(code, data, how, tmp_path)
+    assert result.ok, result.output
+    assert "wrote" not in result.output and "own dir ok" in result.output
+    assert (data / "table.csv").read_text() == "a,b\n1,2\n"
+    assert not (data / "new.csv").exists() and not (venv / "dsstar-x").exists()
+    assert not Path("/etc/dsstar-x").exists() and not (tmp_path / "outside.txt").exists()
+
+
+def test_network_is_unreachable(data, how, tmp_path):
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(15)
+    accepted = []
+    thread = threading.Thread(target=lambda: _accept(server, accepted), daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    code = (
+        "import socket\n"
+        "try:\n"
+        "    socket.create_connection(('127.0.0.1', PORT), timeout=3); print('connected')\n"
+        "except OSError as exc:\n"
+        "    print('no network', exc)\n"
+    ).replace("PORT", str(port))
+    result = run(code, data, how, tmp_path)
+    server.close()
+    assert "no network" in result.output and "connected" not in result.output
+    assert not accepted
+
+
+def _accept(server, accepted):
+    try:
+        accepted.append(server.accept())
+    except OSError:
+        pass
+
+
+def test_fork_storm_stops_at_the_process_cap(data, how, tmp_path):
+    code = (
+        "import os, time\n"
+        "n = 0\n"
+        "try:\n"
+        "    while n < 2000:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(60); os._exit(0)\n"
+        "        n += 1\n"
+        "except OSError as exc:\n"
+        "    print('fork failed after', n, exc)\n"
+        "print('went on')\n"
+    )
+    result = run(code, data, how, tmp_path)
+    assert "fork failed after" in result.output and "went on" in result.output, result.output
+    assert int(result.output.split("fork failed after ")[1].split()[0]) < 48
+    assert "processes" in result.limits_hit and "exec process limit" in result.output
+
+
+def test_tree_memory_is_capped(data, how, tmp_path):
+    code = (
+        "import subprocess, sys\n"
+        "child = \"b = b'x' * (400 * 2**20); import time; time.sleep(60)\"\n"
+        "procs = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(4)]\n"
+        "for p in procs: p.wait()\n"
+        "print('all four ran')\n"
+    )
+    result = run(code, data, how, tmp_path, memory_mb=512)
+    assert not result.ok and "all four ran" not in result.output
+    assert "memory" in result.limits_hit and "exec memory limit" in result.output
+
+
+def test_disk_fill_stops_at_the_cap(data, how, tmp_path):
+    code = (
+        "import os\n"
+        "for path in ['/tmp/a', '/tmp/b', 'c', 'd']:\n"
+        "    try:\n"
+        "        with open(path, 'wb') as f:\n"
+        "            for _ in range(25): f.write(b'x' * 2**20)\n"
+        "        print('filled', path)\n"
+        "    except OSError as exc:\n"
+        "        print('stopped', path, exc)\n"
+        "print('went on')\n"
+    )
+    result = run(code, data, how, tmp_path)
+    assert "stopped" in result.output and "went on" in result.output
+    assert "disk" in result.limits_hit and "exec disk limit" in result.output
+    assert result.output.count("filled") <= 2
+
+
+def test_setsid_grandchildren_do_not_survive(data, how, tmp_path):
+    marker = f"{uuid.uuid4().int % 10**6}.25"
+    code = (
+        "import os, subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(MARKER)'],"
+        " start_new_session=True)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        import time; time.sleep(MARKER)\n"
+        "    os._exit(0)\n"
+        "print('spawned')\n"
+    ).replace("MARKER", marker)
+    result = run(code, data, how, tmp_path)
+    assert "spawned" in result.output
+    assert not _processes_with(marker)
+
+
+def _processes_with(marker):
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if marker.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                found.append(name)
+        except OSError:
+            continue
+    return found
+
+
+def test_output_flood_is_bounded_head_and_tail(data, how, tmp_path):
+    code = "print('HEAD'); print('x' * 3_000_000); print('TAIL')\nraise ValueError('last words')"
+    result = run(code, data, how, tmp_path)
+    assert result.truncated and "output" in result.limits_hit
+    assert len(result.output) < 60_000
+    assert "HEAD" in result.output and "TAIL" in result.output
+    assert "ValueError: last words" in result.output
+
+
+def test_output_before_a_hang_or_crash_is_kept(data, how, tmp_path):
+    hang = run("import time\nprint('before the hang')\ntime.sleep(600)", data, how, tmp_path,
+               timeout_s=3)  # fmt: skip
+    assert hang.timed_out and "before the hang" in hang.output and "exec timeout" in hang.output
+    crash = run("import os, signal\nprint('before the crash')\nos.kill(os.getpid(), 9)", data,
+                how, tmp_path)  # fmt: skip
+    assert not crash.ok and "before the crash" in crash.output
+    assert crash.exit_code == -9 and "SIGKILL" in crash.output

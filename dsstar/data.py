@@ -97,6 +97,7 @@ class DataSource:
         views = self._cache_dir / "views"
         views.mkdir(exist_ok=True)
         view = Path(tempfile.mkdtemp(prefix="data-", dir=views))
+        view.chmod(0o755)  # the sandbox's unprivileged uid reads it as it is, without a copy
         try:
             skipped = build_view(self.root, view, self._cache_dir / "archives", self.limits)
         except OSError as exc:

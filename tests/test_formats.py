@@ -176,7 +176,7 @@ def test_a_script_killed_midway_keeps_the_finished_files(tmp_path):
     root = tmp_path / "mem"
     root.mkdir()
     (root / "a.txt").write_text("first\n")
-    (root / "huge.json").write_text(json.dumps([{"k": "v" * 50} for _ in range(400_000)]))
+    (root / "huge.json").write_text(json.dumps([{"k": "v" * 50} for _ in range(1_000_000)]))
     (root / "z.txt").write_text("last\n")
     source = DataSource(str(root), tmp_path / "cache")
     texts = profile_files(source.mount_dir, ["a.txt", "huge.json", "z.txt"],

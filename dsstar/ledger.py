@@ -23,6 +23,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
 from .errors import LedgerError
+from .text import for_database
 
 __all__ = ["AnswerRow", "CallRow", "Ledger", "RoundRow", "RunRow", "question_key"]
 
@@ -151,6 +152,7 @@ class Ledger:
 
     def record(self, record: dict[str, Any], rounds: list[dict], calls: list[dict]) -> None:
         """Insert or replace one run with its rounds, calls and (when there is one) answer."""
+        record, rounds, calls = for_database(record), for_database(rounds), for_database(calls)
         run_id = record["run_id"]
         with self._session() as session:
             for table in (AnswerRow, CallRow, RoundRow):

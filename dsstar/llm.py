@@ -19,6 +19,7 @@ import litellm  # noqa: E402
 
 from .errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from .settings import Settings  # noqa: E402
+from .text import clean  # noqa: E402
 
 __all__ = ["LLMConfig", "LLMReply", "Message", "complete", "config_for", "require_model"]
 
@@ -101,7 +102,8 @@ def complete(
     """Send one chat completion; raise LLMTransientError or LLMFatalError on failure."""
     kwargs: dict[str, Any] = {
         "model": config.model,
-        "messages": messages,
+        # A prompt may quote file names or data that cannot be encoded; send what can be.
+        "messages": [_clean_message(m) for m in messages],
         "timeout": config.timeout,
         "num_retries": 0,
         "max_retries": 0,
@@ -121,7 +123,9 @@ def complete(
     latency = time.perf_counter() - started
     if not getattr(response, "choices", None):  # a broken gateway reply; another try may do
         raise LLMTransientError(f"model {config.model!r} returned no choices")
-    text = response.choices[0].message.content or ""
+    # Whatever the model sent (a lone surrogate from a JSON escape, say) leaves here as valid
+    # text, so prompts built from it, storage and the ledger can always encode it.
+    text = clean(response.choices[0].message.content or "")
     usage = getattr(response, "usage", None)
     return LLMReply(
         text=text,
@@ -131,6 +135,23 @@ def complete(
         cost_usd=_cost(response),
         latency_s=round(latency, 3),
     )
+
+
+def _clean_message(message: Message) -> Message:
+    content = message.get("content")
+    return {**message, "content": clean(content)} if isinstance(content, str) else message
+
+
+def _encoding_error(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from, is a Unicode encoding error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UnicodeError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _cost(response: Any) -> float | None:
@@ -144,8 +165,10 @@ def _cost(response: Any) -> float | None:
 def _classify(exc: Exception, config: LLMConfig) -> Exception:
     status = getattr(exc, "status_code", None)
     where = f"model {config.model!r}" + (f" at {config.api_base}" if config.api_base else "")
-    text = str(getattr(exc, "message", "") or exc).strip()
+    text = clean(str(getattr(exc, "message", "") or exc)).strip()
     detail = (text.splitlines() or [type(exc).__name__])[0][:300]
+    if _encoding_error(exc):  # litellm wraps these as connection errors: no retry can help
+        return LLMFatalError(f"{where}: the request or reply could not be encoded: {detail}")
     if isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500:
         return LLMTransientError(
             f"{where}: transient failure ({status}): {detail}", status_code=status

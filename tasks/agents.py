@@ -37,6 +37,7 @@ class RunSpec:
     summarize_over_chars: int
     llm_retries: int
     llm_retry_delay: float
+    max_output_chars: int = agents.PROMPT_OUTPUT_CHARS
 
     @classmethod
     def from_settings(
@@ -58,6 +59,7 @@ class RunSpec:
             summarize_over_chars=settings.summarize_over_chars,
             llm_retries=settings.llm_retries,
             llm_retry_delay=settings.llm_retry_delay,
+            max_output_chars=settings.max_output_chars,
         )
 
 
@@ -167,7 +169,11 @@ class AgentCalls:
         self, label: str, question: str, files: list[FileInfo], plan: list[str], last_output: str
     ) -> str:
         messages = agents.planner.render_next(
-            question=question, files=files, plan=plan, last_output=last_output
+            question=question,
+            files=files,
+            plan=plan,
+            last_output=last_output,
+            max_output_chars=self.spec.max_output_chars,
         )
         return self._step(label, messages)
 
@@ -187,7 +193,11 @@ class AgentCalls:
         self, label: str, question: str, plan: list[str], script: Script
     ) -> tuple[bool, str]:
         messages = agents.verifier.render(
-            question=question, plan=plan, code=script.code, output=script.result.output
+            question=question,
+            plan=plan,
+            code=script.code,
+            output=script.result.output,
+            max_output_chars=self.spec.max_output_chars,
         )
         reply = self.ask("verifier", f"verifier {label}", messages)
         return agents.verifier.parse(reply), reply
@@ -195,8 +205,19 @@ class AgentCalls:
     def route(
         self, label: str, question: str, plan: list[str], output: str, files: list[FileInfo]
     ) -> agents.router.Route:
-        messages = agents.router.render(question=question, plan=plan, output=output, files=files)
-        return agents.router.parse(self.ask("router", f"router {label}", messages), len(plan))
+        """Ask the router; an unclear reply is asked again once, then read as Add Step."""
+        messages = agents.router.render(
+            question=question,
+            plan=plan,
+            output=output,
+            files=files,
+            max_output_chars=self.spec.max_output_chars,
+        )
+        route = agents.router.parse(self.ask("router", f"router {label}", messages), len(plan))
+        if route.clear:
+            return route
+        again = agents.router.render_again(messages, route.reply, len(plan))
+        return agents.router.parse(self.ask("router", f"router {label} #1", again), len(plan))
 
     def finalize(self, messages: list[Message]) -> str | None:
         return agents.finalyzer.parse(self.ask("finalyzer", "finalyzer", messages))

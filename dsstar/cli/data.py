@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +22,7 @@ from ._app import (
     load_settings,
     prefect_quietly,
 )
-from ._output import LiveProgress
+from ._output import LiveProgress, json_line, markup, shown
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
@@ -77,12 +76,12 @@ def describe(
     if as_json:
         keys = ("path", "format", "description", "error")
         payload = {"files": [{k: f.get(k) for k in keys} for f in files]}
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line(payload))
         return
     out = Console(soft_wrap=True)
     for f in files:
-        out.rule(f"{f['path']} ({f['format']})")
-        out.print(f["description"], markup=False, highlight=False)
+        out.rule(markup(f"{f['path']} ({f['format']})"))
+        out.print(shown(f["description"]), markup=False, highlight=False)
 
 
 @app.command()
@@ -109,7 +108,7 @@ def retrieve(
     ranking = rank(question, {f["path"]: f["description"] for f in files})[:top_k]
     if as_json:
         payload = {"files": [{"path": path, "score": score} for path, score in ranking]}
-        sys.stdout.write(json.dumps(payload) + "\n")
+        sys.stdout.write(json_line(payload))
         return
     for path, score in ranking:
-        Console(soft_wrap=True).print(f"{score:.3f}  {path}", highlight=False)
+        Console(soft_wrap=True).print(f"{score:.3f}  {shown(path)}", highlight=False, markup=False)

@@ -36,7 +36,8 @@ def question_key(question: str, guidelines: str = "") -> str:
     def norm(text: str) -> str:
         return re.sub(r"\s+", " ", text.strip().lower())
 
-    return hashlib.sha256(f"{norm(question)}\n{norm(guidelines)}".encode()).hexdigest()[:20]
+    key = f"{norm(question)}\n{norm(guidelines)}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(key).hexdigest()[:20]
 
 
 class RunRow(SQLModel, table=True):

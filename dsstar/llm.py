@@ -7,6 +7,7 @@ and fails at once on `LLMFatalError`.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -22,6 +23,8 @@ from .settings import Settings  # noqa: E402
 from .text import clean  # noqa: E402
 
 __all__ = ["LLMConfig", "LLMReply", "Message", "complete", "config_for", "require_model"]
+
+log = logging.getLogger(__name__)
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
@@ -119,6 +122,11 @@ def complete(
     try:
         response = litellm.completion(**kwargs)
     except Exception as exc:  # litellm raises a wide family; classify it once, here
+        if _encoding_error(exc, UnicodeDecodeError):
+            # The reply was not valid UTF-8. Asking again would not help, and it is no reason
+            # to stop the run: it reads as an empty reply, which every agent's parse handles.
+            log.warning("%s: the reply was not valid UTF-8; read as empty", config.model)
+            return LLMReply("", config.model, 0, 0, None, round(time.perf_counter() - started, 3))
         raise _classify(exc, config) from exc
     latency = time.perf_counter() - started
     if not getattr(response, "choices", None):  # a broken gateway reply; another try may do
@@ -142,16 +150,21 @@ def _clean_message(message: Message) -> Message:
     return {**message, "content": clean(content)} if isinstance(content, str) else message
 
 
-def _encoding_error(exc: BaseException) -> bool:
-    """Whether `exc`, or an exception it was raised from, is a Unicode encoding error."""
+def _encoding_error(exc: BaseException, kind: type[UnicodeError] = UnicodeError) -> bool:
+    """Whether `exc`, an exception it was raised from, or its message is a Unicode error.
+    (litellm re-raises some as its own errors with the original only in the message.)"""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, UnicodeError):
+        if isinstance(current, kind):
             return True
         seen.add(id(current))
         current = current.__cause__ or current.__context__
-    return False
+    words = {
+        UnicodeDecodeError: ("codec can't decode",),
+        UnicodeEncodeError: ("codec can't encode",),
+    }.get(kind, ("codec can't decode", "codec can't encode"))
+    return any(word in str(exc) for word in words)
 
 
 def _cost(response: Any) -> float | None:

@@ -53,7 +53,9 @@ def render(template: str, **variables: Any) -> list[Message]:
 
 def prompt_hash(messages: list[Message]) -> str:
     """A stable fingerprint of a request, part of every LLM cache key."""
-    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()
+    # surrogatepass: a lone surrogate still hashes (valid text hashes as plain UTF-8).
+    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False)
+    blob = blob.encode("utf-8", "surrogatepass")
     return hashlib.sha256(blob).hexdigest()[:16]
 
 

@@ -14,6 +14,7 @@ from dsstar.errors import AgentError
 from dsstar.llm import Message, config_for
 from dsstar.sandbox import ExecResult
 from dsstar.settings import AGENTS, Settings
+from dsstar.text import clean
 
 from ._common import result_storage
 from .execute import execute
@@ -99,6 +100,7 @@ class AgentCalls:
     # -- the model and the sandbox ---------------------------------------------------------
 
     def ask(self, agent: str, label: str, messages: list[Message]) -> str:
+        label = clean(label)  # it names a task run; a file name in it may not be valid UTF-8
         progress.emit("llm", agent=agent, label=label)
         reply = self._ask(
             label=label,
@@ -114,6 +116,7 @@ class AgentCalls:
     def execute(self, label: str, code: str | None) -> ExecResult:
         if code is None:
             return _NO_CODE
+        label = clean(label)
         progress.emit("execute", label=label)
         return ExecResult.from_dict(
             self._execute(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ def stored(env: dict, run_id: str) -> Path:
     return Path(env["DSSTAR_STORAGE"]) / "runs" / run_id
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
+def cli(*args: str | bytes) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True,
@@ -73,7 +74,8 @@ def test_an_empty_answer_fails_with_a_reason_and_exit_1(env, llm, sales):
     llm.script("coder", fence(LOAD))
     llm.script("verifier", "Yes")
     llm.script("finalyzer", fence("import sys\nprint('   ', file=sys.stderr)\nprint()"))
-    done = cli("run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "t-e")
+    question = QUESTION.encode() + b" \xff"  # an argument that is not valid UTF-8
+    done = cli("run", "--data", str(sales), "--question", question, "--json", "--run-id", "t-e")
 
     assert done.returncode == 1, done.stderr
     result = json.loads(done.stdout)
@@ -81,6 +83,11 @@ def test_an_empty_answer_fails_with_a_reason_and_exit_1(env, llm, sales):
     assert "printed nothing" in result["error"]
     run = json.loads((stored(env, "t-e") / "run.json").read_text())
     assert run["status"] == "failed" and "printed nothing" in run["error"]
+    assert run["question"] == QUESTION + " \ufffd"
+    odd = os.fsencode(sales) + b"-\xff"
+    shutil.copytree(sales, os.fsdecode(odd))
+    bad_data = cli("run", "--data", odd, "--question", QUESTION)
+    assert bad_data.returncode == 2 and b"not valid UTF-8" in bad_data.stderr
 
 
 def test_an_unclear_router_reply_is_asked_once_more(env, llm, sales):

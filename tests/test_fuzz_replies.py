@@ -181,7 +181,7 @@ RUN_REPLIES = st.fixed_dictionaries(
 )
 FILE_NAME = st.binary(min_size=1, max_size=12).filter(lambda b: b"/" not in b and b"\x00" not in b)
 
-RUNS = {"count": 0, "statuses": {}}
+RUNS = {"count": 0, "replies": 0}
 
 
 def _responder(replies: list[str]):
@@ -243,8 +243,9 @@ def test_fuzzed_runs_end_cleanly(env, llm, tmp_path, replies, name, content) -> 
         if path.is_file():
             path.read_bytes().decode("utf-8")  # every stored object is valid UTF-8
     json.dumps(record, ensure_ascii=False).encode("utf-8")
-    RUNS["statuses"][record["status"]] = RUNS["statuses"].get(record["status"], 0) + 1
-    print(f"\n{run_id}: {record['status']} {str(record.get('error') or '')[:100]!r}")
+    RUNS["replies"] += len(llm.requests)
+    error = str(record.get("error") or "")[:100]
+    print(f"\n{run_id}: {record['status']} after {RUNS['replies']} fuzzed replies {error!r}")
 
 
 def test_prompt_output_default_matches_the_setting() -> None:

@@ -33,6 +33,7 @@ _WRONG = re.compile(
 _NEGATED_BEFORE = re.compile(r"(?:\bnot|n['\u2019]t|\bnever|\bno)\s+(?:\w+\s+){0,2}$", re.I)
 _ADD = re.compile(r"\badd(?:ing)?\s+(?:a\s+|an\s+|another\s+|new\s+|one\s+more\s+)*step\b", re.I)
 _BARE = re.compile(r"(?:step\s*#?\s*)?(\d+)", re.I)
+_SCAN_CHARS = 20_000
 _DECORATION = "\"'`*_#>.,:;!?()[]{}- \t\r\n"
 
 
@@ -73,14 +74,16 @@ def render_again(messages: list[Message], reply: str, plan_length: int) -> list[
 def parse(text: str, plan_length: int) -> Route:
     """The decision in `text` (see the module docstring); never raises."""
     reply = (text or "").strip()
+    # A decision is short; a long reply (reasoning first) is read at its head and its tail.
+    scanned = clip(reply, _SCAN_CHARS)
     wrong = [
         int(m.group("n"))
-        for m in _WRONG.finditer(reply)
-        if not (m.group("nt") or m.group("neg") or _negated(reply, m.start()))
+        for m in _WRONG.finditer(scanned)
+        if not (m.group("nt") or m.group("neg") or _negated(scanned, m.start()))
     ]
     if wrong:  # with several, the first wrong step of the plan is the one to go back to
         return _backtrack(min(wrong), reply, plan_length)
-    if any(not _negated(reply, m.start()) for m in _ADD.finditer(reply)):
+    if any(not _negated(scanned, m.start()) for m in _ADD.finditer(scanned)):
         return Route(None, reply)
     bare = _BARE.fullmatch(reply.strip(_DECORATION))
     if bare:

@@ -31,5 +31,5 @@ def render(
 
 def parse(text: str) -> bool:
     """True only when the first word is yes (any case or punctuation); anything else is No."""
-    words = re.findall(r"[A-Za-z]+", text or "")
-    return bool(words) and words[0].lower() == "yes"
+    first = re.search(r"[A-Za-z]+", text or "")
+    return bool(first) and first.group().lower() == "yes"

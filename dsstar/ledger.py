@@ -23,6 +23,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
 from .errors import LedgerError
+from .text import for_database
 
 __all__ = ["AnswerRow", "CallRow", "Ledger", "RoundRow", "RunRow", "question_key"]
 
@@ -35,7 +36,8 @@ def question_key(question: str, guidelines: str = "") -> str:
     def norm(text: str) -> str:
         return re.sub(r"\s+", " ", text.strip().lower())
 
-    return hashlib.sha256(f"{norm(question)}\n{norm(guidelines)}".encode()).hexdigest()[:20]
+    key = f"{norm(question)}\n{norm(guidelines)}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(key).hexdigest()[:20]
 
 
 class RunRow(SQLModel, table=True):
@@ -151,6 +153,7 @@ class Ledger:
 
     def record(self, record: dict[str, Any], rounds: list[dict], calls: list[dict]) -> None:
         """Insert or replace one run with its rounds, calls and (when there is one) answer."""
+        record, rounds, calls = for_database(record), for_database(rounds), for_database(calls)
         run_id = record["run_id"]
         with self._session() as session:
             for table in (AnswerRow, CallRow, RoundRow):

@@ -7,6 +7,7 @@ and fails at once on `LLMFatalError`.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -19,6 +20,7 @@ import litellm  # noqa: E402
 
 from .errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from .settings import Settings  # noqa: E402
+from .text import clean  # noqa: E402
 
 __all__ = [
     "LLMConfig",
@@ -29,6 +31,8 @@ __all__ = [
     "embed",
     "require_model",
 ]
+
+log = logging.getLogger(__name__)
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
@@ -109,7 +113,8 @@ def complete(
     """Send one chat completion; raise LLMTransientError or LLMFatalError on failure."""
     kwargs: dict[str, Any] = {
         "model": config.model,
-        "messages": messages,
+        # A prompt may quote file names or data that cannot be encoded; send what can be.
+        "messages": [_clean_message(m) for m in messages],
         "timeout": config.timeout,
         "num_retries": 0,
         "max_retries": 0,
@@ -125,11 +130,18 @@ def complete(
     try:
         response = litellm.completion(**kwargs)
     except Exception as exc:  # litellm raises a wide family; classify it once, here
+        if _encoding_error(exc, UnicodeDecodeError):
+            # The reply was not valid UTF-8. Asking again would not help, and it is no reason
+            # to stop the run: it reads as an empty reply, which every agent's parse handles.
+            log.warning("%s: the reply was not valid UTF-8; read as empty", config.model)
+            return LLMReply("", config.model, 0, 0, None, round(time.perf_counter() - started, 3))
         raise _classify(exc, config) from exc
     latency = time.perf_counter() - started
     if not getattr(response, "choices", None):  # a broken gateway reply; another try may do
         raise LLMTransientError(f"model {config.model!r} returned no choices")
-    text = response.choices[0].message.content or ""
+    # Whatever the model sent (a lone surrogate from a JSON escape, say) leaves here as valid
+    # text, so prompts built from it, storage and the ledger can always encode it.
+    text = clean(response.choices[0].message.content or "")
     usage = getattr(response, "usage", None)
     return LLMReply(
         text=text,
@@ -188,6 +200,28 @@ def _field(item: Any, name: str) -> Any:
     return item[name] if isinstance(item, dict) else getattr(item, name)
 
 
+def _clean_message(message: Message) -> Message:
+    content = message.get("content")
+    return {**message, "content": clean(content)} if isinstance(content, str) else message
+
+
+def _encoding_error(exc: BaseException, kind: type[UnicodeError] = UnicodeError) -> bool:
+    """Whether `exc`, an exception it was raised from, or its message is a Unicode error.
+    (litellm re-raises some as its own errors with the original only in the message.)"""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    words = {
+        UnicodeDecodeError: ("codec can't decode",),
+        UnicodeEncodeError: ("codec can't encode",),
+    }.get(kind, ("codec can't decode", "codec can't encode"))
+    return any(word in str(exc) for word in words)
+
+
 def _cost(response: Any) -> float | None:
     """The reply's price in USD, or None when litellm does not know the model's price."""
     try:
@@ -199,8 +233,10 @@ def _cost(response: Any) -> float | None:
 def _classify(exc: Exception, config: LLMConfig) -> Exception:
     status = getattr(exc, "status_code", None)
     where = f"model {config.model!r}" + (f" at {config.api_base}" if config.api_base else "")
-    text = str(getattr(exc, "message", "") or exc).strip()
+    text = clean(str(getattr(exc, "message", "") or exc)).strip()
     detail = (text.splitlines() or [type(exc).__name__])[0][:300]
+    if _encoding_error(exc):  # litellm wraps these as connection errors: no retry can help
+        return LLMFatalError(f"{where}: the request or reply could not be encoded: {detail}")
     if isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500:
         return LLMTransientError(
             f"{where}: transient failure ({status}): {detail}", status_code=status

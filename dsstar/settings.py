@@ -86,6 +86,12 @@ class Settings(BaseSettings):
     max_description_chars: int = Field(
         6000, ge=200, description="Longer file descriptions are cut to this many characters."
     )
+    max_output_chars: int = Field(
+        8000,
+        ge=200,
+        description="Script output shown to an agent (verifier, router, planner, finalyzer) is"
+        " cut to this many characters: the head and the tail are kept, with a marker between.",
+    )
 
     exec_timeout: float = Field(120.0, gt=0, description="Wall-clock seconds one script may run.")
     exec_memory_mb: int = Field(

@@ -22,6 +22,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from .errors import StorageError, UsageError
+from .text import clean, clean_deep
 
 __all__ = ["Store", "analysis_key", "check_run_id", "new_run_id", "round_key"]
 
@@ -91,18 +92,22 @@ class Store:
         return f"{self.url.rstrip('/')}/{key}" if key else self.url
 
     def write_text(self, key: str, text: str) -> str:
+        """Store `text` as UTF-8; what cannot be encoded (lone surrogates) is replaced."""
         try:
-            self.fs.pipe_file(self._path(key), text.encode("utf-8"))
+            self.fs.pipe_file(self._path(key), clean(text).encode("utf-8"))
         except Exception as exc:  # fsspec backends raise their own families (OSError, botocore...)
             raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
         return self.uri(key)
 
     def write_json(self, key: str, data: Any) -> str:
-        return self.write_text(key, json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        """Store `data` as JSON; every string in it is made valid text first."""
+        blob = json.dumps(clean_deep(data), indent=2, ensure_ascii=False, default=str)
+        return self.write_text(key, blob)
 
     def read_text(self, key: str) -> str:
+        """The text stored at `key`; bytes that are not UTF-8 are read as U+FFFD."""
         try:
-            return self.fs.cat_file(self._path(key)).decode("utf-8")
+            return self.fs.cat_file(self._path(key)).decode("utf-8", errors="replace")
         except FileNotFoundError:
             raise
         except Exception as exc:

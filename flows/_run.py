@@ -178,6 +178,9 @@ class Run:
         if answer is None:
             status = "failed"
             self.note(error="the final script did not run: " + final.result.output[-500:])
+        elif not answer:  # an empty answer is never verified, whatever the verifier said
+            status, answer = "failed", None
+            self.note(error="the final script printed nothing: there is no answer")
         notebook = build_notebook(
             question=self.record["question"],
             rounds=self.rounds,

@@ -145,13 +145,14 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
         number, route_label = number + 1, route.label
         run.open_round(number, route)
         label = f"r{number:02d}"
+        # The next step is planned from the last result, also when step 1 was wrong and the
+        # plan is now empty (Algorithm 1: the planner always sees r).
+        step = calls.plan_next(label, question, context, plan, script.result.output)
         if plan:
-            step = calls.plan_next(label, question, context, plan, script.result.output)
             request = agents.coder.render_next(
                 question=question, files=context, plan=[*plan, step], base_code=base_code
             )
-        else:  # step 1 was wrong: start afresh, as in round 0
-            step = calls.plan_first(label, question, context, previous_plan=[])
+        else:  # a new first step: a script from scratch, as in round 0
             request = agents.coder.render_initial(question=question, files=context, step=step)
         plan = [*plan, step]
         code = calls.code(label, request)
@@ -170,8 +171,8 @@ def try_previous_solution(
     it ran and was accepted (it is then round 00 of this run), else None."""
     result = calls.execute("execute reuse", previous.solution)
     script = Script(code=previous.solution or "", result=result)
-    if not result.ok:
-        run.record_reuse_attempt(script, False, "(not asked: the solution failed to run)")
+    if not result.ok or not result.stdout.strip():
+        run.record_reuse_attempt(script, False, "(not asked: it failed or printed nothing)")
         return None
     sufficient, reply = calls.verify("reuse", question, previous.plan, script)
     if not sufficient:
@@ -261,5 +262,6 @@ def finalize(
         plan=plan,
         code=script.code,
         output=script.result.output,
+        max_output_chars=calls.spec.max_output_chars,
     )
     return calls.run_with_repair("final", calls.finalize(messages), fix)

@@ -40,8 +40,8 @@ def result_storage(storage_url: str) -> WritableFileSystem:
 
 def digest(*parts: Any) -> str:
     """A short stable hash of JSON-safe values."""
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:20]
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 def key_part(text: str) -> str:

@@ -14,6 +14,7 @@ from dsstar.errors import AgentError
 from dsstar.llm import Message, config_for
 from dsstar.sandbox import ExecResult
 from dsstar.settings import AGENTS, Settings
+from dsstar.text import clean
 
 from ._common import result_storage
 from .execute import execute
@@ -37,6 +38,7 @@ class RunSpec:
     summarize_over_chars: int
     llm_retries: int
     llm_retry_delay: float
+    max_output_chars: int = agents.PROMPT_OUTPUT_CHARS
 
     @classmethod
     def from_settings(
@@ -62,6 +64,7 @@ class RunSpec:
             summarize_over_chars=settings.summarize_over_chars,
             llm_retries=settings.llm_retries,
             llm_retry_delay=settings.llm_retry_delay,
+            max_output_chars=settings.max_output_chars,
         )
 
 
@@ -101,6 +104,7 @@ class AgentCalls:
     # -- the model and the sandbox ---------------------------------------------------------
 
     def ask(self, agent: str, label: str, messages: list[Message]) -> str:
+        label = clean(label)  # it names a task run; a file name in it may not be valid UTF-8
         progress.emit("llm", agent=agent, label=label)
         reply = self._ask(
             label=label,
@@ -116,6 +120,7 @@ class AgentCalls:
     def execute(self, label: str, code: str | None) -> ExecResult:
         if code is None:
             return _NO_CODE
+        label = clean(label)
         progress.emit("execute", label=label)
         return ExecResult.from_dict(
             self._execute(
@@ -171,7 +176,11 @@ class AgentCalls:
         self, label: str, question: str, files: list[FileInfo], plan: list[str], last_output: str
     ) -> str:
         messages = agents.planner.render_next(
-            question=question, files=files, plan=plan, last_output=last_output
+            question=question,
+            files=files,
+            plan=plan,
+            last_output=last_output,
+            max_output_chars=self.spec.max_output_chars,
         )
         return self._step(label, messages)
 
@@ -191,7 +200,11 @@ class AgentCalls:
         self, label: str, question: str, plan: list[str], script: Script
     ) -> tuple[bool, str]:
         messages = agents.verifier.render(
-            question=question, plan=plan, code=script.code, output=script.result.output
+            question=question,
+            plan=plan,
+            code=script.code,
+            output=script.result.output,
+            max_output_chars=self.spec.max_output_chars,
         )
         reply = self.ask("verifier", f"verifier {label}", messages)
         return agents.verifier.parse(reply), reply
@@ -199,8 +212,19 @@ class AgentCalls:
     def route(
         self, label: str, question: str, plan: list[str], output: str, files: list[FileInfo]
     ) -> agents.router.Route:
-        messages = agents.router.render(question=question, plan=plan, output=output, files=files)
-        return agents.router.parse(self.ask("router", f"router {label}", messages), len(plan))
+        """Ask the router; an unclear reply is asked again once, then read as Add Step."""
+        messages = agents.router.render(
+            question=question,
+            plan=plan,
+            output=output,
+            files=files,
+            max_output_chars=self.spec.max_output_chars,
+        )
+        route = agents.router.parse(self.ask("router", f"router {label}", messages), len(plan))
+        if route.clear:
+            return route
+        again = agents.router.render_again(messages, route.reply, len(plan))
+        return agents.router.parse(self.ask("router", f"router {label} #1", again), len(plan))
 
     def finalize(self, messages: list[Message]) -> str | None:
         return agents.finalyzer.parse(self.ask("finalyzer", "finalyzer", messages))

@@ -7,9 +7,11 @@ from typing import Any
 
 from prefect import task
 from prefect.context import TaskRunContext
+from prefect.runtime import task_run
 
 from dsstar import agents
 from dsstar.profiler import ProfileLimits, profile_files
+from dsstar.text import clean
 
 from ._common import digest
 from .agents import AgentCalls, RunSpec
@@ -41,9 +43,14 @@ def _profile(path: str, spec: dict[str, Any]) -> str:
     return texts[path]
 
 
+def _run_name() -> str:
+    # A file name that is not valid UTF-8 would make Prefect drop the task run's events.
+    return "analyze " + clean(task_run.parameters["file"]["path"])
+
+
 @task(
     name="analyze",
-    task_run_name="analyze {file[path]}",
+    task_run_name=_run_name,
     cache_key_fn=_cache_key,
     persist_result=True,
     result_serializer="json",

@@ -11,6 +11,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.storage import Store
+from dsstar.text import clean, clean_deep
 
 from ._common import artifact_key, is_storage_error
 
@@ -49,7 +50,7 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
     )
     create_markdown_artifact(
         key=artifact_key(f"{run_id}-round-{item['number']:02d}"),
-        markdown=markdown,
+        markdown=clean(markdown),
         description=f"DS-STAR {run_id} round {item['number']:02d}",
     )
 
@@ -70,7 +71,7 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
     ]
     create_table_artifact(
         key=artifact_key(f"{run_id}-rounds"),
-        table=table,
+        table=clean_deep(table),
         description=f"DS-STAR {run_id}: every round",
     )
 
@@ -84,7 +85,7 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
     links = "\n".join(f"- {name}: `{uri}`" for name, uri in uris.items())
     create_markdown_artifact(
         key=artifact_key(f"{run_id}-answer"),
-        markdown=(
+        markdown=clean(
             f"### {record['question']}\n\n**Status:** {record['status']}  \n"
             f"**Answer:** {record.get('answer')}\n\n"
             f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"

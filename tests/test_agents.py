@@ -88,6 +88,14 @@ CASES: dict[str, tuple[Callable[[], list[dict[str, str]]], list[str]]] = {
         [QUESTION, OUTPUT, *NUMBERED_PLAN, *FILE_TEXTS],
     ),
     "judge": (lambda: judge.render(answer=OUTPUT, truth=QUESTION), [OUTPUT, QUESTION]),
+    "router_again": (
+        lambda: router.render_again(
+            router.render(question=QUESTION, plan=PLAN, output=OUTPUT, files=FILES),
+            "Hmm, hard to say.",
+            3,
+        )[-1:],
+        ["Add Step", "Step N is wrong!", "between 1 and 3"],
+    ),
     "summarizer": (lambda: summarizer.render(error=ERROR), [ERROR]),
     "verifier": (
         lambda: verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),
@@ -125,7 +133,7 @@ def test_empty_inputs_render_placeholders() -> None:
     assert "(no file descriptions are available)" in first
     assert "A plan that answered" not in first
     nxt = planner.render_next(question=QUESTION, files=FILES, plan=[], last_output="")
-    assert "(empty: a previous attempt was discarded" in nxt[0]["content"]
+    assert "new FIRST step" in nxt[0]["content"] and "Plan so far" not in nxt[0]["content"]
     scratch = coder.render_next(question=QUESTION, files=FILES, plan=PLAN, base_code="")
     assert "(none yet: write the script from scratch)" in scratch[0]["content"]
     final = finalyzer.render(
@@ -281,3 +289,144 @@ def test_prompt_hash_is_stable_and_content_sensitive() -> None:
 def test_router_prefers_an_explicit_wrong_step_over_other_wording():
     assert router.parse("Step 2 is wrong! Rather than add a step, fix the join.", 3).wrong_step == 2
     assert router.parse("Add a step; step 2 looks fine.", 3).wrong_step is None
+
+
+# -- the router, as the paper means it ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Step 1 is fine, add step",
+        "Step 2 is correct.\n\nAdd Step",
+        "Step 2 is not wrong, add step",
+        "Step 1 and step 2 are correct. Add Step",
+        "Step 2 isn't wrong, add step",
+        "Step 2 isn\u2019t wrong. Add a step.",
+        "Step 3 is NOT incorrect; add another step",
+        "I don't think step 2 is wrong. Add Step",
+        "**Add Step** (step 1 looks good)",
+        "Add Step 3 to the plan",
+    ],
+)
+def test_router_reads_add_step_sentences(reply: str) -> None:
+    route = router.parse(reply, plan_length=3)
+    assert route.wrong_step is None and route.clear and route.label == "Add Step"
+
+
+@pytest.mark.parametrize(
+    ("reply", "wrong_step"),
+    [
+        ("Step 2 is wrong!", 2),
+        ("Step 2 is incorrect.", 2),
+        ("step #3 was wrong", 3),
+        ("**Step 2 is wrong!**", 2),
+        ("Step 1 is fine but step 2 is wrong. Add step after fixing it.", 2),
+        ("Step 3 is wrong, and step 2 is also wrong", 2),
+        ("Step 2: wrong", 2),
+        ("Step 2", 2),
+        ("2", 2),
+        ("**Step 3.**", 3),
+        ("`Step 1`", 1),
+        ("  step 2 \n", 2),
+        ("Step 7 is wrong!", None),  # outside the plan
+        ("Step 0", None),
+    ],
+)
+def test_router_reads_backtracks(reply: str, wrong_step: int | None) -> None:
+    route = router.parse(reply, plan_length=3)
+    assert route.wrong_step == wrong_step and route.clear
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "Maybe",
+        "I think step 2 needs another look",
+        "Step 2 is fine.",
+        "The wrong step is the second.",
+        "Do not add a step.",
+        "Step 2 and 3",
+        "\ud800",
+    ],
+)
+def test_router_unclear_replies_are_flagged(reply: str) -> None:
+    route = router.parse(reply, plan_length=3)
+    assert route.wrong_step is None and not route.clear and route.label == "Add Step"
+
+
+def test_router_asks_again_with_the_unclear_reply_and_a_reminder() -> None:
+    first = router.render(question=QUESTION, plan=PLAN, output=OUTPUT, files=FILES)
+    again = router.render_again(first, "Hmm, hard to say.", len(PLAN))
+    assert again[: len(first)] == first
+    assert again[len(first)] == {"role": "assistant", "content": "Hmm, hard to say."}
+    assert again[-1]["role"] == "user" and "Step N is wrong!" in again[-1]["content"]
+
+
+# -- step 1 wrong: planned from the last result --------------------------------------------------
+
+
+def test_a_new_first_step_is_planned_from_the_last_result() -> None:
+    text = planner.render_next(
+        question=QUESTION, files=FILES, plan=[], last_output="KeyError: 'Revenue'"
+    )[0]["content"]
+    assert "KeyError: 'Revenue'" in text and "new FIRST step" in text
+    assert "1. " not in text  # no plan is shown
+
+
+# -- bounded prompts --------------------------------------------------------------------------
+
+MEGABYTE = "o" * 500_000 + "\n" + "t" * 500_000
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda out, n: verifier.render(
+            question=QUESTION, plan=PLAN, code=CODE, output=out, max_output_chars=n
+        ),
+        lambda out, n: router.render(
+            question=QUESTION, plan=PLAN, output=out, files=FILES, max_output_chars=n
+        ),
+        lambda out, n: planner.render_next(
+            question=QUESTION, files=FILES, plan=PLAN, last_output=out, max_output_chars=n
+        ),
+        lambda out, n: finalyzer.render(
+            question=QUESTION,
+            guidelines="",
+            files=FILES,
+            plan=PLAN,
+            code=CODE,
+            output=out,
+            max_output_chars=n,
+        ),  # fmt: skip
+    ],
+    ids=["verifier", "router", "planner_next", "finalyzer"],
+)
+def test_megabyte_outputs_are_cut_to_the_setting(build: Callable[..., list]) -> None:
+    for limit in (1000, 8000):
+        text = build(MEGABYTE, limit)[0]["content"]
+        assert "characters left out" in text
+        assert text.count("o") >= limit // 3 and "ttt" in text  # head and tail both kept
+        assert len(text) < limit + 3000
+
+
+def test_every_prompt_is_bounded_whatever_the_replies() -> None:
+    huge_code = "x = 1\n" * 200_000
+    huge = [
+        coder.render_next(question=QUESTION, files=FILES, plan=PLAN, base_code=huge_code),
+        debugger.render_solution(question=QUESTION, code=huge_code, error=MEGABYTE, files=FILES),
+        debugger.render_analyzer(path="data/a.csv", code=huge_code, error=MEGABYTE),
+        summarizer.render(error=MEGABYTE),
+        verifier.render(question=QUESTION, plan=PLAN, code=huge_code, output=MEGABYTE),
+    ]
+    for messages in huge:
+        assert len(messages[0]["content"]) < 70_000
+    assert len(planner.parse("Load the file. " * 100_000) or "") < 2100
+
+
+def test_prompt_hash_accepts_lone_surrogates() -> None:
+    assert prompt_hash([{"role": "user", "content": "a\ud800b"}]) != prompt_hash(
+        [{"role": "user", "content": "a\ufffdb"}]
+    )

@@ -181,6 +181,7 @@ def test_step_one_wrong_restarts_the_plan(env, llm, sales):
     assert result["plan"] == ["Compute revenue per region with managers."]
     restart = text_of(llm.calls("planner")[1])
     assert "FIRST step" in restart and "Average the unit prices" not in restart
+    assert "unit prices" in restart  # planned from the last result, as in Algorithm 1
     assert "print('unit prices')" not in text_of(llm.calls("coder")[1])
 
 

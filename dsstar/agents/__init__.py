@@ -2,9 +2,10 @@
 `prompts/`, `parse(text)` turns any reply, however malformed, into a defined result."""
 
 from . import analyzer, coder, debugger, finalyzer, planner, router, summarizer, verifier
-from ._base import FileInfo, clip, extract_code, prompt_hash, render
+from ._base import PROMPT_OUTPUT_CHARS, FileInfo, clip, extract_code, prompt_hash, render
 
 __all__ = [
+    "PROMPT_OUTPUT_CHARS",
     "FileInfo",
     "analyzer",
     "clip",

@@ -17,7 +17,12 @@ from ..llm import Message
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 # Output shown to an agent is clipped: the head says what ran, the tail holds the traceback.
+# (The default of the max_output_chars setting.)
 PROMPT_OUTPUT_CHARS = 8000
+# Code quoted in a prompt: far above any real script, but a runaway reply stays bounded.
+PROMPT_CODE_CHARS = 40_000
+# A plan step is one or two sentences; a longer reply is cut before it enters every prompt.
+PLAN_STEP_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,9 @@ def render(template: str, **variables: Any) -> list[Message]:
 
 def prompt_hash(messages: list[Message]) -> str:
     """A stable fingerprint of a request, part of every LLM cache key."""
-    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()
+    # surrogatepass: a lone surrogate still hashes (valid text hashes as plain UTF-8).
+    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False)
+    blob = blob.encode("utf-8", "surrogatepass")
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -56,6 +63,8 @@ def clip(text: str, limit: int = PROMPT_OUTPUT_CHARS) -> str:
     """Keep the head and the tail of a long text, saying how much was left out."""
     if len(text) <= limit:
         return text
+    if limit <= 0:
+        return f"[{len(text)} characters left out]"
     head = limit * 2 // 5
     tail = limit - head
     return f"{text[:head]}\n... [{len(text) - limit} characters left out] ...\n{text[-tail:]}"

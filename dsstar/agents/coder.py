@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import FileInfo, extract_code
+from ._base import PROMPT_CODE_CHARS, FileInfo, clip, extract_code
 from ._base import render as _render
 
 __all__ = ["parse", "render_initial", "render_next"]
@@ -18,7 +18,13 @@ def render_next(
     *, question: str, files: list[FileInfo], plan: list[str], base_code: str
 ) -> list[Message]:
     """Ask for a full script implementing the whole plan, extending `base_code`."""
-    return _render("coder_next", question=question, files=files, plan=plan, base_code=base_code)
+    return _render(
+        "coder_next",
+        question=question,
+        files=files,
+        plan=plan,
+        base_code=clip(base_code, PROMPT_CODE_CHARS),
+    )
 
 
 def parse(text: str) -> str | None:

@@ -5,7 +5,7 @@ sheet names, table schemas)."""
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import FileInfo, clip, extract_code
+from ._base import PROMPT_CODE_CHARS, FileInfo, clip, extract_code
 from ._base import render as _render
 
 __all__ = ["parse", "render_analyzer", "render_solution"]
@@ -13,7 +13,9 @@ __all__ = ["parse", "render_analyzer", "render_solution"]
 
 def render_analyzer(*, path: str, code: str, error: str) -> list[Message]:
     """Ask for a repaired description script."""
-    return _render("debugger_analyzer", path=path, code=code, error=clip(error))
+    return _render(
+        "debugger_analyzer", path=path, code=clip(code, PROMPT_CODE_CHARS), error=clip(error)
+    )
 
 
 def render_solution(
@@ -21,7 +23,11 @@ def render_solution(
 ) -> list[Message]:
     """Ask for a repaired solution script."""
     return _render(
-        "debugger_solution", question=question, code=code, error=clip(error), files=files
+        "debugger_solution",
+        question=question,
+        code=clip(code, PROMPT_CODE_CHARS),
+        error=clip(error),
+        files=files,
     )
 
 

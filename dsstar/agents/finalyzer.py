@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import FileInfo, clip, extract_code
+from ._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip, extract_code
 from ._base import render as _render
 
 __all__ = ["parse", "render"]
@@ -17,6 +17,7 @@ def render(
     plan: list[str],
     code: str,
     output: str,
+    max_output_chars: int = PROMPT_OUTPUT_CHARS,
 ) -> list[Message]:
     """Ask for the final script that prints only the answer, following `guidelines`."""
     return _render(
@@ -25,8 +26,8 @@ def render(
         guidelines=guidelines,
         files=files,
         plan=plan,
-        code=code,
-        output=clip(output),
+        code=clip(code, PROMPT_CODE_CHARS),
+        output=clip(output, max_output_chars),
     )
 
 

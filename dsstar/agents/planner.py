@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..llm import Message
-from ._base import FileInfo, clip
+from ._base import PLAN_STEP_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
 from ._base import render as _render
 
 __all__ = ["parse", "render_initial", "render_next"]
@@ -21,16 +21,29 @@ def render_initial(
 
 
 def render_next(
-    *, question: str, files: list[FileInfo], plan: list[str], last_output: str
+    *,
+    question: str,
+    files: list[FileInfo],
+    plan: list[str],
+    last_output: str,
+    max_output_chars: int = PROMPT_OUTPUT_CHARS,
 ) -> list[Message]:
-    """Ask for the one step that best moves the plan forward, given the last execution result."""
+    """Ask for the one step that best moves the plan forward, given the last execution result.
+
+    With an empty plan (step 1 was judged wrong and dropped) this asks for a new first step,
+    still conditioned on the last result, as in Algorithm 1 of the paper."""
     return _render(
-        "planner_next", question=question, files=files, plan=plan, last_output=clip(last_output)
+        "planner_next",
+        question=question,
+        files=files,
+        plan=plan,
+        last_output=clip(last_output, max_output_chars),
     )
 
 
 def parse(text: str) -> str | None:
-    """The step text without list markers or a "Step N:" prefix; None when empty."""
+    """The step text without list markers or a "Step N:" prefix, cut to a bounded length;
+    None when empty."""
     step = (text or "").strip().strip("`").strip()
     step = _LEAD.sub("", step, count=1).strip()
-    return step or None
+    return clip(step, PLAN_STEP_CHARS) or None

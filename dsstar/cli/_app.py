@@ -58,9 +58,13 @@ def load_settings(**flags: Any) -> Settings:
 
 def fail_usage(message: str, as_json: bool = False) -> NoReturn:
     """Report a usage error (on stdout too, as {"error": ...}, under --json) and exit 2."""
-    err.print(f"[red]error:[/red] {message}", highlight=False)
+    from rich.markup import escape
+
+    from ..text import clean, for_terminal
+
+    err.print(f"[red]error:[/red] {escape(for_terminal(message))}", highlight=False)
     if as_json:
-        sys.stdout.write(json.dumps({"error": message}) + "\n")
+        sys.stdout.write(json.dumps({"error": clean(message)}) + "\n")
     raise typer.Exit(EXIT_USAGE)
 
 

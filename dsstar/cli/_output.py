@@ -1,4 +1,9 @@
-"""How commands report: the result of a run, and the live progress line."""
+"""How commands report: the result of a run, and the live progress line.
+
+Everything shown comes from outside (answers, errors, file names, model replies), so it goes
+through `shown` (or `markup`, where rich markup surrounds it): escape and control sequences
+never reach the terminal raw. JSON output stays exact and valid (only made encodable).
+"""
 
 from __future__ import annotations
 
@@ -8,30 +13,51 @@ import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
+from ..text import clean_deep, for_terminal
 from ._app import (
     err,
     money,
 )
 
+__all__ = ["LiveProgress", "json_line", "markup", "report", "shown"]
+
+
+def shown(value: Any) -> str:
+    """`value` as text that is safe to print (no escape or control sequences)."""
+    return for_terminal(value)
+
+
+def markup(value: Any) -> str:
+    """`value` safe to print and to embed in rich markup (brackets escaped)."""
+    return escape(for_terminal(value))
+
+
+def json_line(data: Any) -> str:
+    """One line of JSON that can always be encoded (lone surrogates replaced)."""
+    return json.dumps(clean_deep(data), ensure_ascii=False, default=str) + "\n"
+
 
 def report(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line(result))
         return
     out = Console(soft_wrap=True)
     colour = {"verified": "green", "max_rounds": "yellow"}.get(result["status"], "red")
     err.print(
-        f"[{colour}]{result['status']}[/{colour}] · run {result['run_id']} · {result['rounds']}"
-        f" rounds · {result['llm_calls']} LLM calls · {result['input_tokens']}+"
-        f"{result['output_tokens']} tokens · cost {money(result['cost_usd'])}",
+        f"[{colour}]{markup(result['status'])}[/{colour}] · run {markup(result['run_id'])} ·"
+        f" {result['rounds']} rounds · {result['llm_calls']} LLM calls ·"
+        f" {result['input_tokens']}+{result['output_tokens']} tokens ·"
+        f" cost {money(result['cost_usd'])}",
         highlight=False,
     )
     if result.get("error"):
-        err.print(f"[red]error:[/red] {result['error']}", highlight=False)
-    err.print(f"artifacts: {result['artifacts_uri']}", highlight=False)
+        err.print(f"[red]error:[/red] {markup(result['error'])}", highlight=False)
+    err.print(f"artifacts: {markup(result['artifacts_uri'])}", highlight=False)
     if result.get("answer") is not None:
-        out.print(result["answer"], highlight=False, markup=False)
+        out.print(shown(result["answer"]), highlight=False, markup=False)
 
 
 class LiveProgress:
@@ -69,10 +95,13 @@ class LiveProgress:
             verdict = "sufficient" if event["sufficient"] else "not sufficient"
             self.state["where"] = f"round {event['number']:02d} {verdict}"
 
-    def __rich__(self) -> str:
+    def __rich__(self) -> Text:
         elapsed = int(time.monotonic() - self.started)
         s = self.state
-        return (
-            f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
-            f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
+        # Text, not a str: a label holds a file name, which must not be read as markup.
+        return Text(
+            shown(
+                f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
+                f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
+            ).replace("\n", " ")
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +22,7 @@ from ._app import (
     load_settings,
     prefect_quietly,
 )
-from ._output import LiveProgress
+from ._output import LiveProgress, json_line, markup, shown
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
@@ -91,13 +90,13 @@ def describe(
     if as_json:
         keys = ("path", "format", "description", "error")
         payload = {"files": [{k: f.get(k) for k in keys} for f in files]}
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line(payload))
         return
     out = Console(soft_wrap=True)
     for f in files:
-        out.rule(f"{f['path']} ({f['format']})")
+        out.rule(markup(f"{f['path']} ({f['format']})"))
         text = f["description"] or f"skipped: {f['error']}"
-        out.print(text, markup=False, highlight=False)
+        out.print(shown(text), markup=False, highlight=False)
 
 
 @app.command()
@@ -141,9 +140,9 @@ def retrieve(
         fail_usage(str(exc), as_json)
     if as_json:
         payload = {"files": [{"path": h.path, "score": h.score} for h in hits]}
-        sys.stdout.write(json.dumps(payload) + "\n")
+        sys.stdout.write(json_line(payload))
         return
     out = Console(soft_wrap=True)
     for h in hits:
         members = f"  ({len(h.members)} like files)" if h.path.endswith("/") else ""
-        out.print(f"{h.score:.3f}  {h.path}{members}", highlight=False, markup=False)
+        out.print(f"{h.score:.3f}  {shown(h.path)}{members}", highlight=False, markup=False)

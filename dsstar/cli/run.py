@@ -10,6 +10,7 @@ from ..errors import DSStarError, UsageError
 from ..sandbox import resolve_mode
 from ..settings import Settings
 from ..storage import check_run_id, new_run_id
+from ..text import clean
 from ._app import (
     EXIT_FAILED,
     EXIT_OK,
@@ -110,12 +111,15 @@ def run(
             check_run_id(run_id)
         if not question.strip():
             raise UsageError("--question is empty")
+        if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
+            raise UsageError(f"--data {clean(data)}: the path is not valid UTF-8; rename it")
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
 
     named = {"model", "storage", "max_rounds", "reuse"}  # flow parameters of their own
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
-    params = {"question": question, "data": data, "guidelines": guidelines}
+    # Arguments that are not valid UTF-8 arrive with lone surrogates; the run sees U+FFFD.
+    params = {"question": clean(question), "data": data, "guidelines": clean(guidelines)}
     _run_flow(run_id or new_run_id(), params, settings, options, as_json)
 
 

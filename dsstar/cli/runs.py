@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any
 
@@ -20,6 +19,7 @@ from ._app import (
     load_settings,
     money,
 )
+from ._output import json_line, markup, shown
 
 runs_app = typer.Typer(
     help="Inspect stored runs (local folders and S3 alike).", no_args_is_help=True
@@ -44,7 +44,7 @@ def runs_list(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if as_json:
-        sys.stdout.write(json.dumps({"runs": runs}, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line({"runs": runs}))
         return
     table = Table("question", "status", "rounds", "cost")
     for column in ("started", "run id"):  # ids are copied into other commands: keep them whole
@@ -52,8 +52,8 @@ def runs_list(
     for r in runs:
         question = r["question"] if len(r["question"]) <= 60 else r["question"][:57] + "..."
         table.add_row(
-            question, str(r["status"]), str(r["rounds"]), money(r["cost_usd"]),
-            str(r["started_at"] or "")[:16], r["run_id"],
+            markup(question), markup(r["status"]), str(r["rounds"]), money(r["cost_usd"]),
+            markup(str(r["started_at"] or "")[:16]), markup(r["run_id"]),
         )  # fmt: skip
     Console(soft_wrap=True).print(table)
 
@@ -82,7 +82,7 @@ def runs_show(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if as_json:
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json_line(payload))
     elif round_number is not None:
         _print_round(payload)
     else:
@@ -93,17 +93,19 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
     from rich.table import Table
 
     out = Console(soft_wrap=True)
-    out.print(f"[bold]{record['run_id']}[/bold] · {record.get('status')} · {uri}")
-    out.print(f"question: {record.get('question')}", markup=False, highlight=False)
+    out.print(
+        f"[bold]{markup(record['run_id'])}[/bold] · {markup(record.get('status'))} · {markup(uri)}"
+    )
+    out.print(f"question: {shown(record.get('question'))}", markup=False, highlight=False)
     if record.get("answer") is not None:
-        out.print(f"answer: {record['answer']}", markup=False, highlight=False)
+        out.print(f"answer: {shown(record['answer'])}", markup=False, highlight=False)
     if record.get("error"):
-        out.print(f"[red]error:[/red] {record['error']}", highlight=False)
+        out.print(f"[red]error:[/red] {markup(record['error'])}", highlight=False)
     table = Table("round", "step", "verdict", "route", "tokens", "cost", "seconds")
     for row in record.get("round_table") or []:
         verdict = {True: "Yes", False: "No"}.get(row["verdict"], "-")
         table.add_row(
-            f"{row['round']:02d}", row["step"], verdict, row["route"] or "-",
+            f"{row['round']:02d}", markup(row["step"]), verdict, markup(row["route"] or "-"),
             f"{row['input_tokens'] + row['output_tokens']:,}", money(row["cost_usd"]),
             f"{row['seconds']:.1f}",
         )  # fmt: skip
@@ -120,13 +122,14 @@ def _print_round(found: dict[str, Any]) -> None:
     out = Console(soft_wrap=True)
     out.rule(f"round {found['round']:02d}")
     if "route" in found:
-        out.print(f"opened by route: {found['route'].get('decision')}", highlight=False)
+        decision = shown(found["route"].get("decision"))
+        out.print(f"opened by route: {decision}", markup=False, highlight=False)
     for i, step in enumerate(found.get("plan") or [], 1):
-        out.print(f"{i}. {step}", markup=False, highlight=False)
+        out.print(f"{i}. {shown(step)}", markup=False, highlight=False)
     if "code" in found:
-        out.print(Syntax(found["code"], "python", line_numbers=True))
+        out.print(Syntax(shown(found["code"]), "python", line_numbers=True))
     out.rule("output")
-    out.print(found.get("output", ""), markup=False, highlight=False)
+    out.print(shown(found.get("output", "")), markup=False, highlight=False)
     if "verdict" in found:
         sufficient = found["verdict"].get("sufficient")
         out.rule(f"verdict: {'sufficient' if sufficient else 'not sufficient'}")
@@ -169,7 +172,7 @@ def history(
         )
         previous = row.answer if row.answer is not None else previous
     if as_json:
-        sys.stdout.write(json.dumps({"question": question, "answers": rows}) + "\n")
+        sys.stdout.write(json_line({"question": question, "answers": rows}))
         return
     if not rows:
         err.print("no runs of this question in the ledger")
@@ -180,7 +183,7 @@ def history(
         mark = "[yellow]changed[/yellow]" if r["changed"] else ""
         mark = mark or ("reused" if r["reused_solution"] else "")
         table.add_row(
-            str(r["finished_at"] or "")[:16], r["status"], str(r["answer"]), mark,
-            str(r["llm_calls"]), money(r["cost_usd"]), r["run_id"],
+            str(r["finished_at"] or "")[:16], markup(r["status"]), markup(r["answer"]), mark,
+            str(r["llm_calls"]), money(r["cost_usd"]), markup(r["run_id"]),
         )  # fmt: skip
     Console(soft_wrap=True).print(table)

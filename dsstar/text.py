@@ -1,0 +1,83 @@
+"""Text that is safe to store, send and show, whatever bytes it came from.
+
+Replies, script outputs, file names and data can hold lone surrogates (from a JSON escape such
+as ``\\ud800`` or from a file name decoded with ``surrogateescape``) and invalid UTF-8. Such a
+string cannot be encoded, so it would fail later, far from its source: in a prompt hash, a
+storage write, an HTTP request or a database row. Text is therefore made valid once, where it
+enters (the model's reply, script output), and again where it leaves (storage, the ledger,
+artifacts), replacing what cannot be represented with U+FFFD.
+
+Terminal output is a separate concern: what a script or a model printed must not drive the
+terminal, so escape and control sequences are shown as visible placeholders.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["clean", "clean_bytes", "clean_deep", "for_database", "for_terminal"]
+
+REPLACEMENT = "\ufffd"
+
+
+def clean(text: str) -> str:
+    """`text` as valid Unicode: surrogate pairs are joined, lone surrogates become U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # UTF-16 with surrogatepass joins a split but valid pair and replaces a lone half.
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def clean_bytes(data: bytes) -> str:
+    """Bytes of unknown quality as text; invalid UTF-8 becomes U+FFFD."""
+    return data.decode("utf-8", errors="replace")
+
+
+def clean_deep(value: Any) -> Any:
+    """`clean` applied to every string (keys included) in nested dicts, lists and tuples."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, bytes):
+        return clean_bytes(value)
+    if isinstance(value, dict):
+        return {clean_deep(k): clean_deep(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_deep(v) for v in value]
+    return value
+
+
+def for_database(value: Any) -> Any:
+    """`clean_deep`, and NUL characters (which PostgreSQL refuses in text) replaced."""
+    if isinstance(value, str):
+        return clean(value).replace("\x00", REPLACEMENT)
+    if isinstance(value, dict):
+        return {for_database(k): for_database(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [for_database(v) for v in value]
+    return clean_deep(value)
+
+
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), other two-byte escapes, and the 8-bit CSI.
+_ESCAPE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b.?"
+    r"|\x9b[0-?]*[ -/]*[@-~]?"
+    r"|\x9d[^\x07\x9c]*[\x07\x9c]?",
+    re.DOTALL,
+)
+# C0 and C1 controls except tab and newline; DEL; and the bidirectional overrides that can
+# make shown text read differently from what it is.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def for_terminal(text: Any) -> str:
+    """`text` safe to print: escape sequences and control characters (other than newline and
+    tab) are replaced by a visible placeholder, and the text is valid Unicode."""
+    shown = clean(str(text)).replace("\r\n", "\n")
+    shown = _ESCAPE.sub("\N{REPLACEMENT CHARACTER}", shown)
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", shown)

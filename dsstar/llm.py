@@ -20,7 +20,15 @@ import litellm  # noqa: E402
 from .errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from .settings import Settings  # noqa: E402
 
-__all__ = ["LLMConfig", "LLMReply", "Message", "complete", "config_for", "require_model"]
+__all__ = [
+    "LLMConfig",
+    "LLMReply",
+    "Message",
+    "complete",
+    "config_for",
+    "missing_keys",
+    "require_model",
+]
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
@@ -28,6 +36,14 @@ litellm.suppress_debug_info = True
 Message = dict[str, str]
 
 _TRANSIENT_STATUS = {408, 409, 425, 429}
+# Retrying cannot fix these, whatever exception class litellm wraps them in.
+_FATAL_STATUS = {400, 401, 403, 404, 422}
+_FATAL_TYPES = (
+    litellm.AuthenticationError,
+    litellm.PermissionDeniedError,
+    litellm.NotFoundError,
+    litellm.BadRequestError,
+)
 _TRANSIENT_TYPES = (
     litellm.RateLimitError,
     litellm.Timeout,
@@ -75,6 +91,26 @@ def require_model(settings: Settings) -> None:
     """Fail with instructions when no model is configured for some agent."""
     if not settings.model and not settings.agent_models:
         raise ConfigError(NO_MODEL_HELP)
+
+
+# Providers whose credentials may come from a cloud chain (profiles, instance roles) that
+# litellm's environment check does not see.
+_CLOUD_CHAIN_PROVIDERS = ("bedrock", "sagemaker", "vertex_ai")
+
+
+def missing_keys(model: str) -> list[str]:
+    """The environment variables `model`'s provider needs for a key and does not have (for
+    Gemini either of two will do; both are listed). Server addresses do not count: they
+    have defaults."""
+    if model.split("/", 1)[0].startswith(_CLOUD_CHAIN_PROVIDERS):
+        return []
+    try:
+        found = litellm.validate_environment(model=model)
+    except Exception:  # a model litellm cannot place: the first call will say more
+        return []
+    if found.get("keys_in_environment"):
+        return []
+    return [k for k in found.get("missing_keys") or [] if not k.endswith(("_BASE", "_URL"))]
 
 
 def config_for(settings: Settings, agent: str) -> LLMConfig:
@@ -146,7 +182,11 @@ def _classify(exc: Exception, config: LLMConfig) -> Exception:
     where = f"model {config.model!r}" + (f" at {config.api_base}" if config.api_base else "")
     text = str(getattr(exc, "message", "") or exc).strip()
     detail = (text.splitlines() or [type(exc).__name__])[0][:300]
-    if isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500:
+    fatal = status in _FATAL_STATUS or isinstance(exc, _FATAL_TYPES)
+    transient = (
+        isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500
+    )
+    if transient and not fatal:
         return LLMTransientError(
             f"{where}: transient failure ({status}): {detail}", status_code=status
         )

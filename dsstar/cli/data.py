@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -21,6 +20,7 @@ from ._app import (
     check_data,
     fail_usage,
     load_settings,
+    prefect_api,
     prefect_quietly,
 )
 from ._output import LiveProgress
@@ -31,12 +31,11 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     settings = load_settings(**flags)
     check_data(data)
     if offline:
-        import tempfile
-
+        from .. import scratch
         from ..data import DataSource
         from ..profiler import profile_file
 
-        source = DataSource(data, Path(tempfile.gettempdir()) / "dsstar-cache")
+        source = DataSource(data, scratch.new_dir(settings.work_dir))  # removed at exit
         return [
             {
                 "path": f.path,
@@ -52,7 +51,7 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     from flows.describe import describe as describe_flow
 
     options = {k: v for k, v in flags.items() if v is not None}
-    with LiveProgress(enabled=True):
+    with prefect_api(), LiveProgress(enabled=True):
         return describe_flow(data=data, options=options)
 
 

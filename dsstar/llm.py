@@ -8,6 +8,7 @@ and fails at once on `LLMFatalError`.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -38,6 +39,7 @@ Message = dict[str, str]
 _TRANSIENT_STATUS = {408, 409, 425, 429}
 # Retrying cannot fix these, whatever exception class litellm wraps them in.
 _FATAL_STATUS = {400, 401, 403, 404, 422}
+_NO_KEY = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
 _FATAL_TYPES = (
     litellm.AuthenticationError,
     litellm.PermissionDeniedError,
@@ -145,6 +147,10 @@ def complete(
     }
     if config.api_base:
         kwargs["api_base"] = config.api_base
+        if not api_key and missing_keys(config.model):
+            # A local OpenAI-compatible server needs no key, but the SDK refuses to send a
+            # request without one; a placeholder satisfies it (a real key in the env wins).
+            api_key = "no-key"
     if api_key:
         kwargs["api_key"] = api_key
     if config.temperature is not None:
@@ -182,7 +188,8 @@ def _classify(exc: Exception, config: LLMConfig) -> Exception:
     where = f"model {config.model!r}" + (f" at {config.api_base}" if config.api_base else "")
     text = str(getattr(exc, "message", "") or exc).strip()
     detail = (text.splitlines() or [type(exc).__name__])[0][:300]
-    fatal = status in _FATAL_STATUS or isinstance(exc, _FATAL_TYPES)
+    no_key = bool(_NO_KEY.search(text))  # raised before any request, wrapped as a "500"
+    fatal = no_key or status in _FATAL_STATUS or isinstance(exc, _FATAL_TYPES)
     transient = (
         isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500
     )
@@ -190,10 +197,8 @@ def _classify(exc: Exception, config: LLMConfig) -> Exception:
         return LLMTransientError(
             f"{where}: transient failure ({status}): {detail}", status_code=status
         )
-    if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError) or status in {
-        401,
-        403,
-    }:
+    denied = isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError)
+    if no_key or denied or status in {401, 403}:
         return LLMFatalError(
             f"{where} rejected the credentials (HTTP {status}). Set DSSTAR_API_KEY, or the"
             " provider's own key such as OPENAI_API_KEY, GEMINI_API_KEY or ANTHROPIC_API_KEY.",

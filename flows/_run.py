@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -225,7 +226,9 @@ class Run:
 
     def interrupt(self, exc: BaseException) -> None:
         """SIGINT or SIGTERM stopped the run: `dsstar resume` continues it."""
-        self.note(status="interrupted", error=f"{type(exc).__name__}: {exc}".rstrip(": "))
+        signum = getattr(exc, "signum", None) or getattr(exc, "signal", None)  # ours, Prefect's
+        reason = signal.Signals(signum).name if signum else type(exc).__name__
+        self.note(status="interrupted", error=f"interrupted by {reason}")
         try:
             self._close()
         except Exception:  # the stop goes on; the CLI marks run.json itself if this failed

@@ -40,7 +40,7 @@ def start(*args: str) -> subprocess.Popen:
 def dsstar(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dsstar", *args],
-        capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
 
 

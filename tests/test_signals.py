@@ -154,12 +154,19 @@ def test_sigkill_leaves_no_process_behind_and_the_run_is_stale_then_resumed(
     prefect_url = os.environ["PREFECT_API_URL"]
     monkeypatch.delenv("PREFECT_API_URL")
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
-    two_rounds(llm, prelude="import time\ntime.sleep(120)\n")  # round 00's script hangs
+    hold = sales / ".hold"  # hidden: not a data file, but scripts see it under data/
+    hold.write_text("")
+    two_rounds(
+        llm, prelude="import os, time\nwhile os.path.exists('data/.hold'): time.sleep(0.1)\n"
+    )
     run_id = "sigkilled"
     proc = start("run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", run_id)
 
     deadline = time.monotonic() + 240
-    while not any("script.py" in " ".join(p.cmdline()) for p in _alive(family(proc.pid))):
+    while not (
+        llm.calls("coder")  # round 00's script, not an analysis script
+        and any("script.py" in " ".join(p.cmdline()) for p in _alive(family(proc.pid)))
+    ):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.2)
     processes = family(proc.pid)
@@ -178,8 +185,9 @@ def test_sigkill_leaves_no_process_behind_and_the_run_is_stale_then_resumed(
 
     monkeypatch.setenv("PREFECT_API_URL", prefect_url)
     before = list(llm.requests)
+    hold.unlink()  # round 00's script may finish now
     llm.reset()
-    two_rounds(llm)  # the model now writes scripts that finish
+    two_rounds(llm)
     resumed = dsstar("resume", run_id, "--json")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["status"] in {"verified", "max_rounds"}

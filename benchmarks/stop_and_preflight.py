@@ -75,7 +75,8 @@ def preflight_cases(root: Path, env: dict[str, str]) -> None:
 def stop_case(env: dict[str, str], llm: FakeLLM, args: list[str], agent: str, signum: int) -> None:
     llm.reset()
     two_rounds(llm)
-    proc = cli(env, *args)
+    storage = tempfile.mkdtemp(prefix="storage-", dir=Path(env["DSSTAR_WORK_DIR"]).parent)
+    proc = cli({**env, "DSSTAR_STORAGE": storage}, *args)  # no cached analyses
     sent: list[float] = []
 
     def slow(request):

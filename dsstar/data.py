@@ -1,23 +1,54 @@
-"""Where the input files come from: a local folder (or single file) or an fsspec URL.
+"""Where the input files come from: a local folder (or single file) or an fsspec URL, and
+the view of them that generated scripts read as `data/`.
 
-Remote data is downloaded once into a local cache folder, because generated scripts read
-files from a read-only local `data/` folder.
-"""
+Remote data is downloaded once per run into a local snapshot. Either way the scripts see a
+view of the data root (see `dsstar.lake`): only regular files under the root, archives
+expanded in place, and nothing a link outside the root points to."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from fsspec.core import url_to_fs
 
 from .errors import DataError
-from .profiler import detect_format
+from .lake import ArchiveLimits, Skipped, build_view
+from .lake.archives import sha256_of
+from .profiler import ProfileLimits, detect_format
 
-__all__ = ["DataFile", "DataSource", "normalize_location"]
+__all__ = [
+    "ArchiveLimits",
+    "DataFile",
+    "DataSource",
+    "Skipped",
+    "archive_limits",
+    "normalize_location",
+    "profile_limits",
+]
+
+
+def archive_limits(settings: Any) -> ArchiveLimits:
+    """The archive bounds chosen in `settings`."""
+    return ArchiveLimits(
+        max_bytes=settings.archive_max_bytes,
+        max_members=settings.archive_max_members,
+        max_depth=settings.archive_max_depth,
+    )
+
+
+def profile_limits(settings: Any) -> ProfileLimits:
+    """The offline profiler's bounds chosen in `settings`."""
+    return ProfileLimits(
+        file_timeout_s=settings.profile_timeout,
+        file_max_bytes=settings.profile_max_bytes,
+        max_chars=settings.max_description_chars,
+        memory_mb=settings.exec_memory_mb,
+    )
 
 
 def normalize_location(url: str) -> str:
@@ -27,12 +58,10 @@ def normalize_location(url: str) -> str:
     return str(Path(url.removeprefix("file://")).expanduser().resolve())
 
 
-_SKIPPED_PARTS = {"__pycache__", "__MACOSX"}
-
-
 @dataclass(frozen=True)
 class DataFile:
-    """One input file: its path relative to the data root, size, format and content hash."""
+    """One input file: its path relative to the data root (archive members as
+    `bundle.zip/inner/x.csv`), size, format and content hash."""
 
     path: str
     size: int
@@ -46,49 +75,75 @@ class DataFile:
 
 
 class DataSource:
-    """The data root of a run, materialized as a local folder."""
+    """The data root of a run, materialized as a local read-only view."""
 
-    def __init__(self, url: str, cache_dir: Path) -> None:
+    def __init__(self, url: str, cache_dir: Path, limits: ArchiveLimits | None = None) -> None:
         self.url = url
-        self._cache_dir = cache_dir
+        self._cache_dir = Path(cache_dir)
+        self.limits = limits or ArchiveLimits()
         self.is_remote = "://" in url and not url.startswith("file://")
+        self._snapshot: Path | None = None
         if self.is_remote:
-            self.root = self._download()
+            self.root = self._snapshot = self._download()
         else:
-            self.root = Path(url.removeprefix("file://")).expanduser().resolve()
+            # Not resolved: a root that is itself a link is taken as the user named it.
+            self.root = Path(url.removeprefix("file://")).expanduser().absolute()
             if not self.root.exists():
                 raise DataError(f"data location {url} does not exist")
-            if self.root.is_file():  # scripts must see this file, not its whole folder
-                self.root = self._stage_single_file(self.root)
 
-    def files(self) -> list[DataFile]:
-        """Every visible file under the root, sorted by path. Raises DataError when none."""
-        candidates = sorted(p for p in self.root.rglob("*") if p.is_file())
-        base = self.root
-        files = [
-            DataFile(
-                path=p.relative_to(base).as_posix(),
-                size=p.stat().st_size,
-                format=detect_format(str(p)),
-                sha256=_sha256(p),
-            )
-            for p in candidates
-            if _visible(p.relative_to(base))
-        ]
-        if not files:
-            raise DataError(f"no files found under {self.url}")
-        return files
+    @cached_property
+    def _view(self) -> tuple[Path, list[Skipped]]:
+        self._cache_dir.mkdir(parents=True, exist_ok=True)
+        views = self._cache_dir / "views"
+        views.mkdir(exist_ok=True)
+        view = Path(tempfile.mkdtemp(prefix="data-", dir=views))
+        try:
+            skipped = build_view(self.root, view, self._cache_dir / "archives", self.limits)
+        except OSError as exc:
+            raise DataError(f"cannot read data location {self.url}: {exc}") from exc
+        return view, skipped
 
     @property
     def mount_dir(self) -> Path:
-        """The folder shown to scripts as `data/`."""
-        return self.root
+        """The folder shown to scripts as `data/` (built on first use)."""
+        return self._view[0]
 
-    def _stage_single_file(self, path: Path) -> Path:
-        self._cache_dir.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="data-", dir=self._cache_dir))
-        shutil.copy2(path, folder / path.name)
-        return folder
+    @property
+    def skipped(self) -> list[Skipped]:
+        """Entries of the data root that are not in the view, with the reason for each."""
+        return self._view[1]
+
+    def files(self) -> list[DataFile]:
+        """Every file of the view, sorted by path. Raises DataError when there is none."""
+        view = self.mount_dir
+        paths = sorted(p for p in view.rglob("*") if p.is_file())
+        files = [
+            DataFile(
+                path=p.relative_to(view).as_posix(),
+                size=p.stat().st_size,
+                format=detect_format(str(p)),
+                sha256=sha256_of(p),
+            )
+            for p in paths
+        ]
+        if not files:
+            why = f" ({len(self.skipped)} entries skipped)" if self.skipped else ""
+            raise DataError(f"no files found under {self.url}{why}")
+        return files
+
+    def skipped_records(self) -> list[dict[str, Any]]:
+        """The skipped entries in the shape of `describe --json` files, error stated."""
+        return [
+            {"path": s.path, "format": "skipped", "description": "", "error": s.reason}
+            for s in self.skipped
+        ]
+
+    def close(self) -> None:
+        """Remove the view (and a remote snapshot); the data root itself is untouched."""
+        if "_view" in self.__dict__:
+            shutil.rmtree(self.__dict__.pop("_view")[0], ignore_errors=True)
+        if self._snapshot is not None:
+            shutil.rmtree(self._snapshot, ignore_errors=True)
 
     def _download(self) -> Path:
         try:
@@ -111,15 +166,3 @@ class DataSource:
         except Exception as exc:
             raise DataError(f"cannot download {self.url}: {exc}") from exc
         return target
-
-
-def _visible(relative: Path) -> bool:
-    return not any(part.startswith(".") or part in _SKIPPED_PARTS for part in relative.parts)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

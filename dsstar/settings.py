@@ -81,6 +81,21 @@ class Settings(BaseSettings):
     work_dir: Path | None = Field(
         None, description="Scratch folder for script working directories (default: system temp)."
     )
+    archive_max_bytes: int = Field(
+        2 << 30, ge=1, description="Most bytes one archive may expand to (nested members included)."
+    )
+    archive_max_members: int = Field(
+        20_000, ge=1, description="Most members one archive may hold (nested members included)."
+    )
+    archive_max_depth: int = Field(
+        2, ge=1, description="Archive levels expanded; archives nested deeper stay packed files."
+    )
+    profile_timeout: float = Field(
+        30.0, gt=0, description="Seconds the offline profiler may spend on one file."
+    )
+    profile_max_bytes: int = Field(
+        64 << 20, ge=1024, description="Most bytes the offline profiler reads from one file."
+    )
 
     database_url: str = Field(
         f"sqlite:///{Path.home() / '.dsstar' / 'ledger.db'}",

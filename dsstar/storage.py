@@ -9,6 +9,7 @@ run inside it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import secrets
@@ -46,9 +47,20 @@ def round_key(number: int) -> str:
     return f"{number:02d}"
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
 def analysis_key(path: str) -> str:
-    """The folder of a file's analysis: its relative path with separators made safe."""
-    return path.replace("/", "__")
+    """The folder of a file's analysis: bounded (at most 117 characters) and collision-free.
+
+    A short plain name (letters, digits, '.', '_', '-') is its own key. Any other path, for
+    example `x/y.csv` or a 300-character one, becomes a readable prefix, '~' and a hash of
+    the whole path; plain keys never contain '~', so the two kinds cannot meet, and
+    `x/y.csv` and `x__y.csv` get different keys. The original path is kept in the record."""
+    if _PLAIN_KEY.fullmatch(path) and ".." not in path:
+        return path
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", path.replace("/", "__")).strip("._")[:100]
+    return f"{readable or 'file'}~{hashlib.sha256(path.encode()).hexdigest()[:16]}"
 
 
 class Store:

@@ -26,7 +26,8 @@ def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str,
     spec = RunSpec.from_settings(
         settings, f"describe-{new_run_id()}", Store(settings.storage).url, source.mount_dir
     )
-    return [
+    described = [
         {k: item[k] for k in ("path", "format", "description", "source", "error")}
         for item in analyze_files(spec, source)
     ]
+    return described + [r | {"source": "skipped"} for r in source.skipped_records()]

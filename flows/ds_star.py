@@ -11,7 +11,7 @@ from prefect.runtime import flow_run
 
 from dsstar import agents, progress, scratch
 from dsstar.agents import FileInfo
-from dsstar.data import DataSource, normalize_location
+from dsstar.data import DataSource, archive_limits, normalize_location
 from dsstar.ledger import RunRow
 from dsstar.preflight import preflight
 from dsstar.retrieval import rank
@@ -175,9 +175,9 @@ def try_previous_solution(
 
 
 def open_data(data: str, settings: Settings, tag: str = "data") -> DataSource:
-    """The data root, downloaded into a temporary folder first when it is remote (removed by
-    `scratch.release(tag)`, or when the process ends)."""
-    return DataSource(data, scratch.new_dir(settings.work_dir, tag))
+    """The data root as a read-only view (downloaded first when it is remote), in a temporary
+    folder removed by `scratch.release(tag)`, or when the process ends."""
+    return DataSource(data, scratch.new_dir(settings.work_dir, tag), archive_limits(settings))
 
 
 def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:

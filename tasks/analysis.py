@@ -9,7 +9,7 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from dsstar import agents
-from dsstar.profiler import profile_file
+from dsstar.profiler import ProfileLimits, profile_files
 
 from ._common import digest
 from .agents import AgentCalls, RunSpec
@@ -29,6 +29,16 @@ def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     return "analysis-{}-{}".format(
         file["sha256"][:24], digest(file["path"], _request(file), models, spec["limits"])
     )
+
+
+def _profile(path: str, spec: dict[str, Any]) -> str:
+    """The built-in profiler's description, read inside the sandbox like any script."""
+    limits = ProfileLimits(memory_mb=spec["limits"]["memory_mb"], workers=1)
+    work_root = Path(spec["work_dir"]) if spec["work_dir"] else None
+    texts = profile_files(
+        Path(spec["data_dir"]), [path], limits=limits, mode=spec["sandbox"], work_root=work_root
+    )
+    return texts[path]
 
 
 @task(
@@ -53,9 +63,7 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     )
     output = script.result.output.strip()
     ok = script.result.ok and bool(output)
-    description = (
-        output if ok else profile_file(Path(spec["data_dir"]) / file["path"], sandbox_path)
-    )
+    description = output if ok else _profile(file["path"], spec)
     return {
         **file,
         "description": description,

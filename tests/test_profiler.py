@@ -23,7 +23,7 @@ def test_formats_and_detection_by_suffix(tmp_path):
         "f.xlsm": "excel",
         "g.pq": "parquet",
         "h.db": "sqlite",
-        "i.log": "text",
+        "i.log": "log",
         "j.htm": "html",
         "k.tar.gz": "archive",
         "l.tgz": "archive",
@@ -85,12 +85,13 @@ def test_latin1_csv_and_semicolons(tmp_path):
     path = tmp_path / "villes.csv"
     path.write_bytes("ville;pop\nZürich;400\nGenève;200\n".encode("latin-1"))
     desc = profile_file(path)
-    assert "encoding: latin-1" in desc and "delimiter: ';'" in desc
+    assert "encoding: cp1252" in desc and "delimiter: ';'" in desc
+    assert "Genève" in desc
     assert "Zürich" in desc and "rows: 2, columns: 2" in desc
 
 
 def test_large_csv_is_sampled(tmp_path, monkeypatch):
-    monkeypatch.setattr(profiler, "MAX_ROWS", 50)
+    monkeypatch.setattr(profiler._tables, "MAX_ROWS", 50)
     path = tmp_path / "big.csv"
     path.write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(120)))
     desc = profile_file(path)
@@ -106,8 +107,10 @@ def test_json_nested(tmp_path):
     path.write_text(json.dumps(doc))
     desc = profile_file(path)
     assert "top-level type: dict (2 keys)" in desc
-    assert "meta: dict (3 keys)" in desc and "source: str" in desc and "owner: dict" in desc
-    assert "items: list[dict] (2 items)" in desc and "id: int" in desc
+    assert "meta: dict (3 keys)" in desc and "meta.source: str e.g. 'api'" in desc
+    assert "meta.owner.deep.k: int e.g. 1" in desc
+    assert "items: list (2 items)" in desc and "items[].id: int" in desc
+    assert "as a table of records (under 'items')" in desc
 
 
 def test_json_list_of_records(tmp_path):
@@ -121,7 +124,8 @@ def test_json_list_of_records(tmp_path):
         )
     )
     desc = profile_file(path)
-    assert "top-level type: list[dict] (2 items)" in desc
+    assert "top-level type: list (2 items)" in desc
+    assert "[].addr.city: str e.g. 'x'" in desc
     assert "as a table of records:" in desc and "rows: 2, columns: 3" in desc
     assert "addr.city" in desc and "min=30, max=40" in desc
 

@@ -98,4 +98,7 @@ def test_new_run_id_format_and_uniqueness() -> None:
 def test_round_and_analysis_keys() -> None:
     assert [round_key(n) for n in (0, 7, 12, 123)] == ["00", "07", "12", "123"]
     assert analysis_key("orders.csv") == "orders.csv"
-    assert analysis_key("sub/dir/orders.csv") == "sub__dir__orders.csv"
+    assert analysis_key("sub/dir/orders.csv").startswith("sub__dir__orders.csv~")
+    assert analysis_key("x/y.csv") != analysis_key("x__y.csv") == "x__y.csv"
+    long_key = analysis_key("d/" * 100 + "f.csv")
+    assert len(long_key) <= 120 and long_key != analysis_key("d/" * 99 + "f.csv")

@@ -31,20 +31,7 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     settings = load_settings(**flags)
     check_data(data)
     if offline:
-        from .. import scratch
-        from ..data import DataSource
-        from ..profiler import profile_file
-
-        source = DataSource(data, scratch.new_dir(settings.work_dir))  # removed at exit
-        return [
-            {
-                "path": f.path,
-                "format": f.format,
-                "description": profile_file(source.mount_dir / f.path, f.path),
-                "error": None,
-            }
-            for f in source.files()
-        ]
+        return _offline_descriptions(data, settings)
     from ..llm import require_model
 
     require_model(settings)
@@ -53,6 +40,32 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     options = {k: v for k, v in flags.items() if v is not None}
     with prefect_api(), LiveProgress(enabled=True):
         return describe_flow(data=data, options=options)
+
+
+def _offline_descriptions(data: str, settings: Any) -> list[dict[str, Any]]:
+    """The built-in profiler's text for every file, read inside the sandbox; entries left
+    out of the view (links out of the root, FIFOs, bombs) are listed with their reason."""
+    from .. import scratch
+    from ..data import DataSource, archive_limits, profile_limits
+    from ..profiler import profile_files
+
+    source = DataSource(data, scratch.new_dir(settings.work_dir), archive_limits(settings))
+    try:
+        files = source.files()
+        texts = profile_files(
+            source.mount_dir,
+            [f.path for f in files],
+            limits=profile_limits(settings),
+            mode=settings.sandbox,
+            work_root=settings.work_dir,
+        )
+        described = [
+            {"path": f.path, "format": f.format, "description": texts[f.path], "error": None}
+            for f in files
+        ]
+        return described + source.skipped_records()
+    finally:
+        source.close()
 
 
 @app.command()
@@ -81,7 +94,8 @@ def describe(
     out = Console(soft_wrap=True)
     for f in files:
         out.rule(f"{f['path']} ({f['format']})")
-        out.print(f["description"], markup=False, highlight=False)
+        text = f["description"] or f"skipped: {f['error']}"
+        out.print(text, markup=False, highlight=False)
 
 
 @app.command()
@@ -105,7 +119,8 @@ def retrieve(
         fail_usage(str(exc), as_json)
     from ..retrieval import rank
 
-    ranking = rank(question, {f["path"]: f["description"] for f in files})[:top_k]
+    present = [f for f in files if f["format"] != "skipped"]
+    ranking = rank(question, {f["path"]: f["description"] for f in present})[:top_k]
     if as_json:
         payload = {"files": [{"path": path, "score": score} for path, score in ranking]}
         sys.stdout.write(json.dumps(payload) + "\n")

@@ -1,0 +1,137 @@
+"""Shared helpers of the profiler: sizes, encodings, bounded reads and table summaries.
+
+Every module of this package except `isolated` is self-contained (standard library, pandas
+and optional readers only): their sources are joined into the script that profiles files
+inside the sandbox, where the dsstar package cannot be imported."""
+
+from __future__ import annotations
+
+import codecs
+import io
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = [
+    "MAX_ROWS",
+    "Budget",
+    "count_lines",
+    "describe_frame",
+    "human",
+    "pick_encoding",
+    "read_head",
+    "short",
+    "text_buffer",
+]
+
+MAX_ROWS = 200_000  # rows read for statistics; bounds time and memory on big tables
+
+
+class Budget:
+    """Per-file bounds: the most bytes any reader takes from one file."""
+
+    max_bytes: int = 64 << 20
+
+
+def human(size: int) -> str:
+    """Human-readable byte count that keeps the exact value."""
+    for unit, factor in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= factor:
+            return f"{size / factor:.1f} {unit} ({size:,} bytes)"
+    return f"{size} bytes"
+
+
+def read_head(path: Path, limit: int | None = None) -> bytes:
+    """At most `limit` (default: the per-file byte bound) leading bytes of `path`."""
+    with open(path, "rb") as fh:
+        return fh.read(Budget.max_bytes if limit is None else limit)
+
+
+def count_lines(path: Path) -> int | None:
+    """Newline-terminated lines, counted in binary chunks; None past the byte bound."""
+    count, last, seen = 0, b"\n", 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            seen += len(chunk)
+            if seen > 4 * Budget.max_bytes:
+                return None
+            count, last = count + chunk.count(b"\n"), chunk[-1:]
+    return count + (last != b"\n")
+
+
+def pick_encoding(head: bytes) -> str:
+    """utf-8 (BOM-aware) when the sample decodes, else charset-normalizer's best guess,
+    else latin-1, which accepts any byte."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    try:  # final=False forgives a multi-byte character cut at the end of the sample
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return _guess_encoding(head)
+    return "utf-8-sig" if head.startswith(codecs.BOM_UTF8) else "utf-8"
+
+
+def _guess_encoding(head: bytes) -> str:
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:
+        return "latin-1"
+    matches = from_bytes(head[: 256 * 1024])
+    best = matches.best()
+    if best is None:
+        return "latin-1"
+    # Short samples fit many code pages equally well; the usual Western one wins a tie.
+    tied = any(m.encoding == "cp1252" and m.chaos <= best.chaos for m in matches)
+    name = "cp1252" if tied or _reads_alike(head, best.encoding) else best.encoding
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return "latin-1"
+    return name
+
+
+def _reads_alike(head: bytes, encoding: str) -> bool:
+    try:
+        return head.decode("cp1252") == head.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return False
+
+
+def short(value: object, width: int = 40) -> str:
+    """`value` as text of at most `width` characters."""
+    text = str(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def describe_frame(df: pd.DataFrame, total_rows: int | None = None) -> list[str]:
+    """Rows, columns, per-column dtype/nulls/uniques/examples (or min/max), first 3 rows."""
+    shown = (
+        f"rows: {len(df):,}"
+        if total_rows in (None, len(df))
+        else (f"rows: {total_rows:,} (statistics use the first {len(df):,})")
+    )
+    out = [f"{shown}, columns: {df.shape[1]}", "columns:"]
+    for i, name in enumerate(df.columns[:200]):
+        out.append(_describe_column(name, df.iloc[:, i]))  # positional: names may repeat
+    if df.shape[1] > 200:
+        out.append(f"  ... and {df.shape[1] - 200} more columns")
+    if df.empty:
+        return out
+    return out + ["first 3 rows:", df.head(3).to_string(max_cols=30, max_colwidth=30)]
+
+
+def _describe_column(name: object, s: pd.Series) -> str:
+    try:
+        uniques = s.dropna().unique()
+    except TypeError:  # unhashable cells (lists/dicts from JSON): compare their text
+        uniques = s.dropna().astype(str).unique()
+    info = f"  - {name} ({s.dtype}): nulls={int(s.isna().sum())}, unique={len(uniques)}"
+    numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+    if (numeric or pd.api.types.is_datetime64_any_dtype(s)) and len(uniques):
+        return info + f", min={s.min()}, max={s.max()}"
+    return info + f", examples={[short(v) for v in uniques[:3]]}"
+
+
+def text_buffer(data: bytes, encoding: str) -> io.StringIO:
+    """Bytes decoded for a text reader; undecodable bytes become U+FFFD instead of failing."""
+    return io.StringIO(data.decode(encoding, errors="replace"))

@@ -1,0 +1,279 @@
+"""The data root as scripts see it: a safe view with archives expanded in place, on real
+files, links, FIFOs and archives written to tmp_path."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import shutil
+import socket
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dsstar.data import DataSource
+from dsstar.errors import DataError
+from dsstar.lake import ArchiveLimits
+
+SECRET = "s3cr3t-value-outside-the-root"
+
+
+def source(root: Path, tmp_path: Path, **limits) -> DataSource:
+    return DataSource(str(root), tmp_path / "cache", ArchiveLimits(**limits))
+
+
+def listing(src: DataSource) -> dict[str, str]:
+    return {f.path: f.format for f in src.files()}
+
+
+def reasons(src: DataSource) -> dict[str, str]:
+    return {s.path: s.reason for s in src.skipped}
+
+
+def view_text(src: DataSource) -> str:
+    return "".join(p.read_text(errors="replace") for p in src.mount_dir.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    root = tmp_path / "lake"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.csv").write_text("x,y\n1,2\n")
+    (root / "sub" / "b.json").write_text('{"k": 1}')
+    (root / ".hidden").write_text("not data")
+    outside = tmp_path / "secret.txt"
+    outside.write_text(SECRET)
+    (root / "leak.txt").symlink_to(outside)
+    (root / "leakdir").symlink_to(tmp_path)
+    (root / "inside.csv").symlink_to(root / "a.csv")
+    (root / "broken").symlink_to(root / "missing")
+    os.mkfifo(root / "pipe")
+    return root
+
+
+@pytest.mark.timeout(60)  # a FIFO that is opened would block forever
+def test_view_keeps_only_regular_files_inside_the_root(lake, tmp_path):
+    src = source(lake, tmp_path)
+    assert listing(src) == {"a.csv": "csv", "inside.csv": "csv", "sub/b.json": "json"}
+    why = reasons(src)
+    assert why["leak.txt"] == "a symbolic link that leads outside the data root"
+    assert why["leakdir"] == "a symbolic link that leads outside the data root"
+    assert why["broken"] == "a broken symbolic link"
+    assert why["pipe"] == "a FIFO (named pipe): not opened"
+    assert SECRET not in view_text(src)
+    assert not any(p.is_symlink() for p in src.mount_dir.rglob("*"))
+    assert (src.mount_dir / "inside.csv").read_text() == "x,y\n1,2\n"
+
+
+def test_regular_files_are_hard_linked_not_copied(lake, tmp_path):
+    src = source(lake, tmp_path)
+    assert (src.mount_dir / "a.csv").stat().st_ino == (lake / "a.csv").stat().st_ino
+
+
+def test_view_copies_when_hard_links_cannot_be_made(lake, tmp_path):
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.fail("this test needs /dev/shm on another device than tmp_path")
+    cache = shm / f"dsstar-test-{os.getpid()}"
+    try:
+        src = DataSource(str(lake), cache)
+        assert (src.mount_dir / "a.csv").read_text() == "x,y\n1,2\n"
+        assert (src.mount_dir / "a.csv").stat().st_ino != (lake / "a.csv").stat().st_ino
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def test_socket_is_skipped(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "ok.txt").write_text("fine")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(root / "sock"))
+    try:
+        src = source(root, tmp_path)
+        assert listing(src) == {"ok.txt": "text"}
+        assert reasons(src) == {"sock": "a socket: not opened"}
+    finally:
+        server.close()
+
+
+def test_a_root_of_only_unsafe_entries_is_a_data_error(tmp_path):
+    root = tmp_path / "bad"
+    root.mkdir()
+    os.mkfifo(root / "pipe")
+    with pytest.raises(DataError, match="1 entries skipped"):
+        source(root, tmp_path).files()
+
+
+def test_single_file_root_shows_that_file_alone(lake, tmp_path):
+    src = source(lake / "a.csv", tmp_path)
+    assert listing(src) == {"a.csv": "csv"}
+    assert sorted(p.name for p in src.mount_dir.iterdir()) == ["a.csv"]
+
+
+def test_close_removes_the_view_but_not_the_data(lake, tmp_path):
+    src = source(lake, tmp_path)
+    view = src.mount_dir
+    src.close()
+    assert not view.exists() and (lake / "a.csv").exists()
+
+
+# -- archives -------------------------------------------------------------------------------
+
+
+def tar_bytes(members: dict[str, bytes], mode: str = "w") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def zip_bytes(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+CSV = b"city,temp\nOslo,3\nRome,18\n"
+
+
+def test_every_archive_kind_is_expanded_in_place(tmp_path):
+    root = tmp_path / "arch"
+    root.mkdir()
+    (root / "bundle.zip").write_bytes(zip_bytes({"inner/table.csv": CSV, "notes.md": b"# Hi\n"}))
+    (root / "plain.tar").write_bytes(tar_bytes({"t.csv": CSV}))
+    (root / "pack.tar.gz").write_bytes(tar_bytes({"deep/g.csv": CSV}, "w:gz"))
+    (root / "pack.tgz").write_bytes(tar_bytes({"h.csv": CSV}, "w:gz"))
+    (root / "metrics.csv.gz").write_bytes(gzip.compress(CSV))
+    (root / "m.csv.bz2").write_bytes(bz2.compress(CSV))
+    (root / "m.json.xz").write_bytes(lzma.compress(b'{"a": [1, 2]}'))
+    src = source(root, tmp_path)
+    assert listing(src) == {
+        "bundle.zip/inner/table.csv": "csv",
+        "bundle.zip/notes.md": "markdown",
+        "m.csv.bz2/m.csv": "csv",
+        "m.json.xz/m.json": "json",
+        "metrics.csv.gz/metrics.csv": "csv",
+        "pack.tar.gz/deep/g.csv": "csv",
+        "pack.tgz/h.csv": "csv",
+        "plain.tar/t.csv": "csv",
+    }
+    assert (src.mount_dir / "metrics.csv.gz/metrics.csv").read_bytes() == CSV
+    assert src.skipped == []
+
+
+def test_nested_archives_one_level_then_left_packed(tmp_path):
+    root = tmp_path / "nest"
+    root.mkdir()
+    inner = zip_bytes({"x.csv": CSV})
+    (root / "outer.tar").write_bytes(
+        tar_bytes({"in.zip": inner, "gz/y.csv.gz": gzip.compress(CSV)})
+    )
+    assert listing(source(root, tmp_path)) == {
+        "outer.tar/gz/y.csv.gz/y.csv": "csv",
+        "outer.tar/in.zip/x.csv": "csv",
+    }
+    deeper = tmp_path / "deeper"
+    deeper.mkdir()
+    (deeper / "a.zip").write_bytes(zip_bytes({"b.zip": zip_bytes({"c.zip": inner})}))
+    assert listing(source(deeper, tmp_path)) == {"a.zip/b.zip/c.zip": "archive"}
+
+
+def test_unsafe_members_are_rejected_with_reasons(tmp_path):
+    root = tmp_path / "unsafe"
+    root.mkdir()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tf:
+        for name in ("ok.csv", "../escape.csv", "/abs.csv"):
+            info = tarfile.TarInfo(name)
+            info.size = len(CSV)
+            tf.addfile(info, io.BytesIO(CSV))
+        link = tarfile.TarInfo("link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tf.addfile(link)
+        device = tarfile.TarInfo("dev")
+        device.type = tarfile.CHRTYPE
+        tf.addfile(device)
+    (root / "t.tar").write_bytes(buffer.getvalue())
+    (root / "z.zip").write_bytes(zip_bytes({"../../up.csv": CSV, "fine.csv": CSV}))
+    src = source(root, tmp_path)
+    assert listing(src) == {"t.tar/ok.csv": "csv", "z.zip/fine.csv": "csv"}
+    why = reasons(src)
+    assert why["t.tar/../escape.csv"].startswith("unsafe member path")
+    assert why["t.tar//abs.csv"].startswith("unsafe member path")
+    assert why["t.tar/link"] == "a link inside the archive (not followed)"
+    assert why["t.tar/dev"] == "a device, FIFO or special member"
+    assert why["z.zip/../../up.csv"].startswith("unsafe member path")
+    assert not (tmp_path / "escape.csv").exists() and not (tmp_path / "up.csv").exists()
+
+
+def test_bombs_stop_at_the_byte_and_member_bounds(tmp_path):
+    root = tmp_path / "bombs"
+    root.mkdir()
+    (root / "big.gz").write_bytes(gzip.compress(b"0" * 2_000_000))
+    (root / "many.zip").write_bytes(zip_bytes({f"m{i}.txt": b"x" for i in range(50)}))
+    (root / "ok.txt").write_text("fine")
+    src = source(root, tmp_path, max_bytes=1_000_000, max_members=20)
+    assert listing(src) == {"ok.txt": "text"}
+    why = reasons(src)
+    assert why["big.gz"] == (
+        "archive not expanded: expands to more than 1,000,000 bytes (DSSTAR_ARCHIVE_MAX_BYTES)"
+    )
+    assert why["many.zip"] == (
+        "archive not expanded: more than 20 members (DSSTAR_ARCHIVE_MAX_MEMBERS)"
+    )
+
+
+def test_damaged_archive_is_skipped_with_a_reason(tmp_path):
+    root = tmp_path / "dmg"
+    root.mkdir()
+    (root / "bad.gz").write_bytes(gzip.compress(CSV)[:15])
+    (root / "ok.txt").write_text("fine")
+    src = source(root, tmp_path)
+    assert listing(src) == {"ok.txt": "text"}
+    assert reasons(src)["bad.gz"].startswith("archive not expanded: damaged or unreadable")
+
+
+def test_expansions_are_cached_by_content(tmp_path):
+    root = tmp_path / "cached"
+    root.mkdir()
+    (root / "bundle.zip").write_bytes(zip_bytes({"t.csv": CSV}))
+    first = source(root, tmp_path)
+    first.files()
+    cache = tmp_path / "cache" / "archives"
+    (expansion,) = [p for p in cache.iterdir() if p.is_dir()]
+    member = expansion / "tree" / "t.csv"
+    inode = member.stat().st_ino
+    second = source(root, tmp_path)
+    assert listing(second) == {"bundle.zip/t.csv": "csv"}
+    assert [p for p in cache.iterdir() if p.is_dir()] == [expansion]
+    assert member.stat().st_ino == inode  # linked from the cache, not unpacked again
+    assert (second.mount_dir / "bundle.zip/t.csv").stat().st_ino == inode
+
+
+def test_remote_root_is_snapshotted_then_viewed(s3, tmp_path):
+    import fsspec
+
+    fs = fsspec.filesystem("s3")
+    bucket = s3.removeprefix("s3://").split("/", 1)[0]
+    fs.pipe(f"{bucket}/lake/a.csv", b"x,y\n1,2\n")
+    fs.pipe(f"{bucket}/lake/deep/bundle.zip", zip_bytes({"inner/t.csv": CSV}))
+    fs.pipe(f"{bucket}/lake/m.csv.gz", gzip.compress(CSV))
+    folder = DataSource(f"s3://{bucket}/lake", tmp_path / "cache")
+    assert listing(folder) == {
+        "a.csv": "csv",
+        "deep/bundle.zip/inner/t.csv": "csv",
+        "m.csv.gz/m.csv": "csv",
+    }
+    single = DataSource(f"s3://{bucket}/lake/m.csv.gz", tmp_path / "cache")
+    assert listing(single) == {"m.csv.gz/m.csv": "csv"}

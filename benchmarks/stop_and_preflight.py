@@ -88,11 +88,15 @@ def stop_case(env: dict[str, str], llm: FakeLLM, args: list[str], agent: str, si
         return describe_script(request) if request["agent"] == "analyzer" else None
 
     llm.intercept(slow)
-    threading.Thread(target=proc.communicate, daemon=True).start()
+    output: list[tuple[str, str]] = []
+    threading.Thread(target=lambda: output.append(proc.communicate()), daemon=True).start()
     proc.wait()
     took = time.monotonic() - sent[0] if sent else float("nan")
     name = signal.Signals(signum).name
     print(f"  {args[0]:8s} {name:7s} exit {proc.returncode}  {took:5.2f} s after the signal")
+    time.sleep(0.5)
+    if not sent and output:
+        print("    " + output[0][1].strip()[-400:])
 
 
 def main() -> None:
@@ -101,7 +105,8 @@ def main() -> None:
         with FakeLLM() as llm:
             env = environment(root, llm)
             (root / "work").mkdir()
-            preflight_cases(root, env)
+            if "--stop-only" not in sys.argv:
+                preflight_cases(root, env)
             print("stop (signal while the model thinks):")
             sales = str(REPO / "examples" / "sales")
             run = ["run", "--data", sales, "--question", QUESTION, "--json"]

@@ -80,8 +80,8 @@ class EphemeralServer:
 def ensure_api() -> EphemeralServer | None:
     """Start a server for this process when Prefect has no API URL configured (neither in the
     environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL."""
-    if os.environ.get("PREFECT_API_URL"):
-        return None
+    if os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux"):
+        return None  # configured; or no PR_SET_PDEATHSIG here: Prefect's own server then
     from prefect.context import refresh_global_settings_context
     from prefect.settings import get_current_settings
 

@@ -77,9 +77,17 @@ class DataFile:
 class DataSource:
     """The data root of a run, materialized as a local read-only view."""
 
-    def __init__(self, url: str, cache_dir: Path, limits: ArchiveLimits | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        cache_dir: Path,
+        limits: ArchiveLimits | None = None,
+        archive_cache: Path | None = None,
+    ) -> None:
         self.url = url
         self._cache_dir = Path(cache_dir)
+        # Expanded archives, keyed by content: shared by every run that passes the same folder.
+        self._archive_cache = Path(archive_cache or self._cache_dir / "archives")
         self.limits = limits or ArchiveLimits()
         self.is_remote = "://" in url and not url.startswith("file://")
         self._snapshot: Path | None = None
@@ -99,7 +107,7 @@ class DataSource:
         view = Path(tempfile.mkdtemp(prefix="data-", dir=views))
         view.chmod(0o755)  # the sandbox's unprivileged uid reads it as it is, without a copy
         try:
-            skipped = build_view(self.root, view, self._cache_dir / "archives", self.limits)
+            skipped = build_view(self.root, view, self._archive_cache, self.limits)
         except OSError as exc:
             raise DataError(f"cannot read data location {self.url}: {exc}") from exc
         return view, skipped

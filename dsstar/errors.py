@@ -11,6 +11,9 @@
     ├── LedgerError              the run ledger's database cannot be reached or migrated
     └── AgentError               an agent's replies never became usable (e.g. no plan step)
 
+    Interrupted                  SIGINT or SIGTERM asked a command to stop (a BaseException,
+                                 like KeyboardInterrupt, so `except Exception` lets it pass)
+
 Malformed replies are normally *not* errors: each agent's `parse` turns them into a defined
 outcome (a failed attempt, a "No", an "Add Step"). AgentError is for the rare case where the
 loop cannot go on at all.
@@ -23,6 +26,7 @@ __all__ = [
     "ConfigError",
     "DSStarError",
     "DataError",
+    "Interrupted",
     "LLMError",
     "LLMFatalError",
     "LLMTransientError",
@@ -74,3 +78,21 @@ class LedgerError(DSStarError):
 
 class AgentError(DSStarError):
     """An agent never produced a usable reply, so the run cannot continue."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM asked the command to stop; it unwinds the run, which is then marked
+    `interrupted` and can be resumed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {_signal_name(signum)}")
+        self.signum = signum
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -29,6 +30,7 @@ __all__ = [
     "complete",
     "config_for",
     "embed",
+    "missing_keys",
     "require_model",
 ]
 
@@ -40,6 +42,15 @@ litellm.suppress_debug_info = True
 Message = dict[str, str]
 
 _TRANSIENT_STATUS = {408, 409, 425, 429}
+# Retrying cannot fix these, whatever exception class litellm wraps them in.
+_FATAL_STATUS = {400, 401, 403, 404, 422}
+_NO_KEY = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
+_FATAL_TYPES = (
+    litellm.AuthenticationError,
+    litellm.PermissionDeniedError,
+    litellm.NotFoundError,
+    litellm.BadRequestError,
+)
 _TRANSIENT_TYPES = (
     litellm.RateLimitError,
     litellm.Timeout,
@@ -89,6 +100,26 @@ def require_model(settings: Settings) -> None:
         raise ConfigError(NO_MODEL_HELP)
 
 
+# Providers whose credentials may come from a cloud chain (profiles, instance roles) that
+# litellm's environment check does not see.
+_CLOUD_CHAIN_PROVIDERS = ("bedrock", "sagemaker", "vertex_ai")
+
+
+def missing_keys(model: str) -> list[str]:
+    """The environment variables `model`'s provider needs for a key and does not have (for
+    Gemini either of two will do; both are listed). Server addresses do not count: they
+    have defaults."""
+    if model.split("/", 1)[0].startswith(_CLOUD_CHAIN_PROVIDERS):
+        return []
+    try:
+        found = litellm.validate_environment(model=model)
+    except Exception:  # a model litellm cannot place: the first call will say more
+        return []
+    if found.get("keys_in_environment"):
+        return []
+    return [k for k in found.get("missing_keys") or [] if not k.endswith(("_BASE", "_URL"))]
+
+
 def config_for(settings: Settings, agent: str) -> LLMConfig:
     """The model configuration of one agent."""
     model = settings.model_for(agent)
@@ -122,6 +153,10 @@ def complete(
     }
     if config.api_base:
         kwargs["api_base"] = config.api_base
+        if not api_key and missing_keys(config.model):
+            # A local OpenAI-compatible server needs no key, but the SDK refuses to send a
+            # request without one; a placeholder satisfies it (a real key in the env wins).
+            api_key = "no-key"
     if api_key:
         kwargs["api_key"] = api_key
     if config.temperature is not None:
@@ -237,14 +272,17 @@ def _classify(exc: Exception, config: LLMConfig) -> Exception:
     detail = (text.splitlines() or [type(exc).__name__])[0][:300]
     if _encoding_error(exc):  # litellm wraps these as connection errors: no retry can help
         return LLMFatalError(f"{where}: the request or reply could not be encoded: {detail}")
-    if isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500:
+    no_key = bool(_NO_KEY.search(text))  # raised before any request, wrapped as a "500"
+    fatal = no_key or status in _FATAL_STATUS or isinstance(exc, _FATAL_TYPES)
+    transient = (
+        isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500
+    )
+    if transient and not fatal:
         return LLMTransientError(
             f"{where}: transient failure ({status}): {detail}", status_code=status
         )
-    if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError) or status in {
-        401,
-        403,
-    }:
+    denied = isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError)
+    if no_key or denied or status in {401, 403}:
         return LLMFatalError(
             f"{where} rejected the credentials (HTTP {status}). Set DSSTAR_API_KEY, or the"
             " provider's own key such as OPENAI_API_KEY, GEMINI_API_KEY or ANTHROPIC_API_KEY.",

@@ -1,15 +1,32 @@
-"""Reading runs back from storage, for `dsstar runs list` and `dsstar runs show`."""
+"""Reading runs back from storage, for `dsstar runs list` and `dsstar runs show`, and telling a
+run whose process is gone ("stale") from one that still runs.
+
+A running run records its host, pid and process start time in run.json, and a heartbeat
+(`heartbeat_at`) at every round. On the same host the pid answers whether it runs; on another
+host a heartbeat older than STALE_AFTER_S counts as gone.
+"""
 
 from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
-from .errors import UsageError
+from .errors import DSStarError, UsageError
+from .scratch import owner_alive
 from .storage import Store, round_key
 
-__all__ = ["list_runs", "read_round", "read_run"]
+__all__ = [
+    "STALE_AFTER_S",
+    "list_runs",
+    "liveness",
+    "mark_interrupted",
+    "read_round",
+    "read_run",
+]
+
+STALE_AFTER_S = 2 * 3600
 
 ROUND_FILES = ("plan.json", "code.py", "output.txt", "verdict.json", "route.json")
 
@@ -34,7 +51,7 @@ def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
         return {
             "run_id": run_id,
             "question": record.get("question", ""),
-            "status": record.get("status"),
+            "status": "stale" if liveness(record) == "stale" else record.get("status"),
             "rounds": len(record.get("round_table") or []),
             "cost_usd": record.get("cost_usd"),
             "started_at": record.get("started_at"),
@@ -62,3 +79,42 @@ def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:
     if len(found) == 1:
         raise UsageError(f"run {run_id} has no round {number}")
     return found
+
+
+def liveness(record: dict[str, Any]) -> str | None:
+    """For a run stored as "running": "alive", "stale" (its process is gone) or "unknown"
+    (another host, recent heartbeat). None for runs in any other status."""
+    if record.get("status") != "running":
+        return None
+    alive = owner_alive(record.get("host"), record.get("pid"), record.get("pid_started"))
+    if alive is not None:
+        return "alive" if alive else "stale"
+    beat = record.get("heartbeat_at") or record.get("started_at")
+    try:
+        age = (datetime.now(UTC) - datetime.fromisoformat(beat)).total_seconds()
+    except (TypeError, ValueError):
+        return "stale"  # a run.json without any time: written by a process long gone
+    return "stale" if age > STALE_AFTER_S else "unknown"
+
+
+def mark_interrupted(
+    store: Store, run_id: str, reason: str, database_url: str | None = None
+) -> dict[str, Any] | None:
+    """Mark this process's run `interrupted` in run.json (and the ledger), unless the flow did
+    already. Returns the stored record, or None when the run stored nothing yet."""
+    import os
+
+    try:
+        record = store.read_json(f"runs/{run_id}/run.json")
+    except (FileNotFoundError, DSStarError):
+        return None
+    if record.get("status") != "running" or record.get("pid") not in (None, os.getpid()):
+        return record  # finished, already marked, or another process's attempt
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    record.update(status="interrupted", error=reason, finished_at=now)
+    store.write_json(f"runs/{run_id}/run.json", record)
+    if database_url:
+        from .ledger import Ledger
+
+        Ledger(database_url).record(record, record.get("round_table") or [], [])
+    return record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ from dsstar.agents.router import Route
 from dsstar.ledger import Ledger, RunRow, question_key
 from dsstar.notebook import build_notebook
 from dsstar.report import run_result
+from dsstar.scratch import owner
 from dsstar.settings import Settings
 from dsstar.storage import Store, analysis_key, check_run_id, round_key
 from tasks.agents import AgentCalls, Script
@@ -47,6 +49,8 @@ class Run:
             **params,
             "status": "running",
             "started_at": _now(),
+            "heartbeat_at": _now(),
+            **owner(),  # host, pid: `runs list` and `resume` tell a dead run by them
             "flow_run_id": str(flow_run.id) if flow_run.id else None,
             # Secrets never reach storage: the API key and the database URL (which may hold a
             # password) are left out; a resumed run reads them from its environment again.
@@ -104,10 +108,12 @@ class Run:
             } | {"analyzed_in_run": item["run_id"]}
             if item["run_id"] == self.run_id:  # reused analyses were paid for by an earlier run
                 self.analysis_calls.extend(item["calls"])
-        self._save(objects, "analysis")
         self.note(
-            files=len(analyses), reused_analyses=sum(a["run_id"] != self.run_id for a in analyses)
+            files=len(analyses),
+            reused_analyses=sum(a["run_id"] != self.run_id for a in analyses),
+            heartbeat_at=_now(),
         )
+        self._save({**objects, "run.json": self.record}, "analysis")
         self._round_start = (self._call_count(), time.monotonic())
 
     # -- rounds ------------------------------------------------------------------------------
@@ -147,7 +153,9 @@ class Run:
             "seconds": time.monotonic() - start_time,
         }
         self.rounds.append(item)
-        self.note(round_table=[_summary(r) for r in self.rounds], **self.totals())
+        self.note(
+            round_table=[_summary(r) for r in self.rounds], heartbeat_at=_now(), **self.totals()
+        )
         folder = f"rounds/{round_key(number)}"
         uris = self._save(
             {
@@ -217,6 +225,16 @@ class Run:
         try:
             self._close()
         except Exception:  # storage itself may be what failed; the flow still reports exc
+            pass
+
+    def interrupt(self, exc: BaseException) -> None:
+        """SIGINT or SIGTERM stopped the run: `dsstar resume` continues it."""
+        signum = getattr(exc, "signum", None) or getattr(exc, "signal", None)  # ours, Prefect's
+        reason = signal.Signals(signum).name if signum else type(exc).__name__
+        self.note(status="interrupted", error=f"interrupted by {reason}")
+        try:
+            self._close()
+        except Exception:  # the stop goes on; the CLI marks run.json itself if this failed
             pass
 
     def _close(self, solution: str | None = None) -> dict[str, Any]:

@@ -4,23 +4,20 @@ until the verifier accepts the plan or the rounds run out; finally format the an
 from __future__ import annotations
 
 import logging
-import tempfile
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_client, get_run_logger
 from prefect.exceptions import MissingContextError
 from prefect.runtime import flow_run
 
-from dsstar import agents, progress
+from dsstar import agents, progress, scratch
 from dsstar.agents import FileInfo
 from dsstar.data import DataSource, archive_limits, normalize_location
 from dsstar.errors import LLMError
 from dsstar.ledger import RunRow
-from dsstar.llm import require_model
+from dsstar.preflight import preflight
 from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
-from dsstar.sandbox import resolve_mode
 from dsstar.settings import Settings
 from tasks._common import result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
@@ -72,8 +69,8 @@ def ds_star(
     chosen = {"model": model, "max_rounds": max_rounds, "storage": storage, "reuse": reuse}
     chosen |= options or {}
     settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
-    require_model(settings)
-    resolve_mode(settings.sandbox)  # no isolation available: stop before any LLM call
+    preflight(settings, data)  # model, keys, isolation, data, storage: before any stored run
+    scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
         run_id=run_id or default_run_id(),
         settings=settings,
@@ -84,11 +81,16 @@ def ds_star(
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
         raise
+    except BaseException as exc:  # SIGINT, SIGTERM (Prefect's TerminationSignal): resumable
+        run.interrupt(exc)
+        raise
+    finally:
+        scratch.release(run.run_id)  # this run's data snapshot or staged file
 
 
 def solve(run: Run, question: str, data: str, guidelines: str, settings: Settings) -> dict:
     """Algorithm 1 of the paper, step by step."""
-    source = open_data(data, settings)
+    source = open_data(data, settings, tag=run.run_id)
     spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
     calls = AgentCalls(spec)
     run.track(calls)
@@ -182,10 +184,15 @@ def try_previous_solution(
     return script
 
 
-def open_data(data: str, settings: Settings) -> DataSource:
-    """The data root, downloaded into a local cache first when it is remote."""
-    cache = (settings.work_dir or Path(tempfile.gettempdir())) / "dsstar-cache"
-    return DataSource(data, cache, archive_limits(settings))
+def open_data(data: str, settings: Settings, tag: str = "data") -> DataSource:
+    """The data root as a read-only view (downloaded first when it is remote), in a temporary
+    folder removed by `scratch.release(tag)`, or when the process ends."""
+    return DataSource(
+        data,
+        scratch.new_dir(settings.work_dir, tag),
+        archive_limits(settings),
+        archive_cache=scratch.archive_cache(settings.work_dir),
+    )
 
 
 def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:

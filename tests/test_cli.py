@@ -81,10 +81,10 @@ def test_human_output_prints_the_answer(env, llm, sales):
     assert "verified" in done.stderr and "artifacts:" in done.stderr
 
 
-def test_auth_failure_exits_1_naming_the_setting(env, llm, sales):
+def test_auth_failure_exits_2_naming_the_setting(env, llm, sales):
     llm.fallback(lambda req: Error(401, "bad key"))
     done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json")
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error: the key must be fixed
     result = json.loads(done.stdout)
     assert result["status"] == "failed"
     assert "DSSTAR_API_KEY" in result["error"]

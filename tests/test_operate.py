@@ -102,11 +102,11 @@ def test_run_on_s3_stores_the_layout_and_runs_show_reads_it(env, llm, sales, s3)
 def test_unreachable_storage_fails_before_the_first_llm_call(env, llm, sales, s3, monkeypatch):
     two_rounds(llm)
     missing = run_cli(sales, "--storage", "s3://no-such-bucket-dsstar/x")
-    assert missing.returncode == 1
+    assert missing.returncode == 2  # preflight: a usage error, before anything is stored
     assert "bucket does not exist" in json.loads(missing.stdout)["error"]
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
     down = run_cli(sales)
-    assert down.returncode == 1
+    assert down.returncode == 2
     error = json.loads(down.stdout)["error"]
     assert "cannot write to storage" in error and "AWS_ENDPOINT_URL" in error
     assert "dsstar-s3-secret-never-stored" not in down.stdout + down.stderr

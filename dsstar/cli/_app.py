@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from ..errors import UsageError
+from .. import scratch, stopping
+from ..errors import Interrupted, UsageError
 from ..settings import Settings
 
-app = typer.Typer(
+
+class _App(typer.Typer):
+    """The typer app, plus the exit of a command stopped by SIGINT or SIGTERM."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except Interrupted:
+            stopping.finish()
+        except SystemExit:
+            if stopping.requested():
+                stopping.finish()  # the command unwound into an ordinary exit: still a stop
+            raise
+
+
+app = _App(
     name="dsstar",
     help="DS-STAR: answer questions about a folder or bucket of data files with an LLM agent "
     "that analyzes every file, then plans, codes, executes, verifies and routes in rounds.",
@@ -29,6 +47,8 @@ err = Console(stderr=True, soft_wrap=True)
 @app.callback()
 def _main() -> None:
     """Settings come from flags, then DSSTAR_* environment variables, then defaults."""
+    stopping.install()  # SIGINT/SIGTERM: stop within seconds, exit 130/143
+    stopping.at_stop(scratch.release_all)
 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -56,15 +76,19 @@ def load_settings(**flags: Any) -> Settings:
         raise UsageError(f"invalid setting: {exc}") from exc
 
 
-def fail_usage(message: str, as_json: bool = False) -> NoReturn:
-    """Report a usage error (on stdout too, as {"error": ...}, under --json) and exit 2."""
+def fail_usage(
+    message: str, as_json: bool = False, payload: dict[str, Any] | None = None
+) -> NoReturn:
+    """Report a usage error in one line (on stdout too under --json, as `payload` or
+    {"error": ...}) and exit 2."""
     from rich.markup import escape
 
-    from ..text import clean, for_terminal
+    from ..text import clean, clean_deep, for_terminal
 
     err.print(f"[red]error:[/red] {escape(for_terminal(message))}", highlight=False)
     if as_json:
-        sys.stdout.write(json.dumps({"error": clean(message)}) + "\n")
+        body = clean_deep(payload) if payload else {"error": clean(message)}
+        sys.stdout.write(json.dumps(body, ensure_ascii=False) + "\n")
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -81,11 +105,27 @@ OfflineOpt = Annotated[
 
 
 def check_data(data: str) -> None:
-    if "://" in data and not data.startswith("file://"):
-        return  # remote: checked when the run opens it
-    path = Path(data.removeprefix("file://")).expanduser()
-    if not path.exists():
-        raise UsageError(f"--data {data}: no such file or folder")
+    """The data root exists, is readable and is not empty (local roots; remote ones are
+    checked when opened)."""
+    from ..preflight import check_data as check
+
+    check(data)
+
+
+@contextmanager
+def prefect_api() -> Iterator[None]:
+    """A Prefect API for the flows of this command: the configured one, else a temporary
+    server that dies with this process (even on SIGKILL)."""
+    from ._server import ensure_api
+
+    server = ensure_api()
+    if server is None:
+        yield
+        return
+    atexit.register(server.stop)  # after Prefect's own exit handlers have flushed to it
+    with stopping.on_stop(server.stop):
+        server.wait_ready()
+        yield
 
 
 def money(value: float | None) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -20,6 +19,7 @@ from ._app import (
     check_data,
     fail_usage,
     load_settings,
+    prefect_api,
     prefect_quietly,
 )
 from ._output import LiveProgress, json_line, markup, shown
@@ -37,20 +37,23 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     from flows.describe import describe as describe_flow
 
     options = {k: v for k, v in flags.items() if v is not None}
-    with LiveProgress(enabled=True):
+    with prefect_api(), LiveProgress(enabled=True):
         return describe_flow(data=data, options=options)
 
 
 def _offline_descriptions(data: str, settings: Any) -> list[dict[str, Any]]:
     """The built-in profiler's text for every file, read inside the sandbox; entries left
     out of the view (links out of the root, FIFOs, bombs) are listed with their reason."""
-    import tempfile
-
+    from .. import scratch
     from ..data import DataSource, archive_limits, profile_limits
     from ..profiler import profile_files
 
-    cache = (settings.work_dir or Path(tempfile.gettempdir())) / "dsstar-cache"
-    source = DataSource(data, cache, archive_limits(settings))
+    source = DataSource(
+        data,
+        scratch.new_dir(settings.work_dir),
+        archive_limits(settings),
+        archive_cache=scratch.archive_cache(settings.work_dir),
+    )
     try:
         files = source.files()
         texts = profile_files(

@@ -2,27 +2,29 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Annotated, Any
 
 import typer
 
-from ..errors import DSStarError, UsageError
-from ..sandbox import resolve_mode
+from .. import stopping
+from ..errors import DSStarError, LLMFatalError, UsageError
+from ..preflight import preflight
 from ..settings import Settings
 from ..storage import check_run_id, new_run_id
 from ..text import clean
 from ._app import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_USAGE,
     DataOpt,
     JsonOpt,
     StorageOpt,
     app,
-    check_data,
     err,
     fail_usage,
     load_settings,
+    prefect_api,
     prefect_quietly,
 )
 from ._output import LiveProgress, report
@@ -102,17 +104,13 @@ def run(
             "reuse": reuse,
         }
         settings = load_settings(**overrides)
-        from ..llm import require_model
-
-        require_model(settings)
-        resolve_mode(settings.sandbox)
-        check_data(data)
         if run_id:
             check_run_id(run_id)
         if not question.strip():
             raise UsageError("--question is empty")
         if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
             raise UsageError(f"--data {clean(data)}: the path is not valid UTF-8; rename it")
+        preflight(settings, data)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
 
@@ -127,11 +125,13 @@ def _run_flow(
     run_id: str, params: dict[str, str], settings: Settings, options: dict, as_json: bool
 ) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
+    err.print(f"run {run_id}", highlight=False)  # on stderr at once: the id to resume it by
     from flows.ds_star import ds_star
 
     error: BaseException | None = None
+    stop = _stop_hook(settings, run_id, as_json)
     try:
-        with LiveProgress(enabled=not as_json):
+        with stopping.on_stop(stop), prefect_api(), LiveProgress(enabled=not as_json):
             state = ds_star(
                 **params,
                 model=settings.model,
@@ -150,10 +150,36 @@ def _run_flow(
     except Exception as exc:  # e.g. the Prefect API is unreachable: a report, not a traceback
         error = exc
         result = _failed_result(settings.storage, run_id, exc)
+    if stopping.requested():  # the run unwound after SIGINT/SIGTERM: `stop` reports it
+        stopping.finish()
+    if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
+        fail_usage(str(error).splitlines()[0], as_json, result)
     report(result, as_json)
-    if isinstance(error, UsageError):  # bad input found inside the run (e.g. an empty folder)
-        raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_OK if result["status"] in {"verified", "max_rounds"} else EXIT_FAILED)
+
+
+def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
+    """What a stopped run leaves: run.json and the ledger say `interrupted`, the user learns
+    how to resume it."""
+
+    def stop(signum: int) -> None:
+        import signal
+
+        from ..report import run_result
+        from ..runs import mark_interrupted
+        from ..storage import Store
+
+        store = Store(settings.storage)
+        reason = f"interrupted by {signal.Signals(signum).name}"
+        record = mark_interrupted(store, run_id, reason, settings.database_url)
+        if record is None:
+            err.print(f"{reason} before run {run_id} stored anything", highlight=False)
+            return
+        if as_json:
+            sys.stdout.write(json.dumps(run_result(record, store.uri(f"runs/{run_id}"))) + "\n")
+        err.print(f"{reason}; continue with: dsstar resume {run_id}", highlight=False)
+
+    return stop
 
 
 @app.command()
@@ -164,10 +190,14 @@ def resume(
         str | None, typer.Option(help="Use another model from here on [env: DSSTAR_MODEL].")
     ] = None,
     api_base: Annotated[str | None, typer.Option(help="Model server URL.")] = None,
+    force: Annotated[
+        bool,
+        typer.Option(help="Resume even if the run may still be running on another host."),
+    ] = False,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
-    """Continue a failed or interrupted run from its storage.
+    """Continue a failed, interrupted or stale run (its process gone) from its storage.
 
     Finished file analyses, LLM calls and executions are read back from the run's cache, not
     redone: the model is asked only what the earlier attempts never got an answer to.
@@ -190,6 +220,7 @@ def resume(
         err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
         report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
         raise typer.Exit(EXIT_OK)
+    _refuse_if_running(record, force, as_json)
     # The run continues with the settings it started with (so its cache keys match), except
     # where this command says otherwise. Keys were never stored; they come from the env.
     stored = dict(record.get("settings") or {})
@@ -197,12 +228,34 @@ def resume(
     stored["storage"] = store.url
     try:
         settings = load_settings(**stored)
+        preflight(settings, record["data"])
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     named = {"model", "storage", "max_rounds", "reuse"}
     options = {k: v for k, v in stored.items() if k not in named and v is not None}
     params = {k: record[k] for k in ("question", "data", "guidelines")}
     _run_flow(run_id, params, settings, options, as_json)
+
+
+def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:
+    """A run whose process still works must not be resumed beside it."""
+    from ..runs import STALE_AFTER_S, liveness
+
+    state = liveness(record)
+    where = f"pid {record.get('pid')} on {record.get('host')}"
+    if state == "alive":
+        fail_usage(
+            f"run {record['run_id']} is still running ({where}); stop it first"
+            f" (kill -INT {record.get('pid')}) or wait for it.",
+            as_json,
+        )
+    if state == "unknown" and not force:
+        fail_usage(
+            f"run {record['run_id']} may still be running ({where}, last heartbeat"
+            f" {record.get('heartbeat_at')}); it counts as stale {STALE_AFTER_S // 3600} h after"
+            " its last heartbeat, or pass --force.",
+            as_json,
+        )
 
 
 def _agent_models(pairs: list[str] | None) -> dict[str, str] | None:

@@ -51,8 +51,9 @@ def runs_list(
         table.add_column(column, no_wrap=True)
     for r in runs:
         question = r["question"] if len(r["question"]) <= 60 else r["question"][:57] + "..."
+        status = "stale (process gone)" if r["status"] == "stale" else str(r["status"])
         table.add_row(
-            markup(question), markup(r["status"]), str(r["rounds"]), money(r["cost_usd"]),
+            markup(question), markup(status), str(r["rounds"]), money(r["cost_usd"]),
             markup(str(r["started_at"] or "")[:16]), markup(r["run_id"]),
         )  # fmt: skip
     Console(soft_wrap=True).print(table)

@@ -1,0 +1,99 @@
+"""A Prefect API server for this command only, when none is configured.
+
+Left alone, Prefect starts a temporary server in a subprocess when `PREFECT_API_URL` is unset,
+and that subprocess outlives a CLI killed with SIGKILL. This one runs the same application
+(without the UI) under a small launcher that asks the kernel to kill it when the CLI dies
+(PR_SET_PDEATHSIG), in its own session so that a Ctrl-C in the terminal reaches only the CLI,
+which stops it in order.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+__all__ = ["EphemeralServer", "ensure_api"]
+
+# Runs before the server: arm the parent-death signal, make sure the parent did not die in
+# the meantime, then become the server (the setting survives exec).
+_LAUNCH = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+class EphemeralServer:
+    """A Prefect API server on a free loopback port that dies with this process."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/api"
+        import prefect
+
+        argv = [
+            "-m", "uvicorn", "--app-dir", os.path.dirname(os.path.dirname(prefect.__file__)),
+            "--factory", "prefect.server.api.server:create_app",
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--log-level", "error", "--lifespan", "on",
+        ]  # fmt: skip
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1"}
+        env.pop("PREFECT_API_URL", None)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCH, str(os.getpid()), *argv],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Block until the API answers its health check."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the temporary Prefect server did not start") from None
+                time.sleep(0.1)
+
+    def stop(self, *_: object) -> None:
+        """Terminate the server (politely, then not)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def ensure_api() -> EphemeralServer | None:
+    """Start a server for this process when Prefect has no API URL configured (neither in the
+    environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL."""
+    if os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux"):
+        return None  # configured; or no PR_SET_PDEATHSIG here: Prefect's own server then
+    from prefect.context import refresh_global_settings_context
+    from prefect.settings import get_current_settings
+
+    if get_current_settings().api.url:
+        return None
+    server = EphemeralServer()
+    os.environ["PREFECT_API_URL"] = server.url
+    refresh_global_settings_context()
+    return server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,121 @@
+"""Checks that take a few seconds and save a wasted run: each failure is one line that names
+the fix, raised before any LLM call, execution or stored run.
+
+    model configured      ConfigError   --model / DSSTAR_MODEL
+    key for its provider  ConfigError   OPENAI_API_KEY, ... or DSSTAR_API_KEY
+    usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=process
+    data root             DataError     exists, readable, holds at least one file
+    storage               ConfigError   writable
+
+A key the provider rejects is not tried here (that would cost a request): the first model
+call fails at once with LLMFatalError, which is never retried.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import ConfigError, DataError, DSStarError
+from .settings import AGENTS, Settings
+
+__all__ = ["NO_MODEL", "check_data", "check_isolation", "check_keys", "check_model", "preflight"]
+
+NO_MODEL = (
+    "No model is configured: pass --model (or set DSSTAR_MODEL), e.g. --model openai/gpt-4o"
+    " with OPENAI_API_KEY set, or --model ollama/qwen2.5-coder --api-base"
+    " http://localhost:11434 for a local server."
+)
+_HIDDEN = {"__pycache__", "__MACOSX"}
+
+
+def preflight(
+    settings: Settings, data: str | None = None, *, llm: bool = True, storage: bool = True
+) -> None:
+    """Run every check that applies; raise the first failure (a UsageError: CLI exit 2)."""
+    if llm:
+        check_model(settings)
+        check_keys(settings)
+    check_isolation(settings)
+    if data is not None:
+        check_data(data)
+    if storage:
+        check_storage(settings)
+
+
+def check_model(settings: Settings) -> None:
+    if not settings.model and not settings.agent_models:
+        raise ConfigError(NO_MODEL)
+    unset = [a for a in AGENTS if not settings.model_for(a)]
+    if unset:
+        raise ConfigError(
+            f"No model for the {', '.join(unset)} agent(s): pass --model (or DSSTAR_MODEL) for"
+            " every agent not named in --agent-model."
+        )
+
+
+def check_keys(settings: Settings) -> None:
+    """Every model's provider has its key. DSSTAR_API_KEY counts for all; a server given with
+    --api-base (Ollama, vLLM, a gateway) may need none."""
+    if settings.api_key or settings.api_base:
+        return
+    from .llm import missing_keys
+
+    for model in sorted({settings.model_for(a) for a in AGENTS} - {None}):
+        missing = missing_keys(model)
+        if missing:
+            names = " or ".join(missing)
+            raise ConfigError(
+                f"The model {model} needs {names}: export it (or set DSSTAR_API_KEY), or pass"
+                " --api-base for a server that needs no key."
+            )
+
+
+def check_isolation(settings: Settings) -> None:
+    from .sandbox import resolve_mode
+
+    resolve_mode(settings.sandbox)  # raises ConfigError, one line naming the fix
+
+
+def check_data(data: str) -> None:
+    """A local data root exists, is readable and holds at least one visible file. Remote roots
+    are checked when the run opens them (listing a bucket may take long)."""
+    if "://" in data and not data.startswith("file://"):
+        return
+    path = Path(data.removeprefix("file://")).expanduser()
+    if not path.exists():
+        raise DataError(f"--data {data}: no such file or folder; pass an existing path.")
+    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+        raise DataError(f"--data {data}: not readable by this user; fix its permissions.")
+    if path.is_file():
+        return
+    if not _has_a_file(path):
+        raise DataError(
+            f"--data {data}: the folder holds no data files; put files in it or pass another."
+        )
+
+
+def check_storage(settings: Settings) -> None:
+    from .storage import Store
+
+    try:
+        Store(settings.storage).check()
+    except DSStarError as exc:
+        raise ConfigError(_one_line(str(exc)) + " (--storage, DSSTAR_STORAGE)") from exc
+
+
+def _has_a_file(root: Path) -> bool:
+    """True at the first visible file (stops early: a big lake costs no more than a small one)."""
+    for _folder, dirs, files in os.walk(root, onerror=_raise):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _HIDDEN]
+        if any(not f.startswith(".") for f in files):
+            return True
+    return False
+
+
+def _raise(exc: OSError) -> None:
+    raise DataError(f"cannot read {exc.filename}: {exc.strerror}; fix its permissions.") from exc
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,147 @@
+"""Preflight: what cannot work is said in one line that names the fix, with exit code 2, before
+any LLM call, execution or stored run. Each case runs the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_llm import Error
+from scenarios import two_rounds
+
+from dsstar.errors import ConfigError
+from dsstar.preflight import check_keys
+from dsstar.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+
+
+def dsstar(*args: str, env: dict | None = None, **options) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsstar", *args],
+        capture_output=True, text=True, timeout=300, env=env or os.environ.copy(), **options,
+    )  # fmt: skip
+
+
+def refused(done: subprocess.CompletedProcess, env: dict, *words: str) -> str:
+    """Exit 2, one line on stderr naming the fix, one JSON object on stdout, nothing stored."""
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: ")
+    for word in words:
+        assert word in lines[0]
+    assert json.loads(done.stdout)["error"]
+    assert not (Path(env["DSSTAR_STORAGE"]) / "runs").exists()
+    return lines[0]
+
+
+def run(sales, *extra: str, env: dict | None = None, **options) -> subprocess.CompletedProcess:
+    return dsstar(
+        "run", "--data", str(sales), "--question", QUESTION, "--json", *extra, env=env, **options
+    )
+
+
+def without(*names: str) -> dict:
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
+def test_no_model(env, llm, sales):
+    done = run(sales, env=without("DSSTAR_MODEL"))
+    refused(done, env, "No model is configured", "--model", "OPENAI_API_KEY", "--api-base")
+    assert llm.requests == []
+
+
+def test_missing_key_for_the_models_provider(env, llm, sales):
+    done = run(sales, env=without("DSSTAR_API_KEY", "DSSTAR_API_BASE", "OPENAI_API_KEY"))
+    refused(done, env, "openai/gpt-4o-mini", "OPENAI_API_KEY", "DSSTAR_API_KEY")
+    other = run(
+        sales, "--model", "anthropic/claude-sonnet-4-5",
+        env=without("DSSTAR_API_KEY", "DSSTAR_API_BASE", "ANTHROPIC_API_KEY"),
+    )  # fmt: skip
+    refused(other, env, "ANTHROPIC_API_KEY")
+    assert llm.requests == []
+
+
+def test_a_local_server_needs_no_key(env, llm, sales):
+    two_rounds(llm)
+    done = run(sales, env=without("DSSTAR_API_KEY", "OPENAI_API_KEY"))  # --api-base from env
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "verified"
+
+
+def test_dsstar_api_key_counts_for_any_provider(monkeypatch):
+    for name in ("OPENAI_API_KEY", "DSSTAR_API_KEY", "DSSTAR_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        check_keys(Settings(model="openai/gpt-4o"))
+    check_keys(Settings(model="openai/gpt-4o", api_key="sk-anything"))
+    check_keys(Settings(model="ollama/qwen2.5-coder"))  # a local server at its default address
+
+
+def test_a_rejected_key_fails_at_once_without_retries(env, llm, sales):
+    llm.fallback(lambda req: Error(401, "invalid api key"))
+    done = run(sales)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and "DSSTAR_API_KEY" in lines[-1]
+    assert len(lines) == 2 and lines[0].startswith("run ")  # the run id, then the error
+    result = json.loads(done.stdout)
+    assert result["status"] == "failed" and "DSSTAR_API_KEY" in result["error"]
+    assert all(r["status"] == 401 for r in llm.requests)
+    assert len(llm.requests) == len([p for p in sales.iterdir() if p.is_file()])  # no retry
+
+
+@pytest.mark.parametrize("status", [400, 404])
+def test_bad_requests_are_never_retried(env, llm, sales, status):
+    llm.fallback(lambda req: Error(status, "no such thing"))
+    done = run(sales)
+    assert done.returncode == 2, done.stderr
+    assert len(llm.requests) == len([p for p in sales.iterdir() if p.is_file()])
+
+
+def test_empty_data_root(env, llm, tmp_path):
+    empty = tmp_path / "empty"
+    (empty / ".hidden").mkdir(parents=True)
+    (empty / ".hidden" / "x.csv").write_text("a\n1\n")  # hidden files are not data
+    refused(run(empty), env, "holds no data files")
+    refused(run(tmp_path / "missing"), env, "no such file or folder")
+    assert llm.requests == []
+
+
+def test_unreadable_data_root(env, llm, tmp_path):
+    # Root reads everything: the CLI runs without the capabilities that override file
+    # permissions, over a folder that belongs to another user.
+    folder = tmp_path / "private"
+    folder.mkdir()
+    (folder / "orders.csv").write_text("a\n1\n")
+    os.chown(folder, 65534, 65534)
+    folder.chmod(0o700)
+    caps = "-dac_override,-dac_read_search"
+    argv = ["setpriv", "--bounding-set", caps, "--inh-caps", caps, "--", sys.executable]
+    done = subprocess.run(
+        [*argv, "-m", "dsstar", "run", "--data", str(folder), "-q", QUESTION, "--json"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "DSSTAR_SANDBOX": "process"},  # isolation is not the point here
+    )  # fmt: skip
+    refused(done, env, "not readable", "permissions")
+
+
+def test_unwritable_storage(env, llm, sales, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = run(sales, "--storage", str(blocker / "storage"))
+    refused(done, env, "cannot write to storage", "--storage")
+    assert llm.requests == []
+
+
+def test_no_usable_isolation(env, llm, sales, tmp_path):
+    bare = {**os.environ, "DSSTAR_SANDBOX": "bwrap", "PATH": str(tmp_path)}  # no bwrap on it
+    refused(run(sales, env=bare), env, "bubblewrap", "DSSTAR_SANDBOX")
+    assert llm.requests == []

@@ -1,0 +1,235 @@
+"""Stopping runs: SIGINT and SIGTERM mark the run `interrupted` (run.json and ledger), print how
+to resume it and exit 130/143; after SIGKILL no child outlives the CLI, and the dead run is
+shown as stale and resumed. Every run here is the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from fake_llm import Error
+from scenarios import ANSWER, answered, asked, describe_script, two_rounds
+from sqlmodel import Session
+
+from dsstar.ledger import Ledger, RunRow
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+CODES = [(signal.SIGINT, 130), (signal.SIGTERM, 143)]
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dsstar", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+
+
+def dsstar(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsstar", *args],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def run_json(env: dict, run_id: str) -> dict:
+    return json.loads((Path(env["DSSTAR_STORAGE"]) / "runs" / run_id / "run.json").read_text())
+
+
+def ledger_status(env: dict, run_id: str) -> str | None:
+    with Session(Ledger(env["DSSTAR_DATABASE_URL"]).engine) as session:
+        row = session.get(RunRow, run_id)
+        return row.status if row else None
+
+
+def family(pid: int) -> list[psutil.Process]:
+    """The process and every descendant it has now."""
+    try:
+        parent = psutil.Process(pid)
+        return [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def survivors(processes: list[psutil.Process], timeout: float = 20) -> list[str]:
+    """Those still alive once `timeout` has passed (zombies count as gone)."""
+    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    left = []
+    for proc in alive:
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                left.append(" ".join(proc.cmdline())[:200])
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+def signal_on_coder_call(llm, proc: subprocess.Popen, signum: int, seen: list) -> None:
+    """In round 01, while the coder is thinking (its reply is slow), `signum` reaches the CLI."""
+    coder_calls = []
+
+    def stop_mid_round(request):
+        coder_calls.extend([request] if request["agent"] == "coder" else [])
+        if len(coder_calls) == 2:
+            seen.extend(family(proc.pid)[1:])
+            os.kill(proc.pid, signum)
+            time.sleep(2)  # the reply would come late; the CLI stops before it
+            return Error(503, "gone")
+        return None
+
+    llm.intercept(stop_mid_round)
+
+
+@pytest.mark.parametrize(("signum", "code"), CODES)
+def test_signal_during_a_run_marks_it_interrupted_and_resume_repeats_nothing(
+    env, llm, sales, signum, code
+):
+    two_rounds(llm)
+    run_id = f"stopped-{code}"
+    proc = start("run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", run_id)
+    children: list[psutil.Process] = []
+    signal_on_coder_call(llm, proc, signum, children)
+    out, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == code, err
+    assert f"run {run_id}" in err.splitlines()[0]  # the id, as soon as the run starts
+    assert f"dsstar resume {run_id}" in err
+    result = json.loads(out)  # still exactly one JSON object on stdout
+    assert result["status"] == "interrupted" and result["run_id"] == run_id
+    stored = run_json(env, run_id)
+    assert stored["status"] == "interrupted"
+    assert signal.Signals(signum).name in stored["error"]
+    assert ledger_status(env, run_id) == "interrupted"
+    assert survivors(children) == []
+
+    before = list(llm.requests)
+    llm.intercept(None)
+    resumed = dsstar("resume", run_id, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "verified" and result["answer"] == ANSWER
+    after = llm.requests[len(before) :]
+    assert answered(before) & asked(after) == set()  # 0 repeated LLM calls
+    assert run_json(env, run_id)["status"] == "verified"
+    assert ledger_status(env, run_id) == "verified"
+
+
+@pytest.mark.parametrize(("signum", "code"), CODES)
+def test_signal_stops_describe(env, llm, sales, signum, code):
+    proc = start("describe", "--data", str(sales), "--json")
+    children: list[psutil.Process] = []
+
+    def slow_analyzer(request):
+        if request["agent"] == "analyzer":
+            if not children:
+                children.extend(family(proc.pid)[1:] or [psutil.Process(proc.pid)])
+                os.kill(proc.pid, signum)
+            time.sleep(3)  # a slow model: the stop must not wait for every file
+            return describe_script(request)
+        return None
+
+    llm.intercept(slow_analyzer)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert survivors(children) == []
+
+
+def test_sigkill_leaves_no_process_behind_and_the_run_is_stale_then_resumed(
+    env, llm, sales, tmp_path, monkeypatch
+):
+    # No PREFECT_API_URL: the CLI needs a temporary Prefect server of its own.
+    prefect_url = os.environ["PREFECT_API_URL"]
+    monkeypatch.delenv("PREFECT_API_URL")
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+    hold = sales / ".hold"  # hidden: not a data file, but scripts see it under data/
+    hold.write_text("")
+    two_rounds(
+        llm, prelude="import os, time\nwhile os.path.exists('data/.hold'): time.sleep(0.1)\n"
+    )
+    run_id = "sigkilled"
+    proc = start("run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", run_id)
+
+    deadline = time.monotonic() + 240
+    while not (
+        llm.calls("coder")  # round 00's script, not an analysis script
+        and any("script.py" in " ".join(p.cmdline()) for p in _alive(family(proc.pid)))
+    ):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.2)
+    processes = family(proc.pid)
+    cmdlines = [" ".join(p.cmdline()) for p in _alive(processes)]
+    assert any("uvicorn" in c for c in cmdlines)  # the temporary Prefect server
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+    assert survivors(processes) == []
+    stored = run_json(env, run_id)
+    assert stored["status"] == "running" and stored["pid"] == proc.pid
+    assert stored["host"] == socket.gethostname()
+    listed = json.loads(dsstar("runs", "list", "--json").stdout)["runs"]
+    assert [(r["run_id"], r["status"]) for r in listed] == [(run_id, "stale")]
+    assert "stale (process gone)" in dsstar("runs", "list").stdout
+
+    monkeypatch.setenv("PREFECT_API_URL", prefect_url)
+    before = list(llm.requests)
+    hold.unlink()  # round 00's script may finish now
+    llm.reset()
+    two_rounds(llm)
+    resumed = dsstar("resume", run_id, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["status"] in {"verified", "max_rounds"}
+    assert answered(before) & asked(llm.requests) == set()
+
+
+def test_resume_refuses_a_run_whose_process_still_works(env, tmp_path):
+    folder = Path(env["DSSTAR_STORAGE"]) / "runs" / "alive"
+    folder.mkdir(parents=True)
+    me = psutil.Process()
+    record = {
+        "run_id": "alive", "question": QUESTION, "data": str(tmp_path), "guidelines": "",
+        "status": "running", "started_at": "2026-01-01T00:00:00+00:00",
+        "host": socket.gethostname(), "pid": me.pid, "pid_started": int(me.create_time()),
+    }  # fmt: skip
+    (folder / "run.json").write_text(json.dumps(record))
+    refused = dsstar("resume", "alive", "--json")
+    assert refused.returncode == 2
+    assert "still running" in json.loads(refused.stdout)["error"]
+    listed = json.loads(dsstar("runs", "list", "--json").stdout)["runs"]
+    assert [r["status"] for r in listed] == ["running"]
+
+
+def test_temporary_folders_go_away_and_dead_ones_are_swept(env, llm, sales, tmp_path):
+    cache = Path(env["DSSTAR_WORK_DIR"]) / "dsstar-cache"
+    dead = cache / f"p999999-1-{socket.gethostname()}" / "data-x"  # a crashed process's
+    dead.mkdir(parents=True)
+    (dead / "orders.csv").write_text("a,b\n1,2\n")
+    two_rounds(llm)
+    single = sales / "orders_2024.csv"  # a single file is staged in a folder of its own
+    done = dsstar("run", "--data", str(single), "--question", QUESTION, "--json")
+    assert done.returncode in {0, 1}, done.stderr  # regions.json is not there: may fail
+    assert not dead.parent.exists()
+    assert list(cache.iterdir()) == []
+
+
+def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for proc in processes:
+        try:
+            proc.cmdline()
+            alive.append(proc)
+        except psutil.Error:
+            pass
+    return alive

@@ -128,7 +128,6 @@ def test_unreadable_data_root(env, llm, tmp_path):
     done = subprocess.run(
         [*argv, "-m", "dsstar", "run", "--data", str(folder), "-q", QUESTION, "--json"],
         capture_output=True, text=True, timeout=300,
-        env={**os.environ, "DSSTAR_SANDBOX": "process"},  # isolation is not the point here
     )  # fmt: skip
     refused(done, env, "not readable", "permissions")
 

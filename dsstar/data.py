@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,8 +62,10 @@ class DataSource:
             if self.root.is_file():  # scripts must see this file, not its whole folder
                 self.root = self._stage_single_file(self.root)
 
-    def files(self) -> list[DataFile]:
-        """Every visible file under the root, sorted by path. Raises DataError when none."""
+    def files(self, digest: Callable[[Path, str], str] | None = None) -> list[DataFile]:
+        """Every visible file under the root, sorted by path. Raises DataError when none.
+        `digest(path, relative_path)` gives a file's sha256 (default: hash its bytes; the
+        catalog passes one that reuses the hashes of unchanged files)."""
         candidates = sorted(p for p in self.root.rglob("*") if p.is_file())
         base = self.root
         files = [
@@ -70,7 +73,7 @@ class DataSource:
                 path=p.relative_to(base).as_posix(),
                 size=p.stat().st_size,
                 format=detect_format(str(p)),
-                sha256=_sha256(p),
+                sha256=(digest or _sha256)(p, p.relative_to(base).as_posix()),
             )
             for p in candidates
             if _visible(p.relative_to(base))
@@ -117,7 +120,7 @@ def _visible(relative: Path) -> bool:
     return not any(part.startswith(".") or part in _SKIPPED_PARTS for part in relative.parts)
 
 
-def _sha256(path: Path) -> str:
+def _sha256(path: Path, relative: str = "") -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

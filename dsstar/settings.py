@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
@@ -72,6 +73,18 @@ class Settings(BaseSettings):
     exec_memory_mb: int = Field(4096, ge=64, description="Address-space limit of one script in MB.")
     exec_output_bytes: int = Field(
         200_000, ge=1000, description="Most bytes of a script's output kept (head and tail)."
+    )
+    max_parallel: int = Field(
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="Most generated scripts running at once (default: the CPU count). Under a"
+        " Prefect server the runs share the global concurrency limit 'dsstar-exec'.",
+    )
+    llm_concurrency: int = Field(
+        8,
+        ge=1,
+        description="Most LLM requests in flight at once. Under a Prefect server the runs share"
+        " the global concurrency limit 'dsstar-llm'.",
     )
     sandbox: str = Field(
         "auto",

@@ -3,7 +3,9 @@ until the verifier accepts the plan or the rounds run out; finally format the an
 
 from __future__ import annotations
 
+import itertools
 import tempfile
+import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -13,15 +15,17 @@ from prefect.runtime import flow_run
 
 from dsstar import agents, progress
 from dsstar.agents import FileInfo
-from dsstar.data import DataSource, normalize_location
+from dsstar.catalog import Catalog
+from dsstar.data import DataFile, DataSource, normalize_location
 from dsstar.ledger import RunRow
 from dsstar.llm import require_model
 from dsstar.retrieval import rank
 from dsstar.sandbox import resolve_mode
 from dsstar.settings import Settings
+from dsstar.storage import Store
 from tasks._common import result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
-from tasks.analysis import analyze_file
+from tasks.analysis import analyze_file, config_key
 
 from ._run import Run
 
@@ -178,12 +182,48 @@ def open_data(data: str, settings: Settings) -> DataSource:
 
 
 def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
-    """Describe every file, in parallel; unchanged files reuse their cached analysis."""
-    files = source.files()
-    progress.emit("stage", name="analyze", total=len(files))
+    """Describe every file, in parallel; files the catalog already knows (same content, path,
+    prompt and models) are not analyzed again, and get no task of their own."""
+    catalog = Catalog(Store(spec.storage), source.url)
+    files = catalog.files(source)  # hashes only new or changed files
+    spec_dict = asdict(spec)
+    wanted = {f.path: (f.sha256, config_key(asdict(f), spec_dict)) for f in files}
+    results = catalog.analyses(wanted)
+    misses = [f for f in files if f.path not in results]
+    progress.emit("stage", name="analyze", total=len(files), cached=len(results))
     analyze = analyze_file.with_options(result_storage=result_storage(spec.storage))
-    futures = [analyze.submit(asdict(file), asdict(spec)) for file in files]
-    return [future.result() for future in futures]
+    for record in _bounded(analyze, misses, spec_dict, _window(spec)):
+        results[record["path"]] = record
+    return [results[f.path] for f in files]
+
+
+def _window(spec: RunSpec) -> int:
+    """Analyses submitted at once: enough to keep every script slot and LLM slot busy, and
+    no more, so a lake of thousands of files never means thousands of threads."""
+    defaults = Settings()
+    return (spec.max_parallel or defaults.max_parallel) + (
+        spec.llm_concurrency or defaults.llm_concurrency
+    )
+
+
+def _bounded(analyze: Any, files: list[DataFile], spec: dict[str, Any], window: int) -> Any:
+    """Submit one analysis task per file, at most `window` pending at a time; yields the
+    records in file order. Progress counts finished analyses as they finish."""
+    free = threading.Semaphore(window)
+    done = itertools.count(1)
+
+    def finished(_: Any) -> None:
+        free.release()
+        progress.emit("analyzed", done=next(done), total=len(files))
+
+    futures = []
+    for file in files:
+        free.acquire()
+        future = analyze.submit(asdict(file), spec)
+        future.add_done_callback(finished)
+        futures.append(future)
+    for future in futures:
+        yield future.result()
 
 
 def retrieve(

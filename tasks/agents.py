@@ -37,6 +37,8 @@ class RunSpec:
     summarize_over_chars: int
     llm_retries: int
     llm_retry_delay: float
+    max_parallel: int | None = None  # None: DSSTAR_MAX_PARALLEL where the task runs
+    llm_concurrency: int | None = None  # None: DSSTAR_LLM_CONCURRENCY where the task runs
 
     @classmethod
     def from_settings(
@@ -58,6 +60,8 @@ class RunSpec:
             summarize_over_chars=settings.summarize_over_chars,
             llm_retries=settings.llm_retries,
             llm_retry_delay=settings.llm_retry_delay,
+            max_parallel=settings.max_parallel,
+            llm_concurrency=settings.llm_concurrency,
         )
 
 
@@ -104,6 +108,7 @@ class AgentCalls:
             messages=messages,
             config=self.spec.llm[agent],
             run_id=self.spec.run_id,
+            concurrency=self.spec.llm_concurrency,
         )
         self.calls.append(reply)
         progress.emit("llm_done", **reply)
@@ -122,6 +127,7 @@ class AgentCalls:
                 limits=self.spec.limits,
                 sandbox=self.spec.sandbox,
                 work_dir=self.spec.work_dir,
+                max_parallel=self.spec.max_parallel,
             )
         )
 

@@ -9,26 +9,30 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from dsstar import agents
+from dsstar.catalog import save_analysis
 from dsstar.profiler import profile_file
+from dsstar.storage import Store
 
 from ._common import digest
 from .agents import AgentCalls, RunSpec
 
-__all__ = ["analyze_file"]
+__all__ = ["analyze_file", "config_key"]
 
 
 def _request(file: dict[str, Any]) -> list[dict[str, str]]:
     return agents.analyzer.render(path=f"data/{file['path']}", format=file["format"])
 
 
-def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
-    # Content, path, prompt and models, but not the run: every run over an unchanged file
-    # reuses the description written the first time.
-    file, spec = params["file"], params["spec"]
+def config_key(file: dict[str, Any], spec: dict[str, Any]) -> str:
+    """What, besides the file's content, makes its analysis: path, prompt, models and limits,
+    but not the run: every run over an unchanged file reuses the first description."""
     models = {name: spec["llm"][name] for name in ("analyzer", "debugger", "summarizer")}
-    return "analysis-{}-{}".format(
-        file["sha256"][:24], digest(file["path"], _request(file), models, spec["limits"])
-    )
+    return digest(file["path"], _request(file), models, spec["limits"])
+
+
+def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
+    file, spec = params["file"], params["spec"]
+    return "analysis-{}-{}".format(file["sha256"][:24], config_key(file, spec))
 
 
 @task(
@@ -56,7 +60,7 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     description = (
         output if ok else profile_file(Path(spec["data_dir"]) / file["path"], sandbox_path)
     )
-    return {
+    record = {
         **file,
         "description": description,
         "source": "analyzer" if ok else "profiler",
@@ -66,3 +70,6 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         "calls": calls.calls,
         "run_id": spec["run_id"],
     }
+    # Into the catalog at once: a run stopped half-way keeps every finished description.
+    save_analysis(Store(spec["storage"]), file["sha256"], config_key(file, spec), record)
+    return record

@@ -11,10 +11,13 @@ import typer
 from rich.console import Console
 
 from ..errors import DSStarError
+from ..settings import Settings
 from ._app import (
     ApiBaseOpt,
     DataOpt,
     JsonOpt,
+    LLMConcurrencyOpt,
+    MaxParallelOpt,
     ModelOpt,
     OfflineOpt,
     app,
@@ -27,25 +30,12 @@ from ._output import LiveProgress
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
-    """Every file's description: the built-in profiler offline, else the analyzer agent."""
+    """Every file's description: the built-in profiler offline, else the analyzer agent.
+    Both come from the catalog in storage when the file's content was described before."""
     settings = load_settings(**flags)
     check_data(data)
     if offline:
-        import tempfile
-
-        from ..data import DataSource
-        from ..profiler import profile_file
-
-        source = DataSource(data, Path(tempfile.gettempdir()) / "dsstar-cache")
-        return [
-            {
-                "path": f.path,
-                "format": f.format,
-                "description": profile_file(source.mount_dir / f.path, f.path),
-                "error": None,
-            }
-            for f in source.files()
-        ]
+        return _offline(data, settings)
     from ..llm import require_model
 
     require_model(settings)
@@ -56,22 +46,57 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
         return describe_flow(data=data, options=options)
 
 
+def _offline(data: str, settings: Settings) -> list[dict[str, Any]]:
+    """Offline profiles of every file (no LLM, no Prefect), profiling only what changed."""
+    import tempfile
+
+    from ..catalog import Catalog
+    from ..data import DataSource
+    from ..storage import Store
+
+    source = DataSource(data, (settings.work_dir or Path(tempfile.gettempdir())) / "dsstar-cache")
+    catalog = Catalog(Store(settings.storage), data)
+    files = catalog.files(source)
+    texts = catalog.profiles(files, lambda missing: _profile(source, missing))
+    return [
+        {"path": f.path, "format": f.format, "description": texts[f.path], "error": None}
+        for f in files
+    ]
+
+
+def _profile(source: Any, files: list[Any]) -> dict[str, str]:
+    """path -> offline profile, for the files the catalog did not know."""
+    from ..profiler import profile_file
+
+    return {f.path: profile_file(source.mount_dir / f.path, f.path) for f in files}
+
+
 @app.command()
 def describe(
     data: DataOpt,
     offline: OfflineOpt = False,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
+    max_parallel: MaxParallelOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
-    """Describe every file under --data (the analysis stage alone).
+    """Describe every file under --data (the analysis stage alone). Descriptions are kept in
+    the catalog under --storage: unchanged files are never described twice.
 
     Example: dsstar describe --data examples/sales --offline
     """
     prefect_quietly(verbose)
     try:
-        files = _descriptions(data, offline, model=model, api_base=api_base)
+        files = _descriptions(
+            data,
+            offline,
+            model=model,
+            api_base=api_base,
+            max_parallel=max_parallel,
+            llm_concurrency=llm_concurrency,
+        )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if as_json:

@@ -16,6 +16,8 @@ from ._app import (
     EXIT_USAGE,
     DataOpt,
     JsonOpt,
+    LLMConcurrencyOpt,
+    MaxParallelOpt,
     StorageOpt,
     app,
     check_data,
@@ -64,6 +66,8 @@ def run(
             help="Where runs are stored: folder or s3://bucket/prefix [default ~/.dsstar]."
         ),
     ] = None,
+    max_parallel: MaxParallelOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
     run_id: Annotated[
         str | None, typer.Option(help="Use this run id instead of a generated one.")
     ] = None,
@@ -90,6 +94,8 @@ def run(
             "exec_memory_mb": exec_memory_mb,
             "storage": storage,
             "reuse": reuse,
+            "max_parallel": max_parallel,
+            "llm_concurrency": llm_concurrency,
         }
         settings = load_settings(**overrides)
         from ..llm import require_model

@@ -1,0 +1,92 @@
+"""How much runs at once: LLM requests in flight and scripts running.
+
+Every process keeps its own bound (a semaphore per kind and size), so one run never exceeds
+its `--llm-concurrency` and `--max-parallel`, whatever the lake size. Under a Prefect server
+(PREFECT_API_URL set) every slot is also taken from a global concurrency limit, `dsstar-llm`
+or `dsstar-exec`, so that all the runs of that server share one budget. `dsstar serve`
+creates (or resets) those limits; a run creates one with its own value when it is missing,
+and otherwise leaves the server's value alone (it can be changed in the Prefect UI).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["LIMIT_NAMES", "ensure_limit", "server_url", "slot"]
+
+log = logging.getLogger(__name__)
+
+LIMIT_NAMES = {"llm": "dsstar-llm", "exec": "dsstar-exec"}
+
+_lock = threading.Lock()
+_semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+_ensured: set[tuple[str, str]] = set()
+
+
+def server_url() -> str | None:
+    """The Prefect API in use, or None for the ephemeral (in-process) server."""
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().api.url or None
+
+
+def _semaphore(kind: str, size: int) -> threading.BoundedSemaphore:
+    with _lock:
+        key = (kind, size)
+        if key not in _semaphores:
+            _semaphores[key] = threading.BoundedSemaphore(size)
+        return _semaphores[key]
+
+
+def ensure_limit(kind: str, size: int, *, reset: bool = False) -> str:
+    """Make sure the server has the global limit of `kind` ("llm" or "exec"); returns its
+    name. A missing limit is created with `size`; `reset` also sets an existing one to it."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    name = LIMIT_NAMES[kind]
+    with get_client(sync_client=True) as client:
+        if reset:
+            client.upsert_global_concurrency_limit_by_name(name, size)
+            return name
+        try:
+            client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            try:
+                client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(name=name, limit=size)
+                )
+            except ObjectAlreadyExists:
+                pass  # another run created it first: theirs is as good
+    return name
+
+
+def _ensure_once(url: str, kind: str, size: int) -> str:
+    name = LIMIT_NAMES[kind]
+    with _lock:
+        if (url, name) in _ensured:
+            return name
+    ensure_limit(kind, size)
+    with _lock:
+        _ensured.add((url, name))
+    return name
+
+
+@contextmanager
+def slot(kind: str, size: int) -> Iterator[None]:
+    """Hold one of `size` slots of `kind` in this process and, under a Prefect server, one
+    slot of the server's global limit, for the duration of the block."""
+    with _semaphore(kind, size):
+        url = server_url()
+        if not url:
+            yield
+            return
+        from prefect.concurrency.sync import concurrency
+
+        # The local slot is taken first, so a lone run never waits on the server's polling.
+        with concurrency(_ensure_once(url, kind, size), occupy=1):
+            yield

@@ -124,9 +124,7 @@ class Catalog:
         """path -> offline profile of every file. Profiles missing from the catalog are made
         by `compute(missing_files)` (which returns path -> text) and stored."""
         version = profiler_version()
-        keys = {
-            f.path: f"catalog/profiles/{f.sha256}/{_short(f.path, version)}.txt" for f in files
-        }
+        keys = {f.path: f"catalog/profiles/{f.sha256}/{_short(f.path, version)}.txt" for f in files}
         found = self._read_many(keys.values())
         missing = [f for f in files if keys[f.path] not in found]
         fresh = compute(missing) if missing else {}
@@ -175,4 +173,3 @@ class Catalog:
             return
         with ThreadPoolExecutor(min(_IO_THREADS, len(objects))) as pool:
             list(pool.map(lambda item: self.store.write_text(*item), objects.items()))
-

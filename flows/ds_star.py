@@ -23,7 +23,7 @@ from dsstar.retrieval import rank
 from dsstar.sandbox import resolve_mode
 from dsstar.settings import Settings
 from dsstar.storage import Store
-from tasks._common import result_storage
+from tasks._common import is_transient, result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
 from tasks.analysis import analyze_file, config_key
 
@@ -191,7 +191,13 @@ def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
     results = catalog.analyses(wanted)
     misses = [f for f in files if f.path not in results]
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
-    analyze = analyze_file.with_options(result_storage=result_storage(spec.storage))
+    delays = [spec.llm_retry_delay * 2**i for i in range(spec.llm_retries)]
+    analyze = analyze_file.with_options(
+        result_storage=result_storage(spec.storage),
+        retries=spec.llm_retries,  # its LLM calls run inline: a transient error retries it
+        retry_delay_seconds=delays or 0,
+        retry_condition_fn=is_transient,
+    )
     for record in _bounded(analyze, misses, spec_dict, _window(spec)):
         results[record["path"]] = record
     return [results[f.path] for f in files]

@@ -88,9 +88,12 @@ _NO_CODE = ExecResult(
 class AgentCalls:
     """The agents of one run. Every model reply it receives is appended to `calls`."""
 
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, *, inline: bool = False) -> None:
         self.spec = spec
         self.calls: list[dict[str, Any]] = []
+        if inline:  # inside a task that is itself the unit of caching and retry
+            self._ask, self._execute = ask.fn, execute.fn
+            return
         delays = [spec.llm_retry_delay * 2**i for i in range(spec.llm_retries)]
         storage = result_storage(spec.storage)
         self._ask = ask.with_options(

@@ -45,7 +45,9 @@ def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
 def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """Have the analyzer describe one file, repairing its script from tracebacks alone. When
     every attempt fails, the built-in profiler's description stands in, marked as such."""
-    calls = AgentCalls(RunSpec(**spec))
+    # The analysis task is the unit of caching and retry: its LLM call and scripts run
+    # inline, not as task runs of their own (a lake of 1,560 files means 3,120 fewer).
+    calls = AgentCalls(RunSpec(**spec), inline=True)
     sandbox_path = f"data/{file['path']}"
     code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", _request(file)))
     script = calls.run_with_repair(

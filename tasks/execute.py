@@ -42,7 +42,8 @@ def execute(
 ) -> dict[str, Any]:
     """Run `code` in the sandbox with the data folder mounted read-only at `data/`. At most
     `max_parallel` scripts (default: DSSTAR_MAX_PARALLEL) run at once."""
-    with slot("exec", max_parallel or Settings().max_parallel):
+    lease_s = float(limits.get("timeout_s") or Settings().exec_timeout) + 60
+    with slot("exec", max_parallel or Settings().max_parallel, lease_s):
         result = run_script(
             code,
             data_dir=Path(data_dir),

@@ -11,9 +11,12 @@ and otherwise leaves the server's value alone (it can be changed in the Prefect 
 from __future__ import annotations
 
 import logging
+import random
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 __all__ = ["LIMIT_NAMES", "ensure_limit", "server_url", "slot"]
 
@@ -77,16 +80,66 @@ def _ensure_once(url: str, kind: str, size: int) -> str:
 
 
 @contextmanager
-def slot(kind: str, size: int) -> Iterator[None]:
+def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
     """Hold one of `size` slots of `kind` in this process and, under a Prefect server, one
-    slot of the server's global limit, for the duration of the block."""
+    slot of the server's global limit, for the duration of the block. The server's slot is
+    leased for `lease_s` seconds (longer than the block can last), so the slots of a process
+    that dies come back on their own."""
     with _semaphore(kind, size):
         url = server_url()
         if not url:
             yield
             return
-        from prefect.concurrency.sync import concurrency
-
         # The local slot is taken first, so a lone run never waits on the server's polling.
-        with concurrency(_ensure_once(url, kind, size), occupy=1):
+        name = _ensure_once(url, kind, size)
+        lease = _acquire(name, lease_s)
+        try:
             yield
+        finally:
+            _release(lease)
+
+
+# One kept-alive client per process: a slot costs two small requests, not a new connection
+# and an event loop as prefect.concurrency's context manager does (measured: 4x the wall
+# time of a 100-file describe on 2 cores).
+_client: Any = None
+
+
+def _shared_client() -> Any:
+    global _client
+    with _lock:
+        if _client is None:
+            from prefect import get_client
+
+            _client = get_client(sync_client=True)
+            _client.__enter__()
+        return _client
+
+
+def _acquire(name: str, lease_s: float) -> str | None:
+    """A lease on one slot of the global limit `name`, waiting while it is full."""
+    import httpx
+
+    wait = 0.05
+    while True:
+        try:
+            response = _shared_client().increment_concurrency_slots_with_lease(
+                names=[name], slots=1, mode="concurrency", lease_duration=lease_s
+            )
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code != 423:  # 423 Locked: the limit is full for now
+                raise
+            retry_after = float(exc.response.headers.get("Retry-After") or wait)
+            time.sleep(min(retry_after, 2.0) * random.uniform(0.5, 1.0))
+            continue
+        body = response.json()
+        return body.get("lease_id") if body.get("limits") else None  # no limit: no lease
+
+
+def _release(lease: str | None) -> None:
+    if lease is None:
+        return
+    try:
+        _shared_client().release_concurrency_slots_with_lease(lease)
+    except Exception as exc:  # an expired lease was already freed by the server
+        log.warning("could not release concurrency lease %s: %s", lease, exc)

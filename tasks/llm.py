@@ -53,7 +53,8 @@ def ask(
     At most `concurrency` requests (default: DSSTAR_LLM_CONCURRENCY) are in flight at once."""
     settings = Settings()
     api_key = settings.api_key  # read here, never passed as a (recorded) task parameter
-    with slot("llm", concurrency or settings.llm_concurrency):
+    lease_s = float(config.get("timeout") or settings.llm_timeout) + 60
+    with slot("llm", concurrency or settings.llm_concurrency, lease_s):
         reply = complete(
             LLMConfig(**config),
             messages,

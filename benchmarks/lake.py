@@ -236,6 +236,7 @@ def main() -> None:
     parser.add_argument("--max-parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--llm-concurrency", type=int, default=8)
     parser.add_argument("--skip-big", action="store_true", help="Skip the 400 MB lake.")
+    parser.add_argument("--skip-describe", action="store_true", help="Only the 400 MB lake.")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="dsstar-lake-bench-"))
@@ -265,7 +266,8 @@ def main() -> None:
                 "DSSTAR_WORK_DIR": str(work / "scratch"),
                 "DSSTAR_DATABASE_URL": f"sqlite:///{work / 'ledger.db'}",
             }
-            run_describe(args, work, env, server, gauge, llm)
+            if not args.skip_describe:
+                run_describe(args, work, env, server, gauge, llm)
             if not args.skip_big:
                 run_retrieve(args, work, env)
     finally:

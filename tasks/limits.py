@@ -128,12 +128,20 @@ def _acquire(name: str, lease_s: float) -> str | None:
             )
         except httpx.HTTPStatusError as exc:
             if exc.response.status_code != 423:  # 423 Locked: the limit is full for now
-                raise
+                return _unlimited(name, exc)
             retry_after = float(exc.response.headers.get("Retry-After") or wait)
             time.sleep(min(retry_after, 2.0) * random.uniform(0.5, 1.0))
             continue
+        except httpx.HTTPError as exc:  # timeouts, a server restarting
+            return _unlimited(name, exc)
         body = response.json()
         return body.get("lease_id") if body.get("limits") else None  # no limit: no lease
+
+
+def _unlimited(name: str, exc: Exception) -> None:
+    # The local bound still holds; a hiccup of the server's limit API must not fail a run.
+    log.warning("global concurrency limit %s unavailable (%s); local bound only", name, exc)
+    return None
 
 
 def _release(lease: str | None) -> None:

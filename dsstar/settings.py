@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
@@ -116,6 +117,18 @@ class Settings(BaseSettings):
         True,
         description="Start scripts from a warm pool of sandboxed interpreters with pandas,"
         " numpy and pyarrow imported (cold starts when the pool cannot be built).",
+    )
+    max_parallel: int = Field(
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="Most generated scripts running at once (default: the CPU count). Under a"
+        " Prefect server the runs share the global concurrency limit 'dsstar-exec'.",
+    )
+    llm_concurrency: int = Field(
+        8,
+        ge=1,
+        description="Most LLM requests in flight at once. Under a Prefect server the runs share"
+        " the global concurrency limit 'dsstar-llm'.",
     )
     sandbox: str = Field(
         "auto",

@@ -3,7 +3,9 @@ until the verifier accepts the plan or the rounds run out; finally format the an
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
 from dataclasses import asdict
 from typing import Any
 
@@ -13,15 +15,17 @@ from prefect.runtime import flow_run
 
 from dsstar import agents, progress, scratch
 from dsstar.agents import FileInfo
-from dsstar.data import DataSource, archive_limits, normalize_location
+from dsstar.catalog import Catalog
+from dsstar.data import DataFile, DataSource, archive_limits, normalize_location
 from dsstar.errors import LLMError
 from dsstar.ledger import RunRow
 from dsstar.preflight import preflight
 from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
 from dsstar.settings import Settings
-from tasks._common import result_storage
+from dsstar.storage import Store
+from tasks._common import is_transient, result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
-from tasks.analysis import analyze_file
+from tasks.analysis import analyze_file, config_key
 
 from ._run import Run
 
@@ -196,12 +200,54 @@ def open_data(data: str, settings: Settings, tag: str = "data") -> DataSource:
 
 
 def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
-    """Describe every file, in parallel; unchanged files reuse their cached analysis."""
-    files = source.files()
-    progress.emit("stage", name="analyze", total=len(files))
-    analyze = analyze_file.with_options(result_storage=result_storage(spec.storage))
-    futures = [analyze.submit(asdict(file), asdict(spec)) for file in files]
-    return [future.result() for future in futures]
+    """Describe every file, in parallel; files the catalog already knows (same content, path,
+    prompt and models) are not analyzed again, and get no task of their own."""
+    catalog = Catalog(Store(spec.storage), source.url)
+    files = catalog.files(source)  # hashes only new or changed files
+    spec_dict = asdict(spec)
+    wanted = {f.path: (f.sha256, config_key(asdict(f), spec_dict)) for f in files}
+    results = catalog.analyses(wanted)
+    misses = [f for f in files if f.path not in results]
+    progress.emit("stage", name="analyze", total=len(files), cached=len(results))
+    delays = [spec.llm_retry_delay * 2**i for i in range(spec.llm_retries)]
+    analyze = analyze_file.with_options(
+        result_storage=result_storage(spec.storage),
+        retries=spec.llm_retries,  # its LLM calls run inline: a transient error retries it
+        retry_delay_seconds=delays or 0,
+        retry_condition_fn=is_transient,
+    )
+    for record in _bounded(analyze, misses, spec_dict, _window(spec)):
+        results[record["path"]] = record
+    return [results[f.path] for f in files]
+
+
+def _window(spec: RunSpec) -> int:
+    """Analyses submitted at once: enough to keep every script slot and LLM slot busy, and
+    no more, so a lake of thousands of files never means thousands of threads."""
+    defaults = Settings()
+    return (spec.max_parallel or defaults.max_parallel) + (
+        spec.llm_concurrency or defaults.llm_concurrency
+    )
+
+
+def _bounded(analyze: Any, files: list[DataFile], spec: dict[str, Any], window: int) -> Any:
+    """Submit one analysis task per file, at most `window` pending at a time; yields the
+    records in file order. Progress counts finished analyses as they finish."""
+    free = threading.Semaphore(window)
+    done = itertools.count(1)
+
+    def finished(_: Any) -> None:
+        free.release()
+        progress.emit("analyzed", done=next(done), total=len(files))
+
+    futures = []
+    for file in files:
+        free.acquire()
+        future = analyze.submit(asdict(file), spec)
+        future.add_done_callback(finished)
+        futures.append(future)
+    for future in futures:
+        yield future.result()
 
 
 def retrieve(

@@ -39,6 +39,8 @@ class RunSpec:
     llm_retries: int
     llm_retry_delay: float
     max_output_chars: int = agents.PROMPT_OUTPUT_CHARS
+    max_parallel: int | None = None  # None: DSSTAR_MAX_PARALLEL where the task runs
+    llm_concurrency: int | None = None  # None: DSSTAR_LLM_CONCURRENCY where the task runs
 
     @classmethod
     def from_settings(
@@ -65,6 +67,8 @@ class RunSpec:
             llm_retries=settings.llm_retries,
             llm_retry_delay=settings.llm_retry_delay,
             max_output_chars=settings.max_output_chars,
+            max_parallel=settings.max_parallel,
+            llm_concurrency=settings.llm_concurrency,
         )
 
 
@@ -91,9 +95,12 @@ _NO_CODE = ExecResult(
 class AgentCalls:
     """The agents of one run. Every model reply it receives is appended to `calls`."""
 
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, *, inline: bool = False) -> None:
         self.spec = spec
         self.calls: list[dict[str, Any]] = []
+        if inline:  # inside a task that is itself the unit of caching and retry
+            self._ask, self._execute = ask.fn, execute.fn
+            return
         delays = [spec.llm_retry_delay * 2**i for i in range(spec.llm_retries)]
         storage = result_storage(spec.storage)
         self._ask = ask.with_options(
@@ -112,6 +119,7 @@ class AgentCalls:
             messages=messages,
             config=self.spec.llm[agent],
             run_id=self.spec.run_id,
+            concurrency=self.spec.llm_concurrency,
         )
         self.calls.append(reply)
         progress.emit("llm_done", **reply)
@@ -131,6 +139,7 @@ class AgentCalls:
                 limits=self.spec.limits,
                 sandbox=self.spec.sandbox,
                 work_dir=self.spec.work_dir,
+                max_parallel=self.spec.max_parallel,
             )
         )
 

@@ -10,27 +10,31 @@ from prefect.context import TaskRunContext
 from prefect.runtime import task_run
 
 from dsstar import agents
+from dsstar.catalog import save_analysis
 from dsstar.profiler import ProfileLimits, profile_files
+from dsstar.storage import Store
 from dsstar.text import clean
 
 from ._common import digest
 from .agents import AgentCalls, RunSpec
 
-__all__ = ["analyze_file"]
+__all__ = ["analyze_file", "config_key"]
 
 
 def _request(file: dict[str, Any]) -> list[dict[str, str]]:
     return agents.analyzer.render(path=f"data/{file['path']}", format=file["format"])
 
 
-def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
-    # Content, path, prompt and models, but not the run: every run over an unchanged file
-    # reuses the description written the first time.
-    file, spec = params["file"], params["spec"]
+def config_key(file: dict[str, Any], spec: dict[str, Any]) -> str:
+    """What, besides the file's content, makes its analysis: path, prompt, models and limits,
+    but not the run: every run over an unchanged file reuses the first description."""
     models = {name: spec["llm"][name] for name in ("analyzer", "debugger", "summarizer")}
-    return "analysis-{}-{}".format(
-        file["sha256"][:24], digest(file["path"], _request(file), models, spec["limits"])
-    )
+    return digest(file["path"], _request(file), models, spec["limits"])
+
+
+def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
+    file, spec = params["file"], params["spec"]
+    return "analysis-{}-{}".format(file["sha256"][:24], config_key(file, spec))
 
 
 def _profile(path: str, spec: dict[str, Any]) -> str:
@@ -58,7 +62,9 @@ def _run_name() -> str:
 def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """Have the analyzer describe one file, repairing its script from tracebacks alone. When
     every attempt fails, the built-in profiler's description stands in, marked as such."""
-    calls = AgentCalls(RunSpec(**spec))
+    # The analysis task is the unit of caching and retry: its LLM call and scripts run
+    # inline, not as task runs of their own (a lake of 1,560 files means 3,120 fewer).
+    calls = AgentCalls(RunSpec(**spec), inline=True)
     sandbox_path = f"data/{file['path']}"
     code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", _request(file)))
     script = calls.run_with_repair(
@@ -71,7 +77,7 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     output = script.result.output.strip()
     ok = script.result.ok and bool(output)
     description = output if ok else _profile(file["path"], spec)
-    return {
+    record = {
         **file,
         "description": description,
         "source": "analyzer" if ok else "profiler",
@@ -81,3 +87,6 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         "calls": calls.calls,
         "run_id": spec["run_id"],
     }
+    # Into the catalog at once: a run stopped half-way keeps every finished description.
+    save_analysis(Store(spec["storage"]), file["sha256"], config_key(file, spec), record)
+    return record

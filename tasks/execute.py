@@ -9,8 +9,10 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from dsstar.sandbox import Limits, run_script
+from dsstar.settings import Settings
 
 from ._common import digest, key_part
+from .limits import slot
 
 __all__ = ["execute"]
 
@@ -36,13 +38,17 @@ def execute(
     limits: dict[str, Any],
     sandbox: str,
     work_dir: str | None = None,
+    max_parallel: int | None = None,
 ) -> dict[str, Any]:
-    """Run `code` in the sandbox with the data folder mounted read-only at `data/`."""
-    result = run_script(
-        code,
-        data_dir=Path(data_dir),
-        limits=Limits(**limits),
-        mode=sandbox,
-        work_root=Path(work_dir) if work_dir else None,
-    )
+    """Run `code` in the sandbox with the data folder mounted read-only at `data/`. At most
+    `max_parallel` scripts (default: DSSTAR_MAX_PARALLEL) run at once."""
+    lease_s = float(limits.get("timeout_s") or Settings().exec_timeout) + 60
+    with slot("exec", max_parallel or Settings().max_parallel, lease_s):
+        result = run_script(
+            code,
+            data_dir=Path(data_dir),
+            limits=Limits(**limits),
+            mode=sandbox,
+            work_root=Path(work_dir) if work_dir else None,
+        )
     return result.to_dict()

@@ -12,6 +12,7 @@ from dsstar.llm import LLMConfig, Message, complete
 from dsstar.settings import Settings
 
 from ._common import digest, is_transient, key_part
+from .limits import slot
 
 __all__ = ["ask"]
 
@@ -41,15 +42,24 @@ def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
     retry_jitter_factor=0.2,
 )
 def ask(
-    label: str, agent: str, messages: list[Message], config: dict[str, Any], run_id: str
+    label: str,
+    agent: str,
+    messages: list[Message],
+    config: dict[str, Any],
+    run_id: str,
+    concurrency: int | None = None,
 ) -> dict[str, Any]:
-    """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency."""
-    api_key = Settings().api_key  # read here, never passed as a (recorded) task parameter
-    reply = complete(
-        LLMConfig(**config),
-        messages,
-        agent=agent,
-        run_id=run_id,
-        api_key=api_key.get_secret_value() if api_key else None,
-    )
+    """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency.
+    At most `concurrency` requests (default: DSSTAR_LLM_CONCURRENCY) are in flight at once."""
+    settings = Settings()
+    api_key = settings.api_key  # read here, never passed as a (recorded) task parameter
+    lease_s = float(config.get("timeout") or settings.llm_timeout) + 60
+    with slot("llm", concurrency or settings.llm_concurrency, lease_s):
+        reply = complete(
+            LLMConfig(**config),
+            messages,
+            agent=agent,
+            run_id=run_id,
+            api_key=api_key.get_secret_value() if api_key else None,
+        )
     return {"agent": agent, "label": label, "run_id": run_id, **reply.to_dict()}

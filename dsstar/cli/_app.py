@@ -99,6 +99,14 @@ StorageOpt = Annotated[
 
 ModelOpt = Annotated[str | None, typer.Option(help="litellm model [env: DSSTAR_MODEL].")]
 ApiBaseOpt = Annotated[str | None, typer.Option(help="Model server URL [env: DSSTAR_API_BASE].")]
+MaxParallelOpt = Annotated[
+    int | None,
+    typer.Option(help="Most scripts running at once [env: DSSTAR_MAX_PARALLEL; CPU count]."),
+]
+LLMConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(help="Most LLM requests in flight at once [env: DSSTAR_LLM_CONCURRENCY; 8]."),
+]
 OfflineOpt = Annotated[
     bool, typer.Option("--offline", help="Use the built-in profiler instead of the LLM analyzer.")
 ]

@@ -85,7 +85,10 @@ class LiveProgress:
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event["event"]
         if kind == "stage":
-            self.state["where"] = f"analyzing {event['total']} files"
+            cached = f", {event['cached']} cached" if event.get("cached") else ""
+            self.state["where"] = f"analyzing {event['total']} files{cached}"
+        elif kind == "analyzed":
+            self.state["where"] = f"analyzed {event['done']}/{event['total']} files"
         elif kind == "llm":
             self.state["agent"] = event["label"]
         elif kind == "llm_done":

@@ -13,6 +13,8 @@ from ._app import (
     ApiBaseOpt,
     DataOpt,
     JsonOpt,
+    LLMConcurrencyOpt,
+    MaxParallelOpt,
     ModelOpt,
     OfflineOpt,
     app,
@@ -26,7 +28,8 @@ from ._output import LiveProgress, json_line, markup, shown
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
-    """Every file's description: the built-in profiler offline, else the analyzer agent."""
+    """Every file's description: the built-in profiler offline, else the analyzer agent.
+    Both come from the catalog in storage when the file's content was described before."""
     settings = load_settings(**flags)
     check_data(data)
     if offline:
@@ -42,11 +45,14 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
 
 
 def _offline_descriptions(data: str, settings: Any) -> list[dict[str, Any]]:
-    """The built-in profiler's text for every file, read inside the sandbox; entries left
-    out of the view (links out of the root, FIFOs, bombs) are listed with their reason."""
+    """The built-in profiler's text for every file, read inside the sandbox and profiling
+    only what the catalog does not know yet; entries left out of the view (links out of the
+    root, FIFOs, bombs) are listed with their reason."""
     from .. import scratch
+    from ..catalog import Catalog
     from ..data import DataSource, archive_limits, profile_limits
     from ..profiler import profile_files
+    from ..storage import Store
 
     source = DataSource(
         data,
@@ -55,13 +61,17 @@ def _offline_descriptions(data: str, settings: Any) -> list[dict[str, Any]]:
         archive_cache=scratch.archive_cache(settings.work_dir),
     )
     try:
-        files = source.files()
-        texts = profile_files(
-            source.mount_dir,
-            [f.path for f in files],
-            limits=profile_limits(settings),
-            mode=settings.sandbox,
-            work_root=settings.work_dir,
+        catalog = Catalog(Store(settings.storage), data)
+        files = catalog.files(source)
+        texts = catalog.profiles(
+            files,
+            lambda missing: profile_files(
+                source.mount_dir,
+                [f.path for f in missing],
+                limits=profile_limits(settings),
+                mode=settings.sandbox,
+                work_root=settings.work_dir,
+            ),
         )
         described = [
             {"path": f.path, "format": f.format, "description": texts[f.path], "error": None}
@@ -78,16 +88,26 @@ def describe(
     offline: OfflineOpt = False,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
+    max_parallel: MaxParallelOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
-    """Describe every file under --data (the analysis stage alone).
+    """Describe every file under --data (the analysis stage alone). Descriptions are kept in
+    the catalog under --storage: unchanged files are never described twice.
 
     Example: dsstar describe --data examples/sales --offline
     """
     prefect_quietly(verbose)
     try:
-        files = _descriptions(data, offline, model=model, api_base=api_base)
+        files = _descriptions(
+            data,
+            offline,
+            model=model,
+            api_base=api_base,
+            max_parallel=max_parallel,
+            llm_concurrency=llm_concurrency,
+        )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if as_json:

@@ -19,6 +19,8 @@ from ._app import (
     EXIT_OK,
     DataOpt,
     JsonOpt,
+    LLMConcurrencyOpt,
+    MaxParallelOpt,
     StorageOpt,
     app,
     err,
@@ -75,6 +77,8 @@ def run(
             help="Where runs are stored: folder or s3://bucket/prefix [default ~/.dsstar]."
         ),
     ] = None,
+    max_parallel: MaxParallelOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
     run_id: Annotated[
         str | None, typer.Option(help="Use this run id instead of a generated one.")
     ] = None,
@@ -102,6 +106,8 @@ def run(
             "sandbox": sandbox,
             "storage": storage,
             "reuse": reuse,
+            "max_parallel": max_parallel,
+            "llm_concurrency": llm_concurrency,
         }
         settings = load_settings(**overrides)
         if run_id:

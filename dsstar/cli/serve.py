@@ -7,9 +7,14 @@ from typing import Annotated
 
 import typer
 
+from ..errors import DSStarError
 from ._app import (
+    LLMConcurrencyOpt,
+    MaxParallelOpt,
     app,
     err,
+    fail_usage,
+    load_settings,
 )
 
 
@@ -21,14 +26,23 @@ def serve(
     cron: Annotated[str, typer.Option(help="When the nightly batch runs (cron).")] = "0 2 * * *",
     timezone: Annotated[str, typer.Option(help="Time zone of --cron, e.g. Europe/Paris.")] = "UTC",
     limit: Annotated[int, typer.Option(help="Most flow runs executed at once.")] = 4,
+    max_parallel: MaxParallelOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
 ) -> None:
     """Serve the deployments ds-star/on-demand and ds-star-nightly/nightly from this process.
 
     Runs triggered from the Prefect UI (a form with question, data, model, rounds...) and the
     nightly schedule execute here. Needs PREFECT_API_URL (e.g. `prefect server start`).
 
+    All runs of the server share two global concurrency limits, created (or reset) here:
+    dsstar-exec (--max-parallel scripts at once) and dsstar-llm (--llm-concurrency requests).
+
     Example: dsstar serve --cron "0 2 * * *" --timezone Europe/Paris
     """
+    try:
+        settings = load_settings(max_parallel=max_parallel, llm_concurrency=llm_concurrency)
+    except DSStarError as exc:
+        fail_usage(str(exc))
     from prefect import serve as prefect_serve
     from prefect.schedules import Cron
 
@@ -47,5 +61,9 @@ def serve(
         parameters={"questions_file": str(Path(questions_file).resolve())},
         tags=["dsstar"],
     )
+    from tasks.limits import ensure_limit
+
+    for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
+        err.print(f"global concurrency limit {ensure_limit(kind, size, reset=True)}: {size}")
     err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")
     prefect_serve(on_demand, nightly, limit=limit)

@@ -1,0 +1,363 @@
+"""The data-lake benchmark: `dsstar describe` over a generated lake of 1,560 small files, and
+`dsstar retrieve --offline` over a generated lake of 1,500 files and 400 MB.
+
+It starts a Prefect server on a free port and the scripted model of tests/fake_llm.py (its
+analyzer answers with a tiny script that prints something about the file), runs the real
+`dsstar` command as a subprocess, and prints:
+
+- cold `describe` wall time, LLM calls, peak LLM requests in flight (counted in the model
+  server), peak scripts running at once (sampled with psutil, and from the time windows the
+  scripts print), peak threads of the dsstar process, and peak RSS of its process tree (with
+  and without the Prefect server);
+- warm `describe` wall time and LLM calls;
+- cold and warm `retrieve --offline` wall time on the 400 MB lake (and the in-process time of
+  the warm lookup, without interpreter start and imports).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/lake.py [--files 1560] [--big-mb 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from fake_llm import FakeLLM, text_of  # noqa: E402
+
+WORDS = "revenue units region order customer invoice shipment product price margin".split()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- lakes ---------------------------------------------------------------------------------
+
+
+def small_lake(root: Path, count: int) -> Path:
+    """`count` small files, a quarter each CSV, JSON, Markdown and text, in nested folders."""
+    rng = random.Random(7)
+    for i in range(count):
+        folder = root / f"domain_{i % 12:02d}" / f"year_{2010 + i % 13}" / f"part_{i % 5}"
+        folder.mkdir(parents=True, exist_ok=True)
+        word = WORDS[i % len(WORDS)]
+        kind = i % 4
+        if kind == 0:
+            rows = "\n".join(f"{n},{word}_{n},{rng.randint(1, 999)}" for n in range(20))
+            (folder / f"{word}_{i}.csv").write_text(f"id,name,{word}\n{rows}\n")
+        elif kind == 1:
+            items = [{"id": n, word: rng.random(), "tags": [word, "x"]} for n in range(10)]
+            (folder / f"{word}_{i}.json").write_text(json.dumps({"file": i, "items": items}))
+        elif kind == 2:
+            (folder / f"notes_{i}.md").write_text(
+                f"# {word.title()} notes {i}\n\n## Method\nCounted {word} per day.\n"
+            )
+        else:
+            (folder / f"log_{i}.txt").write_text(f"{i} {word} ok\n" * 15)
+    return root
+
+
+def big_lake(root: Path, count: int, total_mb: int) -> Path:
+    """`count` CSV files of about `total_mb` MB together, each with its own content."""
+    size = total_mb * 1_000_000 // count
+    block = "".join(
+        f"{n},{WORDS[n % len(WORDS)]},{n * 7 % 1000}.{n % 100:02d},2024-01-{1 + n % 28:02d}\n"
+        for n in range(2000)
+    )
+    body = (block * (size // len(block) + 1))[:size]
+    body = body[: body.rfind("\n") + 1]
+    for i in range(count):
+        folder = root / f"source_{i % 30:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        word = WORDS[i % len(WORDS)]
+        (folder / f"{word}_{i:04d}.csv").write_text(f"id,{word},amount,day\n-{i},x,0,0\n" + body)
+    return root
+
+
+# -- the scripted model --------------------------------------------------------------------
+
+
+class Gauge:
+    def __init__(self) -> None:
+        self.now = self.peak = self.total = 0
+        self.lock = threading.Lock()
+
+
+def analyzer(gauge: Gauge, latency: float):
+    script = """
+import os, time
+start = time.time()
+path = {path!r}
+with open(path, errors="replace") as handle:
+    head = handle.readline().strip()[:120]
+print(f"{{path}}: {{os.path.getsize(path)}} bytes; first line: {{head}}")
+print(f"window {{start:.6f}} {{time.time():.6f}}")
+"""
+
+    def reply(request):
+        with gauge.lock:
+            gauge.now += 1
+            gauge.total += 1
+            gauge.peak = max(gauge.peak, gauge.now)
+        try:
+            time.sleep(latency)
+            path = text_of(request).split("`data/", 1)[1].split("`", 1)[0]
+            return "```python\n" + script.format(path=f"data/{path}") + "```\n"
+        finally:
+            with gauge.lock:
+                gauge.now -= 1
+
+    return reply
+
+
+# -- measuring a command -------------------------------------------------------------------
+
+
+def is_script(proc: psutil.Process) -> bool:
+    try:
+        line = proc.cmdline()
+        return bool(line) and line[-1] == "script.py" and "bwrap" not in proc.name()
+    except psutil.Error:
+        return False
+
+
+def rss(procs) -> int:
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def measure(argv: list[str], env: dict[str, str], server: psutil.Process | None) -> dict:
+    """Run the command, sampling its process tree every 50 ms."""
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    top = psutil.Process(proc.pid)
+    peak = {"rss": 0, "rss_with_server": 0, "scripts": 0, "threads": 0}
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    errors: list[bytes] = []
+    err_reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+    err_reader.start()
+    while proc.poll() is None:
+        try:
+            tree = [top, *top.children(recursive=True)]
+            peak["threads"] = max(peak["threads"], top.num_threads())
+        except psutil.Error:
+            break
+        used = rss(tree)
+        peak["rss"] = max(peak["rss"], used)
+        if server is not None:
+            server_tree = [server, *server.children(recursive=True)]
+            peak["rss_with_server"] = max(peak["rss_with_server"], used + rss(server_tree))
+        peak["scripts"] = max(peak["scripts"], sum(is_script(p) for p in tree))
+        time.sleep(0.05)
+    reader.join()
+    err_reader.join()
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{errors[0].decode()[-3000:]}")
+    return {"wall_s": wall, "stdout": out[0].decode(), **peak}
+
+
+def window_overlap(files: list[dict]) -> int:
+    events = []
+    for f in files:
+        for line in f["description"].splitlines():
+            if line.startswith("window "):
+                _, start, end = line.split()
+                events += [(float(start), 1), (float(end), -1)]
+    now = peak = 0
+    for _, step in sorted(events):
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def start_server(home: Path, port: int, env: dict[str, str]) -> subprocess.Popen:
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "prefect",
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
+                return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit((home / "server.log").read_text()[-3000:]) from None
+            time.sleep(0.5)
+
+
+def mb(value: int) -> str:
+    return f"{value / 1e6:,.0f} MB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=1560)
+    parser.add_argument("--big-files", type=int, default=1500)
+    parser.add_argument("--big-mb", type=int, default=400)
+    parser.add_argument("--llm-latency", type=float, default=0.05, help="Seconds per reply.")
+    parser.add_argument("--max-parallel", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--llm-concurrency", type=int, default=8)
+    parser.add_argument("--skip-big", action="store_true", help="Skip the 400 MB lake.")
+    parser.add_argument("--skip-describe", action="store_true", help="Only the 400 MB lake.")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="dsstar-lake-bench-"))
+    (work / "prefect").mkdir()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSSTAR_")}
+    env |= {
+        "PREFECT_HOME": str(work / "prefect"),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONPATH": str(REPO),
+    }
+    print(f"cpus {os.cpu_count()}; work folder {work}", flush=True)
+    server_proc = start_server(work / "prefect", port, env)
+    server = psutil.Process(server_proc.pid)
+    gauge = Gauge()
+    try:
+        with FakeLLM() as llm:
+            llm.default("analyzer", analyzer(gauge, args.llm_latency))
+            env |= {
+                "DSSTAR_MODEL": "openai/gpt-4o-mini",
+                "DSSTAR_API_BASE": llm.base_url,
+                "DSSTAR_API_KEY": "sk-bench",
+                "DSSTAR_STORAGE": str(work / "storage"),
+                "DSSTAR_WORK_DIR": str(work / "scratch"),
+                "DSSTAR_DATABASE_URL": f"sqlite:///{work / 'ledger.db'}",
+            }
+            if not args.skip_describe:
+                run_describe(args, work, env, server, gauge, llm)
+            if not args.skip_big:
+                run_retrieve(args, work, env)
+    finally:
+        server_proc.terminate()
+        server_proc.wait(timeout=60)
+
+
+def run_describe(args, work: Path, env: dict, server, gauge: Gauge, llm: FakeLLM) -> None:
+    lake = small_lake(work / "lake", args.files)
+    argv = [
+        sys.executable,
+        "-m",
+        "dsstar",
+        "describe",
+        "--data",
+        str(lake),
+        "--json",
+        "--max-parallel",
+        str(args.max_parallel),
+        "--llm-concurrency",
+        str(args.llm_concurrency),
+    ]
+    print(
+        f"describe: {args.files} files, max-parallel {args.max_parallel}, llm-concurrency "
+        f"{args.llm_concurrency}, model latency {args.llm_latency * 1000:.0f} ms",
+        flush=True,
+    )
+    cold = measure(argv, env, server)
+    files = json.loads(cold["stdout"])["files"]
+    failed = sum(f["error"] is not None for f in files)
+    print(
+        f"  cold describe: {cold['wall_s']:.1f} s ({cold['wall_s'] / len(files) * 1000:.0f} ms"
+        f"/file), {len(llm.calls())} LLM calls, {failed} files fell back to the profiler"
+    )
+    print(f"  peak LLM requests in flight: {gauge.peak} (limit {args.llm_concurrency})")
+    print(
+        f"  peak scripts running: {cold['scripts']} sampled, {window_overlap(files)} by their"
+        f" time windows (limit {args.max_parallel})"
+    )
+    print(f"  peak threads of the dsstar process: {cold['threads']}")
+    print(
+        f"  peak RSS: {mb(cold['rss'])} for the dsstar process tree, "
+        f"{mb(cold['rss_with_server'])} with the Prefect server"
+    )
+    before = len(llm.calls())
+    warm = measure(argv, env, server)
+    print(
+        f"  warm describe: {warm['wall_s']:.1f} s, {len(llm.calls()) - before} LLM calls, "
+        f"peak RSS {mb(warm['rss'])}",
+        flush=True,
+    )
+
+
+def run_retrieve(args, work: Path, env: dict) -> None:
+    started = time.monotonic()
+    lake = big_lake(work / "big", args.big_files, args.big_mb)
+    size = sum(p.stat().st_size for p in lake.rglob("*") if p.is_file())
+    print(
+        f"retrieve --offline: {args.big_files} files, {mb(size)} "
+        f"(generated in {time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "dsstar",
+        "retrieve",
+        "--data",
+        str(lake),
+        "--offline",
+        "--json",
+        "-q",
+        "amount of margin per region",
+    ]
+    cold = measure(argv, env, None)
+    print(f"  cold retrieve --offline: {cold['wall_s']:.1f} s (hashes and profiles every file)")
+    warm = [measure(argv, env, None)["wall_s"] for _ in range(3)]
+    print(f"  warm retrieve --offline: {min(warm):.2f} s best of 3 (command wall time)")
+    code = (
+        "import time, sys; t = time.monotonic();"
+        "from dsstar.cli.data import _descriptions; from dsstar.retrieval import rank;"
+        f"files = _descriptions({str(lake)!r}, True);"
+        "rank('amount of margin per region', {f['path']: f['description'] for f in files});"
+        "print(f'{time.monotonic() - t:.3f}')"
+    )
+    inner = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    print(f"  warm lookup and ranking in process: {float(inner.stdout):.2f} s (imports included)")
+
+
+if __name__ == "__main__":
+    main()

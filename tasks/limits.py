@@ -1,0 +1,153 @@
+"""How much runs at once: LLM requests in flight and scripts running.
+
+Every process keeps its own bound (a semaphore per kind and size), so one run never exceeds
+its `--llm-concurrency` and `--max-parallel`, whatever the lake size. Under a Prefect server
+(PREFECT_API_URL set) every slot is also taken from a global concurrency limit, `dsstar-llm`
+or `dsstar-exec`, so that all the runs of that server share one budget. `dsstar serve`
+creates (or resets) those limits; a run creates one with its own value when it is missing,
+and otherwise leaves the server's value alone (it can be changed in the Prefect UI).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["LIMIT_NAMES", "ensure_limit", "server_url", "slot"]
+
+log = logging.getLogger(__name__)
+
+LIMIT_NAMES = {"llm": "dsstar-llm", "exec": "dsstar-exec"}
+
+_lock = threading.Lock()
+_semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+_ensured: set[tuple[str, str]] = set()
+
+
+def server_url() -> str | None:
+    """The Prefect API in use, or None for the ephemeral (in-process) server."""
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().api.url or None
+
+
+def _semaphore(kind: str, size: int) -> threading.BoundedSemaphore:
+    with _lock:
+        key = (kind, size)
+        if key not in _semaphores:
+            _semaphores[key] = threading.BoundedSemaphore(size)
+        return _semaphores[key]
+
+
+def ensure_limit(kind: str, size: int, *, reset: bool = False) -> str:
+    """Make sure the server has the global limit of `kind` ("llm" or "exec"); returns its
+    name. A missing limit is created with `size`; `reset` also sets an existing one to it."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    name = LIMIT_NAMES[kind]
+    with get_client(sync_client=True) as client:
+        if reset:
+            client.upsert_global_concurrency_limit_by_name(name, size)
+            return name
+        try:
+            client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            try:
+                client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(name=name, limit=size)
+                )
+            except ObjectAlreadyExists:
+                pass  # another run created it first: theirs is as good
+    return name
+
+
+def _ensure_once(url: str, kind: str, size: int) -> str:
+    name = LIMIT_NAMES[kind]
+    with _lock:
+        if (url, name) in _ensured:
+            return name
+    ensure_limit(kind, size)
+    with _lock:
+        _ensured.add((url, name))
+    return name
+
+
+@contextmanager
+def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
+    """Hold one of `size` slots of `kind` in this process and, under a Prefect server, one
+    slot of the server's global limit, for the duration of the block. The server's slot is
+    leased for `lease_s` seconds (longer than the block can last), so the slots of a process
+    that dies come back on their own."""
+    with _semaphore(kind, size):
+        url = server_url()
+        if not url:
+            yield
+            return
+        # The local slot is taken first, so a lone run never waits on the server's polling.
+        name = _ensure_once(url, kind, size)
+        lease = _acquire(name, lease_s)
+        try:
+            yield
+        finally:
+            _release(lease)
+
+
+# One kept-alive client per process: a slot costs two small requests, not a new connection
+# and an event loop as prefect.concurrency's context manager does (measured: 4x the wall
+# time of a 100-file describe on 2 cores).
+_client: Any = None
+
+
+def _shared_client() -> Any:
+    global _client
+    with _lock:
+        if _client is None:
+            from prefect import get_client
+
+            _client = get_client(sync_client=True)
+            _client.__enter__()
+        return _client
+
+
+def _acquire(name: str, lease_s: float) -> str | None:
+    """A lease on one slot of the global limit `name`, waiting while it is full."""
+    import httpx
+
+    wait = 0.05
+    while True:
+        try:
+            response = _shared_client().increment_concurrency_slots_with_lease(
+                names=[name], slots=1, mode="concurrency", lease_duration=lease_s
+            )
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code != 423:  # 423 Locked: the limit is full for now
+                return _unlimited(name, exc)
+            retry_after = float(exc.response.headers.get("Retry-After") or wait)
+            time.sleep(min(retry_after, 2.0) * random.uniform(0.5, 1.0))
+            continue
+        except httpx.HTTPError as exc:  # timeouts, a server restarting
+            return _unlimited(name, exc)
+        body = response.json()
+        return body.get("lease_id") if body.get("limits") else None  # no limit: no lease
+
+
+def _unlimited(name: str, exc: Exception) -> None:
+    # The local bound still holds; a hiccup of the server's limit API must not fail a run.
+    log.warning("global concurrency limit %s unavailable (%s); local bound only", name, exc)
+    return None
+
+
+def _release(lease: str | None) -> None:
+    if lease is None:
+        return
+    try:
+        _shared_client().release_concurrency_slots_with_lease(lease)
+    except Exception as exc:  # an expired lease was already freed by the server
+        log.warning("could not release concurrency lease %s: %s", lease, exc)

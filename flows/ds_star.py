@@ -23,6 +23,7 @@ from tasks._common import result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
 from tasks.analysis import analyze_file
 
+from ._contracts import check_contracts
 from ._run import Run
 
 __all__ = ["ds_star"]
@@ -90,9 +91,11 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     calls = AgentCalls(spec)
     run.track(calls)
 
-    # 0. A question answered before: re-run its verified solution on today's data first.
+    # 0. A question answered before: re-run its verified solution on today's data first,
+    #    unless a file broke its data contract (then the full loop runs, seeded below).
+    contracts = check_contracts(run, source)
     previous = run.previous_solution() if settings.reuse else None
-    if previous:
+    if previous and not contracts["failed"]:
         script = try_previous_solution(run, calls, question, previous)
         if script:
             return run.finish("verified", previous.plan, script, reused=True)

@@ -101,6 +101,7 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "answer": r.get("answer"),
             "llm_calls": r.get("llm_calls"),
             "cost_usd": r.get("cost_usd"),
+            "contracts": contracts_cell(r.get("contracts")),
         }
         for r in results
     ]
@@ -112,6 +113,19 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "answer": None,
             "llm_calls": len(analysis_calls),
             "cost_usd": round(sum(costs), 6) if costs else None,
+            "contracts": None,
         }
     )
     create_table_artifact(key=artifact_key(f"{batch}-nightly"), table=rows)
+
+
+def contracts_cell(contracts: dict[str, Any] | None) -> str | None:
+    """The table's view of a run's contract check: how many files passed, or each failure."""
+    if not contracts:
+        return None
+    failed = contracts.get("failed") or []
+    if not failed:
+        return f"ok ({contracts.get('checked', 0)} checked)"
+    shown = [f"{f['path']}: {f['expectation']} observed {f['observed']}" for f in failed[:5]]
+    more = f" (+{len(failed) - 5} more)" if len(failed) > 5 else ""
+    return f"{len(failed)} failed: " + "; ".join(shown) + more

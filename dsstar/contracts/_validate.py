@@ -39,7 +39,19 @@ def load_suite(document: dict[str, Any]) -> Any:
     """The GX suite of a stored JSON document; a malformed (e.g. hand-edited) one raises
     ContractError naming the problem."""
     _context()
+    from great_expectations.expectations.expectation_configuration import (
+        ExpectationConfiguration,
+    )
+
     fields = {k: v for k, v in document.items() if k in {"name", "expectations", "meta", "notes"}}
+    # GX would log and drop an invalid expectation; a contract must not shrink silently.
+    for item in fields.get("expectations") or []:
+        try:
+            ExpectationConfiguration(
+                type=item["type"], kwargs=item.get("kwargs") or {}, meta=item.get("meta")
+            ).to_domain_obj()
+        except Exception as exc:
+            raise ContractError(f"invalid expectation {item.get('type')!r}: {exc}") from exc
     try:
         return _STATE["gx"].ExpectationSuite(**fields)
     except Exception as exc:  # GX raises its own families for unknown types and bad kwargs

@@ -25,6 +25,7 @@ from tasks.analysis import analyze_file
 
 from ._contracts import check_contracts
 from ._run import Run
+from ._runners import default_task_runner
 
 __all__ = ["ds_star"]
 
@@ -41,7 +42,12 @@ def _flow_run_name() -> str:
     return flow_run.parameters.get("run_id") or default_run_id()
 
 
-@flow(name="ds-star", flow_run_name=_flow_run_name, log_prints=False)
+@flow(
+    name="ds-star",
+    flow_run_name=_flow_run_name,
+    log_prints=False,
+    task_runner=default_task_runner(),
+)
 def ds_star(
     question: str,
     data: str,

@@ -8,6 +8,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsstar.errors import DSStarError
 from dsstar.questions import Question, load_questions
@@ -16,6 +17,7 @@ from dsstar.storage import Store
 from tasks._common import artifact_key
 from tasks.agents import RunSpec
 
+from ._runners import default_task_runner
 from .ds_star import analyze_files, default_run_id, ds_star, open_data
 
 __all__ = ["ds_star_nightly"]
@@ -25,7 +27,10 @@ __all__ = ["ds_star_nightly"]
 def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
     """One question as its own ds-star flow run (a subflow), so it can be inspected alone."""
     options = {k: v for k, v in settings.items() if k not in {"model", "storage", "max_rounds"}}
-    return ds_star(
+    # On a cluster this runs inside a worker: the question's own fan-out (its files were
+    # analyzed ahead by share_analyses, so these are cache hits) stays on threads there.
+    options["task_runner"] = "thread"
+    return ds_star.with_options(task_runner=ThreadPoolTaskRunner())(
         **question,
         model=settings.get("model"),
         max_rounds=settings.get("max_rounds", 20),
@@ -35,7 +40,7 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     )
 
 
-@flow(name="ds-star-nightly")
+@flow(name="ds-star-nightly", task_runner=default_task_runner())
 def ds_star_nightly(
     questions_file: str = "deployments/questions.yaml",
     model: str | None = None,

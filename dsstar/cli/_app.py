@@ -71,6 +71,14 @@ StorageOpt = Annotated[
 
 ModelOpt = Annotated[str | None, typer.Option(help="litellm model [env: DSSTAR_MODEL].")]
 ApiBaseOpt = Annotated[str | None, typer.Option(help="Model server URL [env: DSSTAR_API_BASE].")]
+TaskRunnerOpt = Annotated[
+    str | None,
+    typer.Option(help="Run the analysis on 'thread', 'dask' or 'ray' [env: DSSTAR_TASK_RUNNER]."),
+]
+DaskAddressOpt = Annotated[
+    str | None,
+    typer.Option(help="Use an existing Dask cluster, e.g. tcp://host:8786 [DSSTAR_DASK_ADDRESS]."),
+]
 OfflineOpt = Annotated[
     bool, typer.Option("--offline", help="Use the built-in profiler instead of the LLM analyzer.")
 ]

@@ -13,10 +13,12 @@ from rich.console import Console
 from ..errors import DSStarError
 from ._app import (
     ApiBaseOpt,
+    DaskAddressOpt,
     DataOpt,
     JsonOpt,
     ModelOpt,
     OfflineOpt,
+    TaskRunnerOpt,
     app,
     check_data,
     fail_usage,
@@ -49,9 +51,11 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     from ..llm import require_model
 
     require_model(settings)
+    from flows._runners import build_task_runner
     from flows.describe import describe as describe_flow
 
     options = {k: v for k, v in flags.items() if v is not None}
+    describe_flow = describe_flow.with_options(task_runner=build_task_runner(settings))
     with LiveProgress(enabled=True):
         return describe_flow(data=data, options=options)
 
@@ -62,6 +66,8 @@ def describe(
     offline: OfflineOpt = False,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
+    task_runner: TaskRunnerOpt = None,
+    dask_address: DaskAddressOpt = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
@@ -71,7 +77,10 @@ def describe(
     """
     prefect_quietly(verbose)
     try:
-        files = _descriptions(data, offline, model=model, api_base=api_base)
+        files = _descriptions(
+            data, offline, model=model, api_base=api_base,
+            task_runner=task_runner, dask_address=dask_address,
+        )  # fmt: skip
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if as_json:

@@ -14,9 +14,11 @@ from ._app import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    DaskAddressOpt,
     DataOpt,
     JsonOpt,
     StorageOpt,
+    TaskRunnerOpt,
     app,
     check_data,
     err,
@@ -71,6 +73,8 @@ def run(
         bool,
         typer.Option(help="Try the last verified solution of this question over this data first."),
     ] = True,
+    task_runner: TaskRunnerOpt = None,
+    dask_address: DaskAddressOpt = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
@@ -90,6 +94,8 @@ def run(
             "exec_memory_mb": exec_memory_mb,
             "storage": storage,
             "reuse": reuse,
+            "task_runner": task_runner,
+            "dask_address": dask_address,
         }
         settings = load_settings(**overrides)
         from ..llm import require_model
@@ -114,12 +120,13 @@ def _run_flow(
     run_id: str, params: dict[str, str], settings: Settings, options: dict, as_json: bool
 ) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
+    from flows._runners import build_task_runner
     from flows.ds_star import ds_star
 
     error: BaseException | None = None
     try:
         with LiveProgress(enabled=not as_json):
-            state = ds_star(
+            state = ds_star.with_options(task_runner=build_task_runner(settings))(
                 **params,
                 model=settings.model,
                 max_rounds=settings.max_rounds,

@@ -45,9 +45,7 @@ def default_task_runner() -> TaskRunner:
 
 def shared_storage_warning(settings: Settings) -> str | None:
     """Why the run's storage will not work for a remote cluster, or None."""
-    address = {"dask": settings.dask_address, "ray": settings.ray_address}.get(
-        settings.task_runner
-    )
+    address = {"dask": settings.dask_address, "ray": settings.ray_address}.get(settings.task_runner)
     remote = address and address != "auto" and not _loopback(address)
     if remote and "://" not in settings.storage:
         return (

@@ -55,12 +55,12 @@ def render_html(location: str, report: dict[str, Any]) -> str:
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}.failed{{background:#fdd}}
 .validated{{background:#dfd}}</style></head><body>
 <h1>Data contracts: {_e(location)}</h1>
-<p>Checked {report['checked']} file(s): <b>{verdict}</b>.
+<p>Checked {report["checked"]} file(s): <b>{verdict}</b>.
 Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by dsstar.</p>
 <h2>Files</h2><table><tr><th>file</th><th>status</th><th>expectations met</th>
-<th>seconds</th></tr>{''.join(rows)}</table>
+<th>seconds</th></tr>{"".join(rows)}</table>
 <h2>Failed expectations</h2><table><tr><th>file</th><th>expectation</th><th>observed</th></tr>
-{failures or '<tr><td colspan=3>none</td></tr>'}</table></body></html>
+{failures or "<tr><td colspan=3>none</td></tr>"}</table></body></html>
 """
 
 

@@ -99,8 +99,10 @@ def _observed(item: Any, frame: pd.DataFrame) -> Any:
         return _jsonable(result["observed_value"])
     unexpected = result.get("partial_unexpected_list")
     if unexpected:
-        return {"unexpected_count": result.get("unexpected_count"), "examples": _jsonable(
-            unexpected[:5])}
+        return {
+            "unexpected_count": result.get("unexpected_count"),
+            "examples": _jsonable(unexpected[:5]),
+        }
     if result.get("unexpected_count") is not None:
         return {"unexpected_count": result["unexpected_count"]}
     if column is not None:  # GX could not compute the metric: the values changed kind

@@ -81,20 +81,44 @@ def main() -> None:
 
     lake = make_lake(root, args.files)
     print(f"{args.files} files, model latency {args.delay} s, {os.cpu_count()} CPUs")
+
+    def timed(label: str, settings: dict) -> None:
+        folder = "".join(c if c.isalnum() else "-" for c in label)
+        options = {"storage": str(root / f"storage-{folder}"), **settings}
+        runner = build_task_runner(Settings(**options, task_workers=2))
+        started = time.perf_counter()
+        items = describe.with_options(task_runner=runner)(data=str(lake), options=options)
+        seconds = time.perf_counter() - started
+        errors = sum(1 for i in items if i["error"])
+        print(f"{label:<34} {seconds:7.2f} s  ({len(items)} files, {errors} errors)")
+
     try:
-        for kind in ("thread", "dask", "ray"):
-            options = {"storage": str(root / f"storage-{kind}"), "task_runner": kind}
-            runner = build_task_runner(Settings(**options, task_workers=2))
-            started = time.perf_counter()
-            items = describe.with_options(task_runner=runner)(data=str(lake), options=options)
-            seconds = time.perf_counter() - started
-            errors = sum(1 for i in items if i["error"])
-            print(f"{kind:<7} {seconds:7.2f} s  ({len(items)} files, {errors} errors;"
-                  " includes starting the cluster)")  # fmt: skip
+        timed("thread (1st run)", {"task_runner": "thread"})
+        timed("thread (2nd run)", {"task_runner": "thread"})
+        timed("dask, new local cluster (cold)", {"task_runner": "dask"})
+        timed("ray, new local instance (cold)", {"task_runner": "ray"})
+        # Warm engines: the cluster is up and its workers have imported dsstar once.
+        from distributed import LocalCluster
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+            address = {"task_runner": "dask", "dask_address": cluster.scheduler_address}
+            timed("dask, running cluster (1st run)", address)
+            timed("dask, running cluster (2nd run)", address)
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, runtime_env=_ray_env())
+        timed("ray, running instance (1st run)", {"task_runner": "ray"})
+        timed("ray, running instance (2nd run)", {"task_runner": "ray"})
+        ray.shutdown()
     finally:
         llm.stop()
         server.terminate()
         server.wait(timeout=30)
+
+
+def _ray_env() -> dict:
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    return {"env_vars": {"PYTHONPATH": path}}
 
 
 if __name__ == "__main__":

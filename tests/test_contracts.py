@@ -17,6 +17,7 @@ from dsstar.contracts import (
     accept_file,
     check_data_root,
     contract_key,
+    failed_paths,
     load_contract,
     read_tables,
     validate_file,
@@ -173,7 +174,9 @@ def test_vanished_file_and_invalid_suite_fail_by_name(lake, tmp_path):
     document = store.read_json(key)
     document["tables"][0]["suite"]["expectations"].append({"type": "expect_nonsense", "kwargs": {}})
     store.write_json(key, document)
-    failed = {(f["path"], f["expectation"]) for f in check(store, lake)["failed"]}
+    report = check(store, lake)
+    assert failed_paths(report) == {"orders.tsv", "orders.csv"}
+    failed = {(f["path"], f["expectation"]) for f in report["failed"]}
     assert ("orders.tsv", "file exists") in failed
     assert ("orders.csv", "valid suite") in failed
 

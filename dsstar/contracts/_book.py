@@ -29,6 +29,7 @@ __all__ = [
     "check_data_root",
     "contract_key",
     "create_contract",
+    "failed_paths",
     "load_contract",
     "root_key",
     "stored_contracts",
@@ -151,6 +152,12 @@ def check_data_root(
         "created": [c.path for c in checks if c.status == "created"],
         "files": [c.to_dict() for c in checks if c.status != "skipped"],
     }
+
+
+def failed_paths(report: dict[str, Any]) -> set[str]:
+    """The files (relative paths, sheets stripped) whose contract failed in `report`: a
+    description cache must not serve these; they are analyzed again."""
+    return {str(failure["path"]).split("#", 1)[0] for failure in report.get("failed", [])}
 
 
 def stored_contracts(store: Store, location: str) -> list[dict[str, Any]]:

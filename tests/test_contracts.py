@@ -232,8 +232,13 @@ def test_cli_validate_accept_show(lake, tmp_path):
     assert failed.returncode == 1
     lines = failed.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("FAILED orders.csv: expect_column_values_to_be")
-    page = next(Path(storage, "contracts-docs").rglob("index.html")).read_text()
-    assert "25000" in page and "orders.csv" in page
+    docs = next(Path(storage, "contracts-docs").iterdir())
+    summary = (docs / "summary.html").read_text()
+    assert "25000" in summary and "orders.csv" in summary
+    assert "Data Docs" in (docs / "gx" / "index.html").read_text()  # GX's own site
+    rendered = [p.read_text() for p in (docs / "gx" / "validations").rglob("*.html")]
+    assert any("expect_column_values_to_be_between" in page or "25000" in page
+               for page in rendered)  # fmt: skip
 
     assert dsstar("accept", str(lake), "--path", "orders.csv").returncode == 0
     assert dsstar("validate", str(lake)).returncode == 0

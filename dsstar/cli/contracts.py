@@ -82,9 +82,16 @@ def validate(
     try:
         store, location, source = _open(data, storage)
         report = check_data_root(store, location, source.mount_dir, source.files(), create=False)
-        if data_docs:
-            key = f"contracts-docs/{root_key(location)}/index.html"
-            report["data_docs"] = store.write_text(key, render_html(location, report))
+        if data_docs:  # GX's own Data Docs, plus a one-page summary of this check
+            from ..contracts._docs import build_data_docs
+
+            prefix = f"contracts-docs/{root_key(location)}"
+            report["data_docs"] = build_data_docs(
+                store, location, source.mount_dir, source.files(), f"{prefix}/gx"
+            )
+            report["summary"] = store.write_text(
+                f"{prefix}/summary.html", render_html(location, report)
+            )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if as_json:
@@ -96,8 +103,10 @@ def validate(
         for item in report["files"]:
             Console(stderr=True).print(f"{item['status']:9} {item['path']} ({item['seconds']}"
                                        " s)", highlight=False, markup=False)  # fmt: skip
-        if report.get("data_docs"):
-            Console(stderr=True).print(f"report: {report['data_docs']}", highlight=False)
+        if data_docs:
+            for label in ("data_docs", "summary"):
+                shown = report.get(label) or "(no contracts to render)"
+                Console(stderr=True, soft_wrap=True).print(f"{label}: {shown}", highlight=False)
     if report["failed"]:
         raise typer.Exit(EXIT_FAILED)
 

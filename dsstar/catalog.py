@@ -40,7 +40,9 @@ def sha256_file(path: Path) -> str:
 
 
 def _short(*parts: Any) -> str:
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode(
+        "utf-8", "surrogatepass"
+    )
     return hashlib.sha256(blob).hexdigest()[:24]
 
 

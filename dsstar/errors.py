@@ -8,6 +8,7 @@
     │   ├── LLMTransientError    worth retrying: rate limits, timeouts, connection errors, 5xx
     │   └── LLMFatalError        retrying cannot help: auth, bad request, unknown model
     ├── StorageError             the artifact store cannot be read or written
+    ├── ContractError            a data contract (GX suite) cannot be built, read or checked
     ├── LedgerError              the run ledger's database cannot be reached or migrated
     └── AgentError               an agent's replies never became usable (e.g. no plan step)
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 __all__ = [
     "AgentError",
     "ConfigError",
+    "ContractError",
     "DSStarError",
     "DataError",
     "Interrupted",
@@ -70,6 +72,10 @@ class LLMFatalError(LLMError):
 
 class StorageError(DSStarError):
     """The artifact store cannot be read or written."""
+
+
+class ContractError(DSStarError):
+    """A data contract cannot be built, read or checked (e.g. a malformed edited suite)."""
 
 
 class LedgerError(DSStarError):

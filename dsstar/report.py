@@ -20,6 +20,7 @@ RESULT_KEYS = (
     "cost_usd",
     "flow_run_id",
     "reused_solution",
+    "contracts",
 )
 
 
@@ -32,6 +33,11 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
     for key in ("llm_calls", "input_tokens", "output_tokens"):
         result[key] = record.get(key) or 0
     result["reused_solution"] = bool(record.get("reused_solution"))
+    contracts = record.get("contracts") or {}
+    result["contracts"] = {
+        "checked": contracts.get("checked", 0),
+        "failed": contracts.get("failed", []),
+    }
     if record.get("error"):
         result["error"] = record["error"]
     return result

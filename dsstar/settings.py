@@ -155,6 +155,21 @@ class Settings(BaseSettings):
     profile_max_bytes: int = Field(
         64 << 20, ge=1024, description="Most bytes the offline profiler reads from one file."
     )
+    task_runner: str = Field(
+        "thread",
+        description="Where the analysis fan-out and the nightly batch run: 'thread' (this"
+        " process), 'dask' (a local Dask cluster, or --dask-address) or 'ray' (a local Ray"
+        " instance, or --ray-address). Clusters need shared storage (s3://...).",
+    )
+    dask_address: str | None = Field(
+        None, description="Scheduler of an existing Dask cluster, e.g. tcp://10.0.0.5:8786."
+    )
+    ray_address: str | None = Field(
+        None, description="An existing Ray cluster, e.g. ray://10.0.0.5:10001 or 'auto'."
+    )
+    task_workers: int = Field(
+        2, ge=1, description="Workers of the local Dask cluster or CPUs of the local Ray instance."
+    )
 
     database_url: str = Field(
         f"sqlite:///{Path.home() / '.dsstar' / 'ledger.db'}",
@@ -176,6 +191,13 @@ class Settings(BaseSettings):
     def _known_sandbox(cls, value: str) -> str:
         if value not in {"auto", "bwrap", "unshare", "none", "process"}:  # process: old none
             raise ValueError("sandbox must be one of: auto, bwrap, unshare, none")
+        return value
+
+    @field_validator("task_runner")
+    @classmethod
+    def _known_runner(cls, value: str) -> str:
+        if value not in {"thread", "dask", "ray"}:
+            raise ValueError("task_runner must be one of: thread, dask, ray")
         return value
 
     @field_validator("agent_models")

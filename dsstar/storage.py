@@ -61,7 +61,9 @@ def analysis_key(path: str) -> str:
     if _PLAIN_KEY.fullmatch(path) and ".." not in path:
         return path
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", path.replace("/", "__")).strip("._")[:100]
-    return f"{readable or 'file'}~{hashlib.sha256(path.encode()).hexdigest()[:16]}"
+    # surrogatepass: a file name that is not valid UTF-8 (surrogate-escaped) still hashes
+    digest = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{readable or 'file'}~{digest}"
 
 
 class Store:

@@ -11,12 +11,13 @@ from dsstar.settings import Settings
 from dsstar.storage import Store, new_run_id
 from tasks.agents import RunSpec
 
+from ._runners import default_task_runner
 from .ds_star import analyze_files, open_data
 
 __all__ = ["describe"]
 
 
-@flow(name="ds-star-describe")
+@flow(name="ds-star-describe", task_runner=default_task_runner())
 def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Analyze every file under `data` with the analyzer agent. The descriptions land in the
     same content-keyed cache that runs use, so a later run over these files reuses them."""

@@ -16,6 +16,7 @@ from prefect.runtime import flow_run
 from dsstar import agents, progress, scratch
 from dsstar.agents import FileInfo
 from dsstar.catalog import Catalog
+from dsstar.contracts import failed_paths
 from dsstar.data import DataFile, DataSource, archive_limits, normalize_location
 from dsstar.errors import LLMError
 from dsstar.ledger import RunRow
@@ -27,7 +28,9 @@ from tasks._common import is_transient, result_storage
 from tasks.agents import AgentCalls, RunSpec, Script
 from tasks.analysis import analyze_file, config_key
 
+from ._contracts import check_contracts
 from ._run import Run
+from ._runners import default_task_runner
 
 __all__ = ["ds_star"]
 
@@ -44,7 +47,12 @@ def _flow_run_name() -> str:
     return flow_run.parameters.get("run_id") or default_run_id()
 
 
-@flow(name="ds-star", flow_run_name=_flow_run_name, log_prints=False)
+@flow(
+    name="ds-star",
+    flow_run_name=_flow_run_name,
+    log_prints=False,
+    task_runner=default_task_runner(),
+)
 def ds_star(
     question: str,
     data: str,
@@ -99,16 +107,19 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     calls = AgentCalls(spec)
     run.track(calls)
 
-    # 0. A question answered before: re-run its verified solution on today's data first.
+    # 0. A question answered before: re-run its verified solution on today's data first,
+    #    unless a file broke its data contract (then the full loop runs, seeded below).
+    contracts = check_contracts(run, source)
     previous = run.previous_solution() if settings.reuse else None
-    if previous:
+    if previous and not contracts["failed"]:
         script = try_previous_solution(run, calls, question, previous)
         if script:
             return run.finish("verified", previous.plan, script, reused=True)
     seed_plan = previous.plan if previous else []
 
-    # 1. Analyze every file, concurrently; descriptions are cached by file content.
-    files = analyze_files(spec, source)
+    # 1. Analyze every file, concurrently; descriptions are cached by file content, except
+    #    for files that broke their contract: those are described afresh.
+    files = analyze_files(spec, source, fresh=failed_paths(contracts))
     run.record_analyses(files)
     # 2. Retrieve: only the top-K descriptions go into the prompts.
     context = retrieve(
@@ -199,13 +210,18 @@ def open_data(data: str, settings: Settings, tag: str = "data") -> DataSource:
     )
 
 
-def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
+def analyze_files(
+    spec: RunSpec, source: DataSource, fresh: set[str] = frozenset()
+) -> list[dict[str, Any]]:
     """Describe every file, in parallel; files the catalog already knows (same content, path,
-    prompt and models) are not analyzed again, and get no task of their own."""
+    prompt and models) are not analyzed again, and get no task of their own. Files in
+    `fresh` are analyzed again whatever the caches hold."""
     catalog = Catalog(Store(spec.storage), source.url)
     files = catalog.files(source)  # hashes only new or changed files
     spec_dict = asdict(spec)
-    wanted = {f.path: (f.sha256, config_key(asdict(f), spec_dict)) for f in files}
+    wanted = {
+        f.path: (f.sha256, config_key(asdict(f), spec_dict)) for f in files if f.path not in fresh
+    }
     results = catalog.analyses(wanted)
     misses = [f for f in files if f.path not in results]
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
@@ -216,7 +232,7 @@ def analyze_files(spec: RunSpec, source: DataSource) -> list[dict[str, Any]]:
         retry_delay_seconds=delays or 0,
         retry_condition_fn=is_transient,
     )
-    for record in _bounded(analyze, misses, spec_dict, _window(spec)):
+    for record in _bounded(analyze, misses, spec_dict, _window(spec), fresh):
         results[record["path"]] = record
     return [results[f.path] for f in files]
 
@@ -230,7 +246,9 @@ def _window(spec: RunSpec) -> int:
     )
 
 
-def _bounded(analyze: Any, files: list[DataFile], spec: dict[str, Any], window: int) -> Any:
+def _bounded(
+    analyze: Any, files: list[DataFile], spec: dict[str, Any], window: int, fresh: set[str]
+) -> Any:
     """Submit one analysis task per file, at most `window` pending at a time; yields the
     records in file order. Progress counts finished analyses as they finish."""
     free = threading.Semaphore(window)
@@ -243,7 +261,8 @@ def _bounded(analyze: Any, files: list[DataFile], spec: dict[str, Any], window: 
     futures = []
     for file in files:
         free.acquire()
-        future = analyze.submit(asdict(file), spec)
+        task = analyze.with_options(refresh_cache=True) if file.path in fresh else analyze
+        future = task.submit(asdict(file), spec)
         future.add_done_callback(finished)
         futures.append(future)
     for future in futures:

@@ -8,6 +8,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from dsstar.errors import DSStarError
 from dsstar.questions import Question, load_questions
@@ -16,6 +17,7 @@ from dsstar.storage import Store
 from tasks._common import artifact_key
 from tasks.agents import RunSpec
 
+from ._runners import default_task_runner
 from .ds_star import analyze_files, default_run_id, ds_star, open_data
 
 __all__ = ["ds_star_nightly"]
@@ -25,7 +27,10 @@ __all__ = ["ds_star_nightly"]
 def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
     """One question as its own ds-star flow run (a subflow), so it can be inspected alone."""
     options = {k: v for k, v in settings.items() if k not in {"model", "storage", "max_rounds"}}
-    return ds_star(
+    # On a cluster this runs inside a worker: the question's own fan-out (its files were
+    # analyzed ahead by share_analyses, so these are cache hits) stays on threads there.
+    options["task_runner"] = "thread"
+    return ds_star.with_options(task_runner=ThreadPoolTaskRunner())(
         **question,
         model=settings.get("model"),
         max_rounds=settings.get("max_rounds", 20),
@@ -35,7 +40,7 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     )
 
 
-@flow(name="ds-star-nightly")
+@flow(name="ds-star-nightly", task_runner=default_task_runner())
 def ds_star_nightly(
     questions_file: str = "deployments/questions.yaml",
     model: str | None = None,
@@ -101,6 +106,7 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "answer": r.get("answer"),
             "llm_calls": r.get("llm_calls"),
             "cost_usd": r.get("cost_usd"),
+            "contracts": contracts_cell(r.get("contracts")),
         }
         for r in results
     ]
@@ -112,6 +118,19 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "answer": None,
             "llm_calls": len(analysis_calls),
             "cost_usd": round(sum(costs), 6) if costs else None,
+            "contracts": None,
         }
     )
     create_table_artifact(key=artifact_key(f"{batch}-nightly"), table=rows)
+
+
+def contracts_cell(contracts: dict[str, Any] | None) -> str | None:
+    """The table's view of a run's contract check: how many files passed, or each failure."""
+    if not contracts:
+        return None
+    failed = contracts.get("failed") or []
+    if not failed:
+        return f"ok ({contracts.get('checked', 0)} checked)"
+    shown = [f"{f['path']}: {f['expectation']} observed {f['observed']}" for f in failed[:5]]
+    more = f" (+{len(failed) - 5} more)" if len(failed) > 5 else ""
+    return f"{len(failed)} failed: " + "; ".join(shown) + more

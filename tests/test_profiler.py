@@ -72,6 +72,18 @@ def test_csv_with_title_row(tmp_path):
     assert "first 3 rows:" in desc and "north" in desc
 
 
+def test_csv_with_a_title_padded_to_the_full_width(tmp_path):
+    # A spreadsheet export: the title and the blank line have as many fields as the header.
+    path = tmp_path / "counts.csv"
+    path.write_text('Reports by Type,,\n,,\nYear,Fraud,Other\n2001,"137,306",12\n2002,5,6\n')
+    desc = profile_file(path)
+    assert "title: Reports by Type" in desc and "skiprows=2" in desc
+    assert "rows: 2, columns: 3" in desc and "- Year (int64)" in desc and "Unnamed" not in desc
+    # A one-column-wide header (',' padded) is still the header: nothing skipped.
+    path.write_text("name,\nann,\nbob,\n")
+    assert "skiprows" not in profile_file(path) and "- name" in profile_file(path)
+
+
 def test_tsv(tmp_path):
     path = tmp_path / "t.tsv"
     path.write_text("id\tname, full\tscore\n1\tAda, L\t9\n2\tBob, M\t7\n")

@@ -107,6 +107,14 @@ LLMConcurrencyOpt = Annotated[
     int | None,
     typer.Option(help="Most LLM requests in flight at once [env: DSSTAR_LLM_CONCURRENCY; 8]."),
 ]
+TaskRunnerOpt = Annotated[
+    str | None,
+    typer.Option(help="Run the analysis on 'thread', 'dask' or 'ray' [env: DSSTAR_TASK_RUNNER]."),
+]
+DaskAddressOpt = Annotated[
+    str | None,
+    typer.Option(help="Use an existing Dask cluster, e.g. tcp://host:8786 [DSSTAR_DASK_ADDRESS]."),
+]
 OfflineOpt = Annotated[
     bool, typer.Option("--offline", help="Use the built-in profiler instead of the LLM analyzer.")
 ]

@@ -11,12 +11,14 @@ from rich.console import Console
 from ..errors import DSStarError
 from ._app import (
     ApiBaseOpt,
+    DaskAddressOpt,
     DataOpt,
     JsonOpt,
     LLMConcurrencyOpt,
     MaxParallelOpt,
     ModelOpt,
     OfflineOpt,
+    TaskRunnerOpt,
     app,
     check_data,
     fail_usage,
@@ -37,9 +39,11 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     from ..llm import require_model
 
     require_model(settings)
+    from flows._runners import build_task_runner
     from flows.describe import describe as describe_flow
 
     options = {k: v for k, v in flags.items() if v is not None}
+    describe_flow = describe_flow.with_options(task_runner=build_task_runner(settings))
     with prefect_api(), LiveProgress(enabled=True):
         return describe_flow(data=data, options=options)
 
@@ -90,6 +94,8 @@ def describe(
     api_base: ApiBaseOpt = None,
     max_parallel: MaxParallelOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
+    task_runner: TaskRunnerOpt = None,
+    dask_address: DaskAddressOpt = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
@@ -107,6 +113,8 @@ def describe(
             api_base=api_base,
             max_parallel=max_parallel,
             llm_concurrency=llm_concurrency,
+            task_runner=task_runner,
+            dask_address=dask_address,
         )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
@@ -154,9 +162,7 @@ def retrieve(
         settings = load_settings(
             embedding_model=embedding_model, embedding_api_base=embedding_api_base
         )
-        documents = {
-            f["path"]: f["description"] or "" for f in files if f["format"] != "skipped"
-        }
+        documents = {f["path"]: f["description"] or "" for f in files if f["format"] != "skipped"}
         similarity = embedding_similarity(settings)
         hits = rank_sources(question, documents, similarity=similarity)[:top_k]
     except DSStarError as exc:

@@ -17,11 +17,13 @@ from ..text import clean
 from ._app import (
     EXIT_FAILED,
     EXIT_OK,
+    DaskAddressOpt,
     DataOpt,
     JsonOpt,
     LLMConcurrencyOpt,
     MaxParallelOpt,
     StorageOpt,
+    TaskRunnerOpt,
     app,
     err,
     fail_usage,
@@ -86,6 +88,8 @@ def run(
         bool,
         typer.Option(help="Try the last verified solution of this question over this data first."),
     ] = True,
+    task_runner: TaskRunnerOpt = None,
+    dask_address: DaskAddressOpt = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
@@ -108,6 +112,8 @@ def run(
             "reuse": reuse,
             "max_parallel": max_parallel,
             "llm_concurrency": llm_concurrency,
+            "task_runner": task_runner,
+            "dask_address": dask_address,
         }
         settings = load_settings(**overrides)
         if run_id:
@@ -132,13 +138,14 @@ def _run_flow(
 ) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
     err.print(f"run {run_id}", highlight=False)  # on stderr at once: the id to resume it by
+    from flows._runners import build_task_runner
     from flows.ds_star import ds_star
 
     error: BaseException | None = None
     stop = _stop_hook(settings, run_id, as_json)
     try:
         with stopping.on_stop(stop), prefect_api(), LiveProgress(enabled=not as_json):
-            state = ds_star(
+            state = ds_star.with_options(task_runner=build_task_runner(settings))(
                 **params,
                 model=settings.model,
                 max_rounds=settings.max_rounds,

@@ -22,6 +22,7 @@ __all__ = [
     "describe_sqlite",
 ]
 
+_MAX_TITLE_ROWS = 20  # more rows than this above a header: read the file from its first line
 _DECIMAL_COMMA = re.compile(r"^-?\d{1,3}(\.\d{3})*,\d+$|^-?\d+,\d+$")
 
 
@@ -29,7 +30,8 @@ def _csv_layout(sample: str, fmt: str) -> tuple[str, int, str]:
     """Delimiter, physical lines before the header, and the skipped title text.
 
     The delimiter is the candidate giving the most records with the same field count;
-    title rows above the header are records with fewer fields than that mode.
+    title rows above the header are records with fewer fields than that mode, or with at
+    most one filled cell (a spreadsheet export pads a title to the full width: "Title,,,").
     """
     candidates = ["\t", ",", ";", "|"] if fmt == "tsv" else [",", ";", "\t", "|"]
     best = (-1, 0, ",")
@@ -40,14 +42,18 @@ def _csv_layout(sample: str, fmt: str) -> tuple[str, int, str]:
         if width > 1 and (freq, width) > best[:2]:
             best = (freq, width, delim)
     _, width, delim = best
-    reader = csv.reader(io.StringIO(sample), delimiter=delim)
-    skipped, before = [], 0
-    for row in reader:  # line_num tracks physical lines, so quoted newlines are handled
-        if width and len(row) >= width:  # title rows are shorter than the header
-            break
-        skipped += [" ".join(row)] if row else []
-        before = reader.line_num
-    return delim, (before if width else 0), " | ".join(skipped)
+    if not width:
+        return delim, 0, ""
+    for padded_titles in (True, False):  # a header of one filled cell: the plain rule
+        reader = csv.reader(io.StringIO(sample), delimiter=delim)
+        skipped, before = [], 0
+        for row in islice(reader, _MAX_TITLE_ROWS + 1):  # line_num counts physical lines
+            filled = sum(bool(cell.strip()) for cell in row)
+            if len(row) >= width and (filled > 1 or not padded_titles):
+                return delim, before, " | ".join(skipped)
+            skipped += [" ".join(c for c in row if c.strip())] if filled else []
+            before = reader.line_num
+    return delim, 0, ""
 
 
 def _decimal_comma(sample: str, delim: str, skip: int) -> bool:
@@ -90,9 +96,10 @@ def describe_csv(path: Path, fmt: str) -> list[str]:
     if decimal == ",":
         out.append("note: decimal comma (use decimal=',', thousands='.')")
     if skip:
+        out.insert(0, f"title: {short(title, 200)}")
         out.append(
-            f"note: header is not on the first line; skipped {skip} line(s) above it"
-            f" (title: {short(title, 80)!r}); use skiprows={skip}"
+            f"note: header is not on the first line; skipped {skip} line(s) above it;"
+            f" use skiprows={skip}"
         )
     total = None
     if len(df) == MAX_ROWS or cut:

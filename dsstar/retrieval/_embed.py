@@ -72,7 +72,7 @@ class EmbeddingCache:
         self.requests = 0  # embedding requests sent, for benchmarks and tests
 
     def key(self, text: str, input_type: str | None) -> str:
-        raw = f"{self.config.model}\0{input_type or ''}\0{text}".encode()
+        raw = f"{self.config.model}\0{input_type or ''}\0{text}".encode("utf-8", "surrogatepass")
         return hashlib.sha256(raw).hexdigest()
 
     def vectors(self, texts: list[str], input_type: str | None = None) -> list[list[float]]:

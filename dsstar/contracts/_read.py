@@ -1,0 +1,133 @@
+"""Tables of a data file as pandas frames, read with a row bound, in a canonical form.
+
+A contract compares what a file holds today with what it held when it was first analyzed.
+Columns are normalised to four kinds (number, bool, datetime, text) so that harmless dtype
+drift (an integer column that gains a missing value and turns float, pandas' object vs str)
+is not mistaken for a type change, while a number column that starts holding text is."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["MAX_ROWS", "TABULAR_FORMATS", "Table", "canonical", "read_tables"]
+
+MAX_ROWS = 200_000  # rows read per table: bounds time and memory on big files
+MAX_JSON_BYTES = 64 << 20  # JSON is parsed whole; bigger files get no contract
+TABULAR_FORMATS = frozenset({"csv", "tsv", "excel", "parquet", "json", "jsonl", "sqlite"})
+
+
+@dataclass
+class Table:
+    """One table of a file: `name` is the sheet or database table (None for flat files)."""
+
+    name: str | None
+    frame: pd.DataFrame
+    truncated: bool  # more rows exist than were read
+
+
+def read_tables(path: Path, fmt: str, max_rows: int = MAX_ROWS) -> list[Table]:
+    """The file's tables (canonical frames), or [] when the format holds no table.
+    Raises what pandas raises on a malformed file; callers turn that into a failure."""
+    reader = _READERS.get(fmt)
+    if reader is None:
+        return []
+    tables = []
+    for name, frame in reader(path, max_rows + 1):
+        truncated = len(frame) > max_rows
+        tables.append(Table(name, canonical(frame.head(max_rows)), truncated))
+    return tables
+
+
+def canonical(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every column as float64, bool, datetime64 or str (missing values stay missing)."""
+    out = {}
+    for column in frame.columns:
+        series = frame[column]
+        if pd.api.types.is_bool_dtype(series):
+            out[str(column)] = series.astype(bool) if not series.isna().any() else series
+        elif pd.api.types.is_numeric_dtype(series):
+            out[str(column)] = pd.to_numeric(series, errors="coerce").astype("float64")
+        elif pd.api.types.is_datetime64_any_dtype(series):
+            out[str(column)] = series
+        else:
+            text = series.map(lambda v: v if v is None or isinstance(v, str) else _text(v))
+            out[str(column)] = text.astype("str")
+    return pd.DataFrame(out, index=frame.index)
+
+
+def _text(value: object) -> object:
+    if isinstance(value, float) and value != value:  # NaN stays missing
+        return value
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def _csv(path: Path, rows: int, sep: str = ",") -> list[tuple[str | None, pd.DataFrame]]:
+    return [(None, pd.read_csv(path, sep=sep, nrows=rows, encoding_errors="replace"))]
+
+
+def _tsv(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    return _csv(path, rows, sep="\t")
+
+
+def _excel(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    sheets = pd.read_excel(path, sheet_name=None, nrows=rows)
+    return [(str(name), frame) for name, frame in sheets.items()]
+
+
+def _parquet(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(path)
+    batches = []
+    for batch in handle.iter_batches(batch_size=min(rows, 65_536)):
+        batches.append(batch)
+        if sum(len(b) for b in batches) >= rows:
+            break
+    table = pa.Table.from_batches(batches, schema=handle.schema_arrow)
+    return [(None, table.to_pandas().head(rows))]
+
+
+def _json(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    """Only a list of flat-ish records is a table; any other JSON shape gets no contract."""
+    if path.stat().st_size > MAX_JSON_BYTES:
+        return []
+    data = json.loads(path.read_bytes())
+    if not isinstance(data, list) or not data or not all(isinstance(r, dict) for r in data):
+        return []
+    return [(None, pd.DataFrame.from_records(data[:rows]))]
+
+
+def _jsonl(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    return [(None, pd.read_json(path, lines=True, nrows=rows))]
+
+
+def _sqlite(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        names = [
+            r[0]
+            for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
+        ]
+        quoted = ['"' + n.replace('"', '""') + '"' for n in names]
+        return [
+            (name, pd.read_sql_query(f"SELECT * FROM {q} LIMIT {int(rows)}", con))  # noqa: S608
+            for name, q in zip(names, quoted, strict=True)
+        ]
+
+
+_READERS = {
+    "csv": _csv,
+    "tsv": _tsv,
+    "excel": _excel,
+    "parquet": _parquet,
+    "json": _json,
+    "jsonl": _jsonl,
+    "sqlite": _sqlite,
+}

@@ -1,0 +1,39 @@
+"""The contract gate of a run: every input file against its stored suite before a stored
+solution is trusted on today's data. Failures become a warning artifact and the run's
+`contracts` record; the core work happens in `dsstar.contracts`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from dsstar.contracts import check_data_root, failures_markdown
+from dsstar.data import DataSource
+from tasks._common import artifact_key
+
+from ._run import Run
+
+__all__ = ["check_contracts"]
+
+
+def check_contracts(run: Run, source: DataSource) -> dict[str, Any]:
+    """Validate (or, for new files, create) every file's contract. Returns the report:
+    {"checked", "failed", "created", "files"}; it is also kept in run.json."""
+    location = run.record["data"]
+    report = check_data_root(run.store, location, source.mount_dir, source.files())
+    run.note(contracts=report)
+    if report["failed"]:
+        get_run_logger().warning(
+            "data contract failed for %d expectation(s) under %s: the stored solution is not"
+            " reused", len(report["failed"]), location,
+        )  # fmt: skip
+        create_markdown_artifact(
+            key=artifact_key(f"{run.run_id}-contracts"),
+            markdown=failures_markdown(
+                location, report, "The stored solution was not reused; the full loop ran."
+            ),
+            description="Data contract failures",
+        )
+    return report

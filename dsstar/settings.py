@@ -130,6 +130,12 @@ class Settings(BaseSettings):
         description="Most LLM requests in flight at once. Under a Prefect server the runs share"
         " the global concurrency limit 'dsstar-llm'.",
     )
+    llm_rpm: int | None = Field(
+        None,
+        ge=1,
+        description="Most LLM requests started per minute (unset: no rate limit). Under a"
+        " Prefect server the runs share the global rate limit 'dsstar-llm-rpm'.",
+    )
     sandbox: str = Field(
         "auto",
         description="How generated scripts are isolated: 'bwrap' (bubblewrap), 'unshare'"

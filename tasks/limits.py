@@ -6,6 +6,10 @@ its `--llm-concurrency` and `--max-parallel`, whatever the lake size. Under a Pr
 or `dsstar-exec`, so that all the runs of that server share one budget. `dsstar serve`
 creates (or resets) those limits; a run creates one with its own value when it is missing,
 and otherwise leaves the server's value alone (it can be changed in the Prefect UI).
+
+With DSSTAR_LLM_RPM, LLM requests are also paced: at most that many start per minute,
+shared the same way through a rate limit `dsstar-llm-rpm` (a global limit whose slots decay
+at RPM/60 per second), or kept in the process without a server.
 """
 
 from __future__ import annotations
@@ -18,15 +22,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["LIMIT_NAMES", "ensure_limit", "server_url", "slot"]
+__all__ = ["LIMIT_NAMES", "RATE_NAME", "ensure_limit", "ensure_rate", "pace", "server_url", "slot"]
 
 log = logging.getLogger(__name__)
 
 LIMIT_NAMES = {"llm": "dsstar-llm", "exec": "dsstar-exec"}
+RATE_NAME = "dsstar-llm-rpm"
 
 _lock = threading.Lock()
 _semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _ensured: set[tuple[str, str]] = set()
+_next_start: dict[int, float] = {}  # requests per minute -> when the next local request may start
 
 
 def server_url() -> str | None:
@@ -79,6 +85,57 @@ def _ensure_once(url: str, kind: str, size: int) -> str:
     return name
 
 
+def ensure_rate(rpm: int, *, reset: bool = False) -> str:
+    """Make sure the server has the rate limit of `rpm` LLM requests per minute; returns its
+    name. Bursts are capped at one second's worth; slots come back at rpm/60 per second."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import (
+        GlobalConcurrencyLimitCreate,
+        GlobalConcurrencyLimitUpdate,
+    )
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    burst, decay = max(1, rpm // 60), rpm / 60
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_global_concurrency_limit_by_name(RATE_NAME)
+            if reset:
+                update = GlobalConcurrencyLimitUpdate(limit=burst, slot_decay_per_second=decay)
+                client.update_global_concurrency_limit(RATE_NAME, update)
+        except ObjectNotFound:
+            try:
+                client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(
+                        name=RATE_NAME, limit=burst, slot_decay_per_second=decay
+                    )
+                )
+            except ObjectAlreadyExists:
+                pass  # another run created it first
+    return RATE_NAME
+
+
+def pace(rpm: int | None) -> None:
+    """Wait until one more LLM request may start under `rpm` requests per minute: the
+    server's shared rate limit, or (without a server) an even spacing in this process."""
+    if not rpm:
+        return
+    url = server_url()
+    if not url:
+        with _lock:
+            now = time.monotonic()
+            start = max(now, _next_start.get(rpm, now))
+            _next_start[rpm] = start + 60 / rpm
+        time.sleep(start - now)
+        return
+    with _lock:
+        known = (url, RATE_NAME) in _ensured
+    if not known:
+        ensure_rate(rpm)
+        with _lock:
+            _ensured.add((url, RATE_NAME))
+    _take(RATE_NAME, "rate_limit")
+
+
 @contextmanager
 def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
     """Hold one of `size` slots of `kind` in this process and, under a Prefect server, one
@@ -118,14 +175,30 @@ def _shared_client() -> Any:
 
 def _acquire(name: str, lease_s: float) -> str | None:
     """A lease on one slot of the global limit `name`, waiting while it is full."""
+    response = _take(name, "concurrency", lease_s)
+    if response is None:
+        return None
+    body = response.json()
+    return body.get("lease_id") if body.get("limits") else None  # no limit: no lease
+
+
+def _take(name: str, mode: str, lease_s: float | None = None) -> Any:
+    """Occupy one slot of the global limit `name` ("concurrency" with a lease, or
+    "rate_limit", whose slots decay on their own), waiting while it is full. None when the
+    server's limit API cannot be used."""
     import httpx
 
     wait = 0.05
     while True:
         try:
-            response = _shared_client().increment_concurrency_slots_with_lease(
-                names=[name], slots=1, mode="concurrency", lease_duration=lease_s
-            )
+            client = _shared_client()
+            if lease_s is None:
+                response = client.increment_concurrency_slots(names=[name], slots=1, mode=mode)
+                response.raise_for_status()
+            else:
+                response = client.increment_concurrency_slots_with_lease(
+                    names=[name], slots=1, mode=mode, lease_duration=lease_s
+                )
         except httpx.HTTPStatusError as exc:
             if exc.response.status_code != 423:  # 423 Locked: the limit is full for now
                 return _unlimited(name, exc)
@@ -134,8 +207,7 @@ def _acquire(name: str, lease_s: float) -> str | None:
             continue
         except httpx.HTTPError as exc:  # timeouts, a server restarting
             return _unlimited(name, exc)
-        body = response.json()
-        return body.get("lease_id") if body.get("limits") else None  # no limit: no lease
+        return response
 
 
 def _unlimited(name: str, exc: Exception) -> None:

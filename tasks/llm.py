@@ -12,7 +12,7 @@ from dsstar.llm import LLMConfig, Message, complete
 from dsstar.settings import Settings
 
 from ._common import digest, is_transient, key_part
-from .limits import slot
+from .limits import pace, slot
 
 __all__ = ["ask"]
 
@@ -55,6 +55,7 @@ def ask(
     api_key = settings.api_key  # read here, never passed as a (recorded) task parameter
     lease_s = float(config.get("timeout") or settings.llm_timeout) + 60
     with slot("llm", concurrency or settings.llm_concurrency, lease_s):
+        pace(settings.llm_rpm)
         reply = complete(
             LLMConfig(**config),
             messages,

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from scenarios import fence
+from scenarios import ANSWER, describe_script, fence
 
-from tasks.limits import LIMIT_NAMES, ensure_limit
+from tasks.limits import LIMIT_NAMES, RATE_NAME, ensure_limit
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ def fresh_limits():
 
     def drop() -> None:
         with get_client(sync_client=True) as client:
-            for name in LIMIT_NAMES.values():
+            for name in [*LIMIT_NAMES.values(), RATE_NAME]:
                 try:
                     client.delete_global_concurrency_limit_by_name(name)
                 except Exception:  # ObjectNotFound: nothing to drop
@@ -178,3 +178,63 @@ def test_without_a_server_a_local_bound_applies(env, llm, tmp_path, monkeypatch)
     files = describe_json(lake, "--llm-concurrency", "3", "--max-parallel", "1")
     assert 1 <= gauge.peak <= 3
     assert peak_overlap([f["description"] for f in files]) == 1
+
+
+def test_three_runs_share_one_llm_budget_and_rate(env, llm, sales, fresh_limits):
+    """Three `dsstar run`s at once against one server: each allows 4 requests in flight,
+    the server's limit allows 2, and DSSTAR_LLM_RPM paces all of them together."""
+    ensure_limit("llm", 2, reset=True)
+    gauge, starts = Gauge(), []
+
+    def held(reply):
+        def respond(request):
+            starts.append(time.monotonic())
+            with gauge.hold():
+                time.sleep(0.2)
+            return reply(request) if callable(reply) else reply
+
+        return respond
+
+    answer = fence(f"print({ANSWER!r})")
+    llm.default("analyzer", held(describe_script))
+    llm.default("planner", held("Compute revenue per region and find its manager."))
+    llm.default("coder", held(answer))
+    llm.default("verifier", held("Yes"))
+    llm.default("finalyzer", held(answer))
+    rpm = 60  # one request a second, bursts of one
+    run_env = {**os.environ, "DSSTAR_LLM_RPM": str(rpm), "DSSTAR_LLM_CONCURRENCY": "4"}
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dsstar",
+                "run",
+                "--data",
+                str(sales),
+                "--json",
+                "--no-reuse",
+                "--question",
+                f"Which region sold most? (run {n})",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=run_env,
+        )  # fmt: skip
+        for n in range(3)
+    ]
+    results = [run.communicate(timeout=600) for run in runs]
+    for run, (out, err) in zip(runs, results, strict=True):
+        assert run.returncode == 0, err[-3000:]
+        assert json.loads(out)["answer"] == ANSWER
+    assert 1 <= gauge.peak <= 2  # never above the server's limit, whatever each run allowed
+    assert read_limit("dsstar-llm").active_slots == 0
+    rate = read_limit(RATE_NAME)
+    assert rate.limit == rpm // 60 and rate.slot_decay_per_second == pytest.approx(rpm / 60)
+    # Paced: within any 3 seconds at most 1 (the burst) + 3 (one a second) requests start,
+    # where the model alone (2 in flight, 0.2 s each) would take 10 a second.
+    starts.sort()
+    assert len(starts) >= 3 * 5
+    most = max(sum(1 for t in starts if s <= t < s + 3.0) for s in starts)
+    assert most <= rate.limit + 3 + 1, most  # + 1: a slot decays continuously, not in steps

@@ -35,7 +35,8 @@ def serve(
     nightly schedule execute here. Needs PREFECT_API_URL (e.g. `prefect server start`).
 
     All runs of the server share two global concurrency limits, created (or reset) here:
-    dsstar-exec (--max-parallel scripts at once) and dsstar-llm (--llm-concurrency requests).
+    dsstar-exec (--max-parallel scripts at once) and dsstar-llm (--llm-concurrency requests),
+    and with DSSTAR_LLM_RPM set, the rate limit dsstar-llm-rpm (LLM requests per minute).
 
     Example: dsstar serve --cron "0 2 * * *" --timezone Europe/Paris
     """
@@ -61,9 +62,12 @@ def serve(
         parameters={"questions_file": str(Path(questions_file).resolve())},
         tags=["dsstar"],
     )
-    from tasks.limits import ensure_limit
+    from tasks.limits import ensure_limit, ensure_rate
 
     for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
         err.print(f"global concurrency limit {ensure_limit(kind, size, reset=True)}: {size}")
+    if settings.llm_rpm:
+        rate = ensure_rate(settings.llm_rpm, reset=True)
+        err.print(f"global rate limit {rate}: {settings.llm_rpm} LLM requests per minute")
     err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")
     prefect_serve(on_demand, nightly, limit=limit)

@@ -9,6 +9,7 @@ from typing import Any
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from dsstar.catalog import Catalog
 from dsstar.contracts import check_data_root, failures_markdown
 from dsstar.data import DataSource
 from tasks._common import artifact_key
@@ -22,7 +23,8 @@ def check_contracts(run: Run, source: DataSource) -> dict[str, Any]:
     """Validate (or, for new files, create) every file's contract. Returns the report:
     {"checked", "failed", "created", "files"}; it is also kept in run.json."""
     location = run.record["data"]
-    report = check_data_root(run.store, location, source.mount_dir, source.files())
+    files = Catalog(run.store, source.url).files(source)  # with content hashes, kept indexed
+    report = check_data_root(run.store, location, source.mount_dir, files)
     run.note(contracts=report)
     if report["failed"]:
         get_run_logger().warning(

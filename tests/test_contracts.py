@@ -113,6 +113,37 @@ def test_compatible_refresh_validates_every_format(lake, tmp_path):
     assert stats["book.xlsx"]["unsuccessful_expectations"] == 0
 
 
+def test_unchanged_content_against_unchanged_suites_is_not_validated_again(lake, tmp_path):
+    from dsstar.catalog import Catalog
+
+    store = Store(str(tmp_path / "storage"))
+    source = DataSource(str(lake), tmp_path / "cache")
+
+    def hashed_check() -> dict:
+        files = Catalog(store, str(lake)).files(source)
+        report = check_data_root(store, str(lake), source.mount_dir, files)
+        return {f["path"]: f["statistics"] for f in report["files"]}
+
+    hashed_check()  # creates the suites
+    first = hashed_check()  # validates with GX, remembers the passes
+    assert first["orders.csv"]["evaluated_expectations"] >= 10
+    assert "unchanged" not in first["orders.csv"]
+    again = hashed_check()
+    assert again["orders.csv"]["unchanged"] is True  # no read, no GX: the last pass holds
+    assert again["orders.csv"]["evaluated_expectations"] == first["orders.csv"][
+        "evaluated_expectations"]  # fmt: skip
+    # An edited suite is validated for real, and can fail on the same content.
+    key = contract_key(str(lake), "orders.csv")
+    document = store.read_json(key)
+    for expectation in document["tables"][0]["suite"]["expectations"]:
+        if expectation["type"] == "expect_table_row_count_to_be_between":
+            expectation["kwargs"].update(min_value=100, max_value=200)
+    store.write_json(key, document)
+    files = Catalog(store, str(lake)).files(source)
+    report = check_data_root(store, str(lake), source.mount_dir, files)
+    assert failed_paths(report) == {"orders.csv"}
+
+
 @pytest.mark.parametrize(
     ("change", "expectation", "observed"),
     [

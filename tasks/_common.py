@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -26,6 +27,14 @@ __all__ = [
 def result_storage(storage_url: str) -> WritableFileSystem:
     """Prefect's persisted task results live beside the run artifacts, under `cache/`, so a
     retry on any machine that sees the same storage finds the finished work."""
+    from prefect.settings import PREFECT_API_URL
+
+    return _saved_result_storage(storage_url, PREFECT_API_URL.value())
+
+
+@functools.lru_cache(maxsize=32)
+def _saved_result_storage(storage_url: str, api_url: str | None) -> WritableFileSystem:
+    """The block, saved once per process and Prefect API (each save is a database write)."""
     base = f"{storage_url.rstrip('/')}/cache"
     if "://" in base and not base.startswith("file://"):
         block: WritableFileSystem = RemoteFileSystem(basepath=base)

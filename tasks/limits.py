@@ -173,6 +173,38 @@ def _shared_client() -> Any:
         return _client
 
 
+_BUSY_RETRIES = 100  # about 25 s of short waits before a slot request gives up
+
+
+def _post(path: str, body: dict[str, Any]) -> Any:
+    """POST to the server's concurrency API, retried here within milliseconds while the
+    server is busy (503) or unreachable for a moment; other errors are raised at once.
+
+    Prefect's client would wait about 2 s before each retry of a 503 (even with retries
+    turned off), and a SQLite-backed server answers 503 whenever another write holds the
+    database, which happens to most slot requests of a busy run. So the request goes out
+    through the client's connection and credentials, but not its retry loop."""
+    import httpx
+
+    delay = 0.005
+    for attempt in range(_BUSY_RETRIES):
+        transport = _shared_client()._client  # Prefect's httpx client: base URL, auth headers
+        try:
+            request = transport.build_request("POST", path, json=body)
+            response = httpx.Client.send(transport, request)
+            response.raise_for_status()
+            return response
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code != 503 or attempt == _BUSY_RETRIES - 1:
+                raise
+        except httpx.TransportError:
+            if attempt == _BUSY_RETRIES - 1:
+                raise
+        time.sleep(delay * random.uniform(0.5, 1.5))
+        delay = min(delay * 2, 0.25)
+    raise AssertionError("unreachable")
+
+
 def _acquire(name: str, lease_s: float) -> str | None:
     """A lease on one slot of the global limit `name`, waiting while it is full."""
     response = _take(name, "concurrency", lease_s)
@@ -191,14 +223,12 @@ def _take(name: str, mode: str, lease_s: float | None = None) -> Any:
     wait = 0.05
     while True:
         try:
-            client = _shared_client()
+            body = {"names": [name], "slots": 1, "mode": mode}
             if lease_s is None:
-                response = client.increment_concurrency_slots(names=[name], slots=1, mode=mode)
-                response.raise_for_status()
+                response = _post("/v2/concurrency_limits/increment", body)
             else:
-                response = client.increment_concurrency_slots_with_lease(
-                    names=[name], slots=1, mode=mode, lease_duration=lease_s
-                )
+                body["lease_duration"] = lease_s
+                response = _post("/v2/concurrency_limits/increment-with-lease", body)
         except httpx.HTTPStatusError as exc:
             if exc.response.status_code != 423:  # 423 Locked: the limit is full for now
                 return _unlimited(name, exc)
@@ -220,6 +250,6 @@ def _release(lease: str | None) -> None:
     if lease is None:
         return
     try:
-        _shared_client().release_concurrency_slots_with_lease(lease)
+        _post("/v2/concurrency_limits/decrement-with-lease", {"lease_id": str(lease)})
     except Exception as exc:  # an expired lease was already freed by the server
         log.warning("could not release concurrency lease %s: %s", lease, exc)

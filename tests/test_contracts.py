@@ -124,8 +124,11 @@ def test_unchanged_content_against_unchanged_suites_is_not_validated_again(lake,
         report = check_data_root(store, str(lake), source.mount_dir, files)
         return {f["path"]: f["statistics"] for f in report["files"]}
 
-    hashed_check()  # creates the suites
-    first = hashed_check()  # validates with GX, remembers the passes
+    hashed_check()  # creates the suites from today's content
+    assert hashed_check()["orders.csv"] == {"unchanged": True}  # the content they describe
+    grown = pd.concat([ORDERS, ORDERS.tail(1).assign(order_id=1007)])
+    write(lake, "orders.csv", grown)
+    first = hashed_check()  # new content: read and validated with GX, the pass remembered
     assert first["orders.csv"]["evaluated_expectations"] >= 10
     assert "unchanged" not in first["orders.csv"]
     again = hashed_check()

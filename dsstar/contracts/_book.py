@@ -129,13 +129,17 @@ def validate_file(
     """Check one file against its stored contract. A file without one gets one now (when
     `create`): that is its first analysis, so there is nothing to compare with yet."""
     started = time.perf_counter()
+    content = getattr(file, "sha256", "") or ""
+    memo_key = f"contracts/{root_key(location)}/passed/{analysis_key(file.path)}.json"
     document = load_contract(store, location, file.path)
     if document is None:
         made = create and _try_create(store, location, root, file)
+        if made and content:  # a contract describes the content it was made from
+            document = load_contract(store, location, file.path) or {}
+            memo = {"sha256": content, "suite": _digest(document.get("tables"))}
+            store.write_json(memo_key, {**memo, "statistics": {}})
         status = "created" if made else "skipped"
         return FileCheck(file.path, status, [], {}, time.perf_counter() - started)
-    content = getattr(file, "sha256", "") or ""
-    memo_key = f"contracts/{root_key(location)}/passed/{analysis_key(file.path)}.json"
     memo = {"sha256": content, "suite": _digest(document.get("tables"))}
     if content and _passed_before(store, memo_key, memo):
         statistics = {**store.read_json(memo_key)["statistics"], "unchanged": True}

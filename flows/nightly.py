@@ -8,7 +8,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
+from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.transactions import CommitMode, transaction
 
 from dsstar.errors import DSStarError
 from dsstar.questions import Question, load_questions
@@ -30,14 +32,18 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     # On a cluster this runs inside a worker: the question's own fan-out (its files were
     # analyzed ahead by share_analyses, so these are cache hits) stays on threads there.
     options["task_runner"] = "thread"
-    return ds_star.with_options(task_runner=ThreadPoolTaskRunner())(
-        **question,
-        model=settings.get("model"),
-        max_rounds=settings.get("max_rounds", 20),
-        storage=settings.get("storage"),
-        run_id=run_id,
-        options=options,
-    )
+    # The LLM calls and executions of the run are tasks nested in this one. By default their
+    # cache records would commit with this task, and a failed question would lose them: its
+    # retry would pay for every finished call again. Eager commits keep each one as it ends.
+    with transaction(commit_mode=CommitMode.EAGER):
+        return ds_star.with_options(task_runner=ThreadPoolTaskRunner())(
+            **question,
+            model=settings.get("model"),
+            max_rounds=settings.get("max_rounds", 20),
+            storage=settings.get("storage"),
+            run_id=run_id,
+            options=options,
+        )
 
 
 @flow(name="ds-star-nightly", task_runner=default_task_runner())
@@ -46,8 +52,9 @@ def ds_star_nightly(
     model: str | None = None,
     storage: str | None = None,
     max_rounds: int = 20,
-) -> list[dict[str, Any]]:
-    """Answer every question of a question set (a YAML file) against its data.
+) -> list[dict[str, Any]] | State:
+    """Answer every question of a question set (a YAML file) against its data. The batch
+    fails when any question failed, after every other question has finished.
 
     Args:
         questions_file: YAML list of {question, data, guidelines}; relative data paths are
@@ -74,6 +81,9 @@ def ds_star_nightly(
             failed = {"question": question.question, "status": "failed"}
             results.append(failed | {"error": future.state.message})
     publish_summary(batch, results, analysis_calls)
+    failed = [r for r in results if r["status"] == "failed"]
+    if failed:  # the batch shows as failed (alerts, the UI's Retry): a retry resumes those
+        return Failed(message=f"{len(failed)} of {len(results)} questions failed", data=results)
     return results
 
 

@@ -198,3 +198,32 @@ def test_nightly_batch_analyzes_each_file_once(served, llm, data, tmp_path):
     assert [[(r.status, r.answer) for r in history] for history in runs] == [
         [("verified", ANSWER)]
     ] * 3
+
+
+def test_a_failed_nightly_question_is_retried_without_repeating_answers(
+    served, llm, data, tmp_path
+):
+    two_rounds(llm)
+    coder_outage(llm)  # the question's second coder call fails for good
+    questions = tmp_path / "questions.yaml"
+    questions.write_text(f"- question: {QUESTION}\n  data: {data}\n")
+    parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
+    flow_run = trigger(parameters, "ds-star-nightly/nightly")
+    assert flow_run.state.is_failed() and "1 of 1 questions failed" in flow_run.state.message
+    before = list(llm.requests)
+    assert any(r["agent"] == "planner" for r in before)  # the question got that far
+
+    llm.intercept(None)
+    with get_client(sync_client=True) as client:  # the UI's Retry on the failed batch
+        client.set_flow_run_state(
+            flow_run.id, Scheduled(name="AwaitingRetry", message="Retry from the UI"), force=True
+        )
+        deadline = time.monotonic() + 300
+        while not (state := client.read_flow_run(flow_run.id).state).is_final():
+            assert time.monotonic() < deadline, state
+            time.sleep(1)
+    assert state.is_completed(), state
+    retried = llm.requests[len(before) :]
+    assert retried and answered(before) & asked(retried) == set()  # nothing paid twice
+    [record] = [json.loads(p.read_text()) for p in (tmp_path / "storage").glob("runs/*/run.json")]
+    assert record["status"] == "verified" and record["answer"] == ANSWER

@@ -88,6 +88,19 @@ def trigger(parameters: dict, name: str = "ds-star/on-demand"):
     return run_deployment(name, parameters=parameters, timeout=300, poll_interval=1)
 
 
+def retry_from_the_ui(flow_run_id):
+    """What the UI's Retry button sends; returns the flow run's final state."""
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(
+            flow_run_id, Scheduled(name="AwaitingRetry", message="Retry from the UI"), force=True
+        )
+        deadline = time.monotonic() + 300
+        while not (state := client.read_flow_run(flow_run_id).state).is_final():
+            assert time.monotonic() < deadline, state
+            time.sleep(1)
+    return state
+
+
 def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
     with get_client(sync_client=True) as client:
         on_demand = client.read_deployment_by_name("ds-star/on-demand")
@@ -165,14 +178,7 @@ def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, da
     before = list(llm.requests)
 
     llm.intercept(None)
-    with get_client(sync_client=True) as client:  # what the UI's Retry button sends
-        client.set_flow_run_state(
-            flow_run.id, Scheduled(name="AwaitingRetry", message="Retry from the UI"), force=True
-        )
-        deadline = time.monotonic() + 300
-        while not (state := client.read_flow_run(flow_run.id).state).is_final():
-            assert time.monotonic() < deadline, state
-            time.sleep(1)
+    state = retry_from_the_ui(flow_run.id)
     assert state.is_completed(), state
     retried = llm.requests[len(before) :]
     assert retried and answered(before) & asked(retried) == set()
@@ -214,14 +220,7 @@ def test_a_failed_nightly_question_is_retried_without_repeating_answers(
     assert any(r["agent"] == "planner" for r in before)  # the question got that far
 
     llm.intercept(None)
-    with get_client(sync_client=True) as client:  # the UI's Retry on the failed batch
-        client.set_flow_run_state(
-            flow_run.id, Scheduled(name="AwaitingRetry", message="Retry from the UI"), force=True
-        )
-        deadline = time.monotonic() + 300
-        while not (state := client.read_flow_run(flow_run.id).state).is_final():
-            assert time.monotonic() < deadline, state
-            time.sleep(1)
+    state = retry_from_the_ui(flow_run.id)
     assert state.is_completed(), state
     retried = llm.requests[len(before) :]
     assert retried and answered(before) & asked(retried) == set()  # nothing paid twice

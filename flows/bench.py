@@ -29,7 +29,7 @@ from dsstar.settings import Settings
 from dsstar.storage import Store
 from tasks._common import artifact_key
 
-from .ds_star import ds_star
+from .ds_star import completed_result, ds_star
 from .nightly import share_analyses
 
 __all__ = ["ds_star_bench", "task_dicts", "task_run_id"]
@@ -62,7 +62,7 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
             error = exc
         else:
             if state.is_completed():
-                return state.result()
+                return completed_result(state, settings.get("storage"), run_id)
             error = state.result(raise_on_failure=False)
         if isinstance(error, DSStarError):
             break  # a dsstar failure (model, storage, data) would fail the same way again

@@ -337,3 +337,18 @@ def finalize(
         max_output_chars=calls.spec.max_output_chars,
     )
     return calls.run_with_repair("final", calls.finalize(messages), fix)
+
+
+def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
+    """The return value of a Completed ds-star flow run; when Prefect lost it (a Completed
+    state without data, seen rarely on a busy server), the same result rebuilt from the
+    stored run.json."""
+    from prefect.exceptions import MissingResult
+
+    from dsstar.report import run_result
+
+    try:
+        return state.result()
+    except MissingResult:
+        store = Store(storage or Settings().storage)
+        return run_result(store.read_json(f"runs/{run_id}/run.json"), store.uri(f"runs/{run_id}"))

@@ -27,8 +27,13 @@ def _request(file: dict[str, Any]) -> list[dict[str, str]]:
 
 def config_key(file: dict[str, Any], spec: dict[str, Any]) -> str:
     """What, besides the file's content, makes its analysis: path, prompt, models and limits,
-    but not the run: every run over an unchanged file reuses the first description."""
-    models = {name: spec["llm"][name] for name in ("analyzer", "debugger", "summarizer")}
+    but not the run: every run over an unchanged file reuses the first description. Only
+    what changes a reply counts (model, temperature): a moved gateway or a longer timeout
+    does not make a description stale."""
+    models = {
+        name: (spec["llm"][name]["model"], spec["llm"][name].get("temperature"))
+        for name in ("analyzer", "debugger", "summarizer")
+    }
     return digest(file["path"], _request(file), models, spec["limits"])
 
 

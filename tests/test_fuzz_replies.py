@@ -203,7 +203,7 @@ def _responder(replies: list[str]):
 )
 @given(replies=RUN_REPLIES, name=FILE_NAME, content=st.binary(max_size=200))
 def test_fuzzed_runs_end_cleanly(env, llm, tmp_path, replies, name, content) -> None:
-    from flows.ds_star import ds_star
+    from flows.ds_star import completed_result, ds_star
 
     RUNS["count"] += 1
     run_id = f"fuzz-{RUNS['count']:03d}"
@@ -228,7 +228,7 @@ def test_fuzzed_runs_end_cleanly(env, llm, tmp_path, replies, name, content) -> 
     store = Store(env["DSSTAR_STORAGE"])
     record = store.read_json(f"runs/{run_id}/run.json")
     if state.is_completed():
-        result = state.result()
+        result = completed_result(state, env["DSSTAR_STORAGE"], run_id)
         assert result["status"] in {"verified", "max_rounds", "failed"}
         if result["status"] == "failed":
             assert result.get("error")

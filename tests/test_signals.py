@@ -154,21 +154,22 @@ def test_sigkill_leaves_no_process_behind_and_the_run_is_stale_then_resumed(
     prefect_url = os.environ["PREFECT_API_URL"]
     monkeypatch.delenv("PREFECT_API_URL")
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
-    hold = sales / ".hold"  # hidden: not a data file, but scripts see it under data/
+    # Round scripts wait while data/hold.txt exists. A run reads a snapshot of the data
+    # folder, so the file stays for the killed run and is gone for the resumed one.
+    hold = sales / "hold.txt"
     hold.write_text("")
     two_rounds(
-        llm, prelude="import os, time\nwhile os.path.exists('data/.hold'): time.sleep(0.1)\n"
+        llm, prelude="import os, time\nwhile os.path.exists('data/hold.txt'): time.sleep(0.1)\n"
     )
     run_id = "sigkilled"
     proc = start("run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", run_id)
 
     deadline = time.monotonic() + 240
-    while not (
-        llm.calls("coder")  # round 00's script, not an analysis script
-        and any("script.py" in " ".join(p.cmdline()) for p in _alive(family(proc.pid)))
-    ):
+    while not llm.calls("coder"):  # round 00's script is next, and it waits
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.2)
+    time.sleep(2)
+    assert llm.calls("verifier") == []  # the script is still waiting
     processes = family(proc.pid)
     cmdlines = [" ".join(p.cmdline()) for p in _alive(processes)]
     assert any("uvicorn" in c for c in cmdlines)  # the temporary Prefect server

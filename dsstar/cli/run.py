@@ -139,7 +139,7 @@ def _run_flow(
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
     err.print(f"run {run_id}", highlight=False)  # on stderr at once: the id to resume it by
     from flows._runners import build_task_runner
-    from flows.ds_star import ds_star
+    from flows.ds_star import completed_result, ds_star
 
     error: BaseException | None = None
     stop = _stop_hook(settings, run_id, as_json)
@@ -156,7 +156,7 @@ def _run_flow(
                 return_state=True,
             )
         if state.is_completed():
-            result = state.result()
+            result = completed_result(state, settings.storage, run_id)
         else:
             error = state.result(raise_on_failure=False)
             result = _failed_result(settings.storage, run_id, error)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 # litellm downloads a price map at import unless told otherwise; runs must work offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-import litellm  # noqa: E402
 
 from .errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from .settings import Settings  # noqa: E402
@@ -36,28 +35,45 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-litellm.telemetry = False
-litellm.suppress_debug_info = True
-
 Message = dict[str, str]
 
 _TRANSIENT_STATUS = {408, 409, 425, 429}
 # Retrying cannot fix these, whatever exception class litellm wraps them in.
 _FATAL_STATUS = {400, 401, 403, 404, 422}
 _NO_KEY = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
-_FATAL_TYPES = (
-    litellm.AuthenticationError,
-    litellm.PermissionDeniedError,
-    litellm.NotFoundError,
-    litellm.BadRequestError,
-)
-_TRANSIENT_TYPES = (
-    litellm.RateLimitError,
-    litellm.Timeout,
-    litellm.APIConnectionError,
-    litellm.ServiceUnavailableError,
-    litellm.InternalServerError,
-)
+_loading = threading.Lock()
+
+
+def _litellm() -> Any:
+    """litellm, imported on first use: it takes seconds, and most commands never need it."""
+    with _loading:  # one import, whichever thread asks first
+        import litellm
+
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True
+    return litellm
+
+
+def _fatal_types() -> tuple[type[BaseException], ...]:
+    litellm = _litellm()
+    return (
+        litellm.AuthenticationError,
+        litellm.PermissionDeniedError,
+        litellm.NotFoundError,
+        litellm.BadRequestError,
+    )
+
+
+def _transient_types() -> tuple[type[BaseException], ...]:
+    litellm = _litellm()
+    return (
+        litellm.RateLimitError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.ServiceUnavailableError,
+        litellm.InternalServerError,
+    )
+
 
 NO_MODEL_HELP = """No model is configured. dsstar needs an LLM; set one of:
   * a cloud model:  export OPENAI_API_KEY=...  and  --model openai/gpt-4o
@@ -112,7 +128,7 @@ def missing_keys(model: str) -> list[str]:
     if model.split("/", 1)[0].startswith(_CLOUD_CHAIN_PROVIDERS):
         return []
     try:
-        found = litellm.validate_environment(model=model)
+        found = _litellm().validate_environment(model=model)
     except Exception:  # a model litellm cannot place: the first call will say more
         return []
     if found.get("keys_in_environment"):
@@ -163,7 +179,7 @@ def complete(
         kwargs["temperature"] = config.temperature
     started = time.perf_counter()
     try:
-        response = litellm.completion(**kwargs)
+        response = _litellm().completion(**kwargs)
     except Exception as exc:  # litellm raises a wide family; classify it once, here
         if _encoding_error(exc, UnicodeDecodeError):
             # The reply was not valid UTF-8. Asking again would not help, and it is no reason
@@ -218,7 +234,7 @@ def embed(
     if input_type:
         kwargs["input_type"] = input_type
     try:
-        response = litellm.embedding(**kwargs)
+        response = _litellm().embedding(**kwargs)
     except Exception as exc:  # same classification as chat completions
         raise _classify(exc, config) from exc
     items = sorted(response.data, key=lambda item: _field(item, "index"))
@@ -260,7 +276,7 @@ def _encoding_error(exc: BaseException, kind: type[UnicodeError] = UnicodeError)
 def _cost(response: Any) -> float | None:
     """The reply's price in USD, or None when litellm does not know the model's price."""
     try:
-        return float(litellm.completion_cost(completion_response=response))
+        return float(_litellm().completion_cost(completion_response=response))
     except Exception:  # unknown model: litellm raises; an unknown price is not an error
         return None
 
@@ -273,14 +289,15 @@ def _classify(exc: Exception, config: LLMConfig) -> Exception:
     if _encoding_error(exc):  # litellm wraps these as connection errors: no retry can help
         return LLMFatalError(f"{where}: the request or reply could not be encoded: {detail}")
     no_key = bool(_NO_KEY.search(text))  # raised before any request, wrapped as a "500"
-    fatal = no_key or status in _FATAL_STATUS or isinstance(exc, _FATAL_TYPES)
+    fatal = no_key or status in _FATAL_STATUS or isinstance(exc, _fatal_types())
     transient = (
-        isinstance(exc, _TRANSIENT_TYPES) or status in _TRANSIENT_STATUS or (status or 0) >= 500
+        isinstance(exc, _transient_types()) or status in _TRANSIENT_STATUS or (status or 0) >= 500
     )
     if transient and not fatal:
         return LLMTransientError(
             f"{where}: transient failure ({status}): {detail}", status_code=status
         )
+    litellm = _litellm()
     denied = isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError)
     if no_key or denied or status in {401, 403}:
         return LLMFatalError(

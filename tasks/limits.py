@@ -233,7 +233,7 @@ def _take(name: str, mode: str, lease_s: float | None = None) -> Any:
             if exc.response.status_code != 423:  # 423 Locked: the limit is full for now
                 return _unlimited(name, exc)
             retry_after = float(exc.response.headers.get("Retry-After") or wait)
-            time.sleep(min(retry_after, 2.0) * random.uniform(0.5, 1.0))
+            time.sleep(min(retry_after, 0.25) * random.uniform(0.5, 1.0))  # polling is cheap
             continue
         except httpx.HTTPError as exc:  # timeouts, a server restarting
             return _unlimited(name, exc)

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,14 +36,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from fake_llm import FakeLLM, text_of  # noqa: E402
+from overhead import free_port  # noqa: E402
 
 WORDS = "revenue units region order customer invoice shipment product price margin".split()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- lakes ---------------------------------------------------------------------------------

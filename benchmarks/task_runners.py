@@ -13,39 +13,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_prefect(home: Path) -> subprocess.Popen:
-    port = free_port()
-    os.environ.update(PREFECT_HOME=str(home), PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
-                      PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="ERROR",
-                      LITELLM_LOCAL_MODEL_COST_MAP="True")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host",
-                             "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(os.environ["PREFECT_API_URL"] + "/health", timeout=2)
-            return proc
-        except OSError:
-            time.sleep(0.5)
-    raise RuntimeError("prefect server did not start")
+from overhead import start_prefect  # noqa: E402  (the same started server as there)
 
 
 def make_lake(root: Path, files: int) -> Path:

@@ -64,6 +64,17 @@ class Settings(BaseSettings):
     summarize_over_chars: int = Field(
         2000, ge=0, description="Tracebacks longer than this are summarized before debugging."
     )
+    ask_human: bool = Field(
+        False,
+        description="After a round the verifier finds not sufficient, pause and ask a person:"
+        " continue, continue with guidance, accept the current answer, or stop (a form in the"
+        " Prefect UI; a terminal prompt for `dsstar run` on a TTY).",
+    )
+    human_timeout: float = Field(
+        3600.0,
+        gt=0,
+        description="Seconds to wait for a person's answer; then the run continues unguided.",
+    )
     top_k: int = Field(100, ge=1, description="Most file descriptions shown to the agents.")
     embedding_model: str | None = Field(
         None,

@@ -23,6 +23,8 @@ PROMPT_OUTPUT_CHARS = 8000
 PROMPT_CODE_CHARS = 40_000
 # A plan step is one or two sentences; a longer reply is cut before it enters every prompt.
 PLAN_STEP_CHARS = 2000
+# A person's guidance between rounds enters two prompts; a pasted essay is cut.
+GUIDANCE_CHARS = 4000
 
 
 @dataclass(frozen=True)

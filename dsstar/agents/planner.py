@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..llm import Message
-from ._base import PLAN_STEP_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
+from ._base import GUIDANCE_CHARS, PLAN_STEP_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
 from ._base import render as _render
 
 __all__ = ["parse", "render_initial", "render_next"]
@@ -27,8 +27,10 @@ def render_next(
     plan: list[str],
     last_output: str,
     max_output_chars: int = PROMPT_OUTPUT_CHARS,
+    guidance: str = "",
 ) -> list[Message]:
-    """Ask for the one step that best moves the plan forward, given the last execution result.
+    """Ask for the one step that best moves the plan forward, given the last execution result
+    (and the user's guidance, when a person gave some after the last round).
 
     With an empty plan (step 1 was judged wrong and dropped) this asks for a new first step,
     still conditioned on the last result, as in Algorithm 1 of the paper."""
@@ -38,6 +40,7 @@ def render_next(
         files=files,
         plan=plan,
         last_output=clip(last_output, max_output_chars),
+        guidance=clip(guidance, GUIDANCE_CHARS),
     )
 
 

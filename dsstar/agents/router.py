@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..llm import Message
-from ._base import PROMPT_OUTPUT_CHARS, FileInfo, clip
+from ._base import GUIDANCE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
 from ._base import render as _render
 
 __all__ = ["Route", "parse", "render", "render_again"]
@@ -58,10 +58,16 @@ def render(
     output: str,
     files: list[FileInfo],
     max_output_chars: int = PROMPT_OUTPUT_CHARS,
+    guidance: str = "",
 ) -> list[Message]:
-    """Ask: Add Step, or which step is wrong?"""
+    """Ask: Add Step, or which step is wrong? (with the user's guidance, when given)"""
     return _render(
-        "router", question=question, plan=plan, output=clip(output, max_output_chars), files=files
+        "router",
+        question=question,
+        plan=plan,
+        output=clip(output, max_output_chars),
+        files=files,
+        guidance=clip(guidance, GUIDANCE_CHARS),
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -128,8 +129,35 @@ def _describe_column(name: object, s: pd.Series) -> str:
     info = f"  - {name} ({s.dtype}): nulls={int(s.isna().sum())}, unique={len(uniques)}"
     numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
     if (numeric or pd.api.types.is_datetime64_any_dtype(s)) and len(uniques):
-        return info + f", min={s.min()}, max={s.max()}"
-    return info + f", examples={[short(v) for v in uniques[:3]]}"
+        info += f", min={s.min()}, max={s.max()}"
+    else:
+        info += f", examples={[short(v) for v in uniques[:3]]}"
+    span = _year_span(name, s, uniques)
+    if span:
+        info += f", years {span[0]}-{span[1]}" if span[0] != span[1] else f", year {span[0]}"
+    return info
+
+
+# A column named for time ("Year", "report_date", "Period", "month") whose values are years,
+# dates or yyyymm/yyyymmdd numbers states the years it covers: the examples show only the
+# first values, and a question about 2007 must find the table whose rows run 2001-2024.
+_TIME_NAME = re.compile(r"year|yr\b|date|period|season|month|time|day", re.IGNORECASE)
+_YEARISH = re.compile(r"^((?:1[7-9]|20)\d\d)(?:[-/.]?(?:0[1-9]|1[0-2])(?:[-/.]?\d\d)?)?(?:[ T].*)?$")
+
+
+def _year_span(name: object, s: pd.Series, uniques: object) -> tuple[int, int] | None:
+    """(first, last) year of a time column, or None: at least 80% of its distinct values
+    must read as a year, a date or a yyyymm(dd) number."""
+    if pd.api.types.is_datetime64_any_dtype(s):
+        values = s.dropna()
+        return (values.min().year, values.max().year) if len(values) else None
+    if not _TIME_NAME.search(str(name)) or pd.api.types.is_bool_dtype(s):
+        return None
+    texts = [str(v).strip().removesuffix(".0") for v in list(uniques)[:5000]]
+    years = [int(m.group(1)) for m in map(_YEARISH.match, texts) if m]
+    if not years or len(years) < 0.8 * len(texts):
+        return None
+    return min(years), max(years)
 
 
 def text_buffer(data: bytes, encoding: str) -> io.StringIO:

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ._sources import MIN_MEMBERS, Source, group_sources
-from ._text import document_text, path_words, tokenize
+from ._text import document_text, path_words, span_years, tokenize
 
 __all__ = ["Hit", "Similarity", "rank", "rank_sources", "reciprocal_rank_fusion", "source_text"]
 
@@ -132,5 +132,6 @@ def _index(corpus: tuple[str, ...]) -> Any:
 
 @lru_cache(maxsize=1 << 14)
 def _document_tokens(text: str) -> tuple[str, ...]:
-    """Tokens of one source text; unchanged files are not tokenized again in this process."""
-    return tuple(tokenize(text))
+    """Tokens of one source text and the years inside the spans it states; unchanged files
+    are not tokenized again in this process."""
+    return (*tokenize(text), *span_years(text))

@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-__all__ = ["document_text", "path_words", "tokenize"]
+__all__ = ["document_text", "path_words", "span_years", "tokenize"]
 
 # camelCase and ACRONYMWords boundaries: "StateMSAData" -> "State MSA Data"; a plural
 # acronym stays whole: "CSVs", "IDs".
@@ -52,6 +52,34 @@ def path_words(path: str) -> str:
 
 def document_text(path: str, profile: str = "", description: str = "", path_boost: int = 2) -> str:
     """What a file is ranked by: its path words (repeated: names are the strongest signal),
-    its offline profile (columns, sheets, tables, headings, samples) and its LLM description."""
+    the years its name spans, its offline profile (columns, sheets, tables, headings,
+    samples) and its LLM description."""
     words = path_words(path)
-    return "\n".join([*([words] * path_boost), profile or "", description or ""])
+    spans = [f"years {lo}-{hi}" for lo, hi in _name_ranges(path)]
+    return "\n".join([*([words] * path_boost), *spans, profile or "", description or ""])
+
+
+_YEAR = r"((?:1[7-9]|20)\d\d)"
+# A range of years or dates in a path: "2002-2014", "Jan2016-Dec2022",
+# "20131129_to_20140128". Digits on either side would make it part of a longer number.
+_NAME_RANGE = re.compile(
+    rf"(?<!\d){_YEAR}(?:\d\d){{0,2}}(?:-|_to_|\.\.|–)[A-Za-z]{{0,9}}{_YEAR}(?:\d\d){{0,2}}(?!\d)"
+)
+# The spans that texts state: "years 2001-2024" (profiler time columns, name ranges above).
+_SPAN = re.compile(rf"\byears {_YEAR}-{_YEAR}\b")
+_MAX_SPAN = 300  # a wider "span" is a mistake, not a time series: only its ends are words
+
+
+def _name_ranges(path: str) -> list[tuple[str, str]]:
+    return [(lo, hi) for lo, hi in _NAME_RANGE.findall(path) if lo < hi]
+
+
+def span_years(text: str) -> list[str]:
+    """Every year inside the spans `text` states ("years 2001-2024" -> 2001, ..., 2024),
+    so that a question about 2007 matches a table whose rows cover 2007."""
+    years: list[str] = []
+    for lo, hi in _SPAN.findall(text):
+        first, last = int(lo), int(hi)
+        if first < last <= first + _MAX_SPAN:
+            years += [str(y) for y in range(first + 1, last)]  # the ends are words already
+    return years

@@ -142,7 +142,9 @@ def _describe_column(name: object, s: pd.Series) -> str:
 # dates or yyyymm/yyyymmdd numbers states the years it covers: the examples show only the
 # first values, and a question about 2007 must find the table whose rows run 2001-2024.
 _TIME_NAME = re.compile(r"year|yr\b|date|period|season|month|time|day", re.IGNORECASE)
-_YEARISH = re.compile(r"^((?:1[7-9]|20)\d\d)(?:[-/.]?(?:0[1-9]|1[0-2])(?:[-/.]?\d\d)?)?(?:[ T].*)?$")
+_YEARISH = re.compile(
+    r"^((?:1[7-9]|20)\d\d)(?:[-/.]?(?:0[1-9]|1[0-2])(?:[-/.]?\d\d)?)?(?:[ T].*)?$"
+)
 
 
 def _year_span(name: object, s: pd.Series, uniques: object) -> tuple[int, int] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -14,6 +15,7 @@ from ._text import document_text, path_words, span_years, tokenize
 __all__ = ["Hit", "Similarity", "rank", "rank_sources", "reciprocal_rank_fusion", "source_text"]
 
 RRF_K = 60  # the usual constant: damps the head of each ranking so no single one dominates
+_YEAR = re.compile(r"(?:1[7-9]|20)\d\d")  # a question word that names a year
 _MAX_MEMBER_NAMES = 200  # member names indexed for a folder source (state names, dates...)
 
 # Similarity of the question to each source text, e.g. embedding cosine similarity.
@@ -108,30 +110,38 @@ def _sources(items: tuple[tuple[str, str], ...], group: bool, min_members: int) 
 
 
 def _bm25(question: str, texts: dict[str, str]) -> dict[str, float]:
+    """BM25 over the words of each text, plus BM25 over a second field: the years each text
+    spans. A field of its own, so a table covering 1985-2023 matches a question about 2007
+    without its 39 years lengthening (and so weakening) its words."""
     keys = list(texts)
+    corpus = tuple(texts[key] for key in keys)
     query = tokenize(question)
-    index = _index(tuple(texts[key] for key in keys))
-    if not query or index is None:
-        return dict.fromkeys(keys, 0.0)
-    scores = index.get_scores(query)
-    return {key: float(score) for key, score in zip(keys, scores, strict=True)}
+    totals = [0.0] * len(keys)
+    years = [word for word in query if _YEAR.fullmatch(word)]
+    for field, words in (("words", query), ("years", years)):
+        index = _index(corpus, field) if words else None
+        if index is not None:
+            totals = [t + float(s) for t, s in zip(totals, index.get_scores(words), strict=True)]
+    return dict(zip(keys, totals, strict=True))
 
 
-@lru_cache(maxsize=4)
-def _index(corpus: tuple[str, ...]) -> Any:
-    """The BM25 index of a corpus, kept for the next questions over the same lake."""
+@lru_cache(maxsize=8)
+def _index(corpus: tuple[str, ...], field: str) -> Any:
+    """The BM25 index of one field of a corpus, kept for the next questions over the lake."""
     import bm25s  # imported here: building the CLI must not pay for it
 
-    tokens = [list(_document_tokens(text)) for text in corpus]
+    tokens = [list(_document_tokens(text, field)) for text in corpus]
     if not any(tokens):
         return None
-    index = bm25s.BM25()
+    # Years are a coverage, not a bag of words: a table of 1985-2023 covers 2007 as fully as
+    # a table of 2007 alone, so that field ignores length (b=0).
+    index = bm25s.BM25() if field == "words" else bm25s.BM25(b=0.0)
     index.index(tokens, show_progress=False)
     return index
 
 
-@lru_cache(maxsize=1 << 14)
-def _document_tokens(text: str) -> tuple[str, ...]:
-    """Tokens of one source text and the years inside the spans it states; unchanged files
-    are not tokenized again in this process."""
-    return (*tokenize(text), *span_years(text))
+@lru_cache(maxsize=1 << 15)
+def _document_tokens(text: str, field: str) -> tuple[str, ...]:
+    """Tokens of one field of a source text; unchanged files are not tokenized again in
+    this process."""
+    return tuple(tokenize(text) if field == "words" else span_years(text))

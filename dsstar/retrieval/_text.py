@@ -43,43 +43,49 @@ def tokenize(text: str) -> list[str]:
     return stemmer.stemWords(words) if stemmer is not None else words  # type: ignore[attr-defined]
 
 
+_YEAR = r"((?:1[7-9]|20)\d\d)"
+# A range of years or dates: "2002-2014", "Jan2016-Dec2022", "20131129_to_20140128", and
+# the profiler's "years 2001-2024". Digits on either side would make it a longer number.
+_RANGE = re.compile(
+    rf"(?<!\d){_YEAR}(?:\d\d){{0,2}}(?:-|_to_|\.\.|\u2013)[A-Za-z]{{0,9}}{_YEAR}(?:\d\d){{0,2}}(?!\d)"
+)
+_MAX_SPAN = 300  # a wider "span" is a mistake, not a time series: it stands for no year
+
+
+def _part_words(part: str) -> str:
+    return _CAMEL.sub(" ", " ".join(_WORD.findall(part)))
+
+
 def path_words(path: str) -> str:
     """The words of a path: folders, file stem and format, e.g. 'CSVs/2024_CSN_Report.csv'
-    -> 'CSVs 2024 CSN Report csv'."""
+    -> 'CSVs 2024 CSN Report csv'. A range of years stays one word: 'Jan2016-Dec2022'
+    -> '2016-2022 Jan Dec', so that `span_years` sees it."""
     parts = [p for p in PurePosixPath(path.rstrip("/")).parts if p not in {"/", "."}]
-    return " ".join(_CAMEL.sub(" ", " ".join(_WORD.findall(part))) for part in parts)
+    words = []
+    for part in parts:
+        last = 0
+        for match in _RANGE.finditer(part):
+            letters = re.sub(r"[^A-Za-z]+", " ", match.group(0)).strip()
+            words += [_part_words(part[last : match.start()]), f"{match[1]}-{match[2]}", letters]
+            last = match.end()
+        words.append(_part_words(part[last:]))
+    return " ".join(w for w in words if w)
 
 
 def document_text(path: str, profile: str = "", description: str = "", path_boost: int = 2) -> str:
     """What a file is ranked by: its path words (repeated: names are the strongest signal),
-    the years its name spans, its offline profile (columns, sheets, tables, headings,
-    samples) and its LLM description."""
+    its offline profile (columns, sheets, tables, headings, samples) and its LLM description."""
     words = path_words(path)
-    spans = [f"years {lo}-{hi}" for lo, hi in _name_ranges(path)]
-    return "\n".join([*([words] * path_boost), *spans, profile or "", description or ""])
-
-
-_YEAR = r"((?:1[7-9]|20)\d\d)"
-# A range of years or dates in a path: "2002-2014", "Jan2016-Dec2022",
-# "20131129_to_20140128". Digits on either side would make it part of a longer number.
-_NAME_RANGE = re.compile(
-    rf"(?<!\d){_YEAR}(?:\d\d){{0,2}}(?:-|_to_|\.\.|–)[A-Za-z]{{0,9}}{_YEAR}(?:\d\d){{0,2}}(?!\d)"
-)
-# The spans that texts state: "years 2001-2024" (profiler time columns, name ranges above).
-_SPAN = re.compile(rf"\byears {_YEAR}-{_YEAR}\b")
-_MAX_SPAN = 300  # a wider "span" is a mistake, not a time series: only its ends are words
-
-
-def _name_ranges(path: str) -> list[tuple[str, str]]:
-    return [(lo, hi) for lo, hi in _NAME_RANGE.findall(path) if lo < hi]
+    return "\n".join([*([words] * path_boost), profile or "", description or ""])
 
 
 def span_years(text: str) -> list[str]:
-    """Every year inside the spans `text` states ("years 2001-2024" -> 2001, ..., 2024),
-    so that a question about 2007 matches a table whose rows cover 2007."""
+    """Every year inside the ranges `text` states, each range once ("years 2001-2024",
+    "2002-2014" -> 2001, ..., 2024), so that a question about 2007 matches a table whose
+    rows cover 2007."""
     years: list[str] = []
-    for lo, hi in _SPAN.findall(text):
+    for lo, hi in dict.fromkeys(_RANGE.findall(text)):
         first, last = int(lo), int(hi)
         if first < last <= first + _MAX_SPAN:
-            years += [str(y) for y in range(first + 1, last)]  # the ends are words already
+            years += [str(y) for y in range(first, last + 1)]
     return years

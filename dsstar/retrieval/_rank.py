@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ._sources import MIN_MEMBERS, Source, group_sources
-from ._text import document_text, path_words, text_years, tokenize
+from ._text import document_text, path_words, span_years, tokenize
 
 __all__ = ["Hit", "Similarity", "rank", "rank_sources", "reciprocal_rank_fusion", "source_text"]
 
@@ -111,8 +111,8 @@ def _sources(items: tuple[tuple[str, str], ...], group: bool, min_members: int) 
 
 def _bm25(question: str, texts: dict[str, str]) -> dict[str, float]:
     """BM25 over the words of each text, plus BM25 over a second field: the years each text
-    names or spans. A field of its own, so a table covering 1985-2023 matches a question
-    about 2007 without its 39 years lengthening (and so weakening) its words."""
+    spans. A field of its own, so a table covering 1985-2023 matches a question about 2007
+    without its 39 years lengthening (and so weakening) its words."""
     keys = list(texts)
     corpus = tuple(texts[key] for key in keys)
     query = tokenize(question)
@@ -144,4 +144,4 @@ def _index(corpus: tuple[str, ...], field: str) -> Any:
 def _document_tokens(text: str, field: str) -> tuple[str, ...]:
     """Tokens of one field of a source text; unchanged files are not tokenized again in
     this process."""
-    return tuple(tokenize(text) if field == "words" else text_years(text))
+    return tuple(tokenize(text) if field == "words" else span_years(text))

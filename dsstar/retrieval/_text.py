@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-__all__ = ["document_text", "path_words", "text_years", "tokenize"]
+__all__ = ["document_text", "path_words", "span_years", "tokenize"]
 
 # camelCase and ACRONYMWords boundaries: "StateMSAData" -> "State MSA Data"; a plural
 # acronym stays whole: "CSVs", "IDs".
@@ -49,7 +49,6 @@ _YEAR = r"((?:1[7-9]|20)\d\d)"
 _RANGE = re.compile(
     rf"(?<!\d){_YEAR}(?:\d\d){{0,2}}(?:-|_to_|\.\.|\u2013)[A-Za-z]{{0,9}}{_YEAR}(?:\d\d){{0,2}}(?!\d)"
 )
-_LONE_YEAR = re.compile(r"(?<![\d.,])((?:1[7-9]|20)\d\d)(?![\d.,]\d|\d)")
 _MAX_SPAN = 300  # a wider "span" is a mistake, not a time series: it stands for no year
 
 
@@ -80,13 +79,13 @@ def document_text(path: str, profile: str = "", description: str = "", path_boos
     return "\n".join([*([words] * path_boost), profile or "", description or ""])
 
 
-def text_years(text: str) -> list[str]:
-    """The years `text` names or spans, each once and in order: a lone year ("2024_report",
-    "year 2023") and every year of a range ("years 2001-2024", "2002-2014"), so that a
-    question about 2007 matches a table whose rows cover 2007."""
-    years = dict.fromkeys(m for m in _LONE_YEAR.findall(text))
+def span_years(text: str) -> list[str]:
+    """Every year inside the ranges `text` states, each range once ("years 2001-2024",
+    "2002-2014" -> 2001, ..., 2024), so that a question about 2007 matches a table whose
+    rows cover 2007."""
+    years: list[str] = []
     for lo, hi in dict.fromkeys(_RANGE.findall(text)):
         first, last = int(lo), int(hi)
         if first < last <= first + _MAX_SPAN:
-            years.update(dict.fromkeys(str(y) for y in range(first, last + 1)))
-    return sorted(years)
+            years += [str(y) for y in range(first, last + 1)]
+    return years

@@ -8,7 +8,9 @@ folders of like files as one source), and `fused` (bm25 + embeddings by reciproc
 when --embedding-model is given).
 
 A generated city-operations lake (benchmarks/retrieval_lake.py, 20 questions) runs too,
-unless --no-city: it shares nothing with the legal slice.
+unless --no-city: it shares nothing with the legal slice. So does KramaBench's wildfire
+domain as public copies show it (benchmarks/kramabench_wildfire: 21 questions, files cut to
+their heads or, where not public, empty), unless --no-wildfire.
 
 Time per query: cold = profile every file + rank (what `dsstar retrieve --offline` costs
 without a cache); warm = rank only, profiles (and document embeddings) at hand.
@@ -38,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from retrieval_lake import build_lake  # noqa: E402
 
 KS = (5, 10, 20)
+WILDFIRE = "kramabench_wildfire"  # a second KramaBench domain, bundled
 
 
 def profiles_of(folder: Path) -> tuple[dict[str, str], float]:
@@ -116,6 +119,7 @@ def main() -> int:
     parser.add_argument("--input-types", action="store_true", help="send query/passage types")
     parser.add_argument("--paths-only", action="append", default=[], metavar="DOMAIN=LIST")
     parser.add_argument("--no-city", action="store_true", help="skip the generated city lake")
+    parser.add_argument("--no-wildfire", action="store_true", help="skip the wildfire slice")
     args = parser.parse_args()
 
     domains = []
@@ -127,14 +131,16 @@ def main() -> int:
         domains.append(
             ("city (gen)", city / "workload" / "city.json", city / "data/city/input", None)
         )
-    for workload in sorted((args.root / "workload").glob("*.json")):
-        folder = args.root / "data" / workload.stem / "input"
-        if folder.is_dir():
-            domains.append((workload.stem, workload, folder, None))
+    roots = [args.root] + ([] if args.no_wildfire else [Path(__file__).parent / WILDFIRE])
+    for root in roots:
+        for workload in sorted((root / "workload").glob("*.json")):
+            folder = root / "data" / workload.stem / "input"
+            if folder.is_dir():
+                domains.append((workload.stem, workload, folder, None))
     for item in args.paths_only:
         name, _, listing = item.partition("=")
         domains.append((name, args.root / "workload" / f"{name}.json", None, Path(listing)))
-    if len(domains) == (0 if args.no_city else 1):
+    if not args.paths_only and not any(f and args.root in f.parents for _, _, f, _ in domains):
         print(f"no KramaBench domains under {args.root}", file=sys.stderr)
         return 2
     scale_timing()

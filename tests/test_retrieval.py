@@ -29,7 +29,7 @@ from dsstar.retrieval import (
     tokenize,
 )
 from dsstar.retrieval._recall import covered_paths, found, normalize_source
-from dsstar.retrieval._text import span_years
+from dsstar.retrieval._text import name_years, span_years
 
 DOCS = {
     "data/orders_2024.csv": "Sales orders: order_id, region, revenue in EUR, order date.",
@@ -79,6 +79,10 @@ def test_span_years_expand_each_range_once() -> None:
     assert span_years("Weather 2016-2018 x\nWeather 2016-2018 x") == ["2016", "2017", "2018"]
     # dates, lone years, reversed or absurd spans are no ranges
     assert span_years("2023-01-05, report 2024, 2010-2001, 1700-2099") == []
+    # a year that closes a file name is the period a file of a series covers; a leading
+    # year is more often an edition
+    assert name_years("transit/boardings_2023.parquet") == ["2023"]
+    assert name_years("2024_CSN_Report_Count.csv") == name_years("v12007.csv") == []
 
 
 # --- ranking --------------------------------------------------------------------------------

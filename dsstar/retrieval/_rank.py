@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ._sources import MIN_MEMBERS, Source, group_sources
-from ._text import document_text, path_words, span_years, tokenize
+from ._text import document_text, name_years, path_words, span_years, tokenize
 
 __all__ = ["Hit", "Similarity", "rank", "rank_sources", "reciprocal_rank_fusion", "source_text"]
 
@@ -64,7 +64,8 @@ def rank_sources(
     if not sources:
         return []
     texts = {s.path: source_text(s, documents) for s in sources}
-    scores = _bm25(question, texts)
+    named = {s.path: tuple(y for m in s.members for y in name_years(m)) for s in sources}
+    scores = _bm25(question, texts, named)
     if similarity is not None:
         dense = similarity(question, texts)
         scores = reciprocal_rank_fusion([_order(scores), _order(dense)])
@@ -109,39 +110,53 @@ def _sources(items: tuple[tuple[str, str], ...], group: bool, min_members: int) 
     return [Source(path, (path,)) for path, _ in sorted(items)]
 
 
-def _bm25(question: str, texts: dict[str, str]) -> dict[str, float]:
+def _bm25(
+    question: str, texts: dict[str, str], named: dict[str, tuple[str, ...]] | None = None
+) -> dict[str, float]:
     """BM25 over the words of each text, plus BM25 over a second field: the years each text
-    spans. A field of its own, so a table covering 1985-2023 matches a question about 2007
-    without its 39 years lengthening (and so weakening) its words."""
+    spans and those its file names close on (`named`). A field of its own, so a table
+    covering 1985-2023 matches a question about 2007 without its 39 years lengthening (and
+    so weakening) its words."""
     keys = list(texts)
-    corpus = tuple(texts[key] for key in keys)
     query = tokenize(question)
     totals = [0.0] * len(keys)
     years = [word for word in query if _YEAR.fullmatch(word)]
-    for field, words in (("words", query), ("years", years)):
-        index = _index(corpus, field) if words else None
-        if index is not None:
-            totals = [t + float(s) for t, s in zip(totals, index.get_scores(words), strict=True)]
+    if query:
+        words = _index(tuple(_document_tokens(texts[k]) for k in keys), 0.75)
+        totals = _add(totals, words, query)
+    if years:
+        named = named or {}
+        fields = tuple(_source_years(texts[k], named.get(k, ())) for k in keys)
+        # Years are a coverage, not a bag of words: a table of 1985-2023 covers 2007 as
+        # fully as a table of 2007 alone, so that field ignores length (b=0).
+        totals = _add(totals, _index(fields, 0.0), years)
     return dict(zip(keys, totals, strict=True))
 
 
+def _add(totals: list[float], index: Any, query: list[str]) -> list[float]:
+    if index is None:
+        return totals
+    return [t + float(s) for t, s in zip(totals, index.get_scores(query), strict=True)]
+
+
 @lru_cache(maxsize=8)
-def _index(corpus: tuple[str, ...], field: str) -> Any:
-    """The BM25 index of one field of a corpus, kept for the next questions over the lake."""
+def _index(tokens: tuple[tuple[str, ...], ...], b: float) -> Any:
+    """The BM25 index of one field of a lake, kept for the next questions over the lake."""
     import bm25s  # imported here: building the CLI must not pay for it
 
-    tokens = [list(_document_tokens(text, field)) for text in corpus]
     if not any(tokens):
         return None
-    # Years are a coverage, not a bag of words: a table of 1985-2023 covers 2007 as fully as
-    # a table of 2007 alone, so that field ignores length (b=0).
-    index = bm25s.BM25() if field == "words" else bm25s.BM25(b=0.0)
-    index.index(tokens, show_progress=False)
+    index = bm25s.BM25(b=b)
+    index.index([list(t) for t in tokens], show_progress=False)
     return index
 
 
-@lru_cache(maxsize=1 << 15)
-def _document_tokens(text: str, field: str) -> tuple[str, ...]:
-    """Tokens of one field of a source text; unchanged files are not tokenized again in
-    this process."""
-    return tuple(tokenize(text) if field == "words" else span_years(text))
+@lru_cache(maxsize=1 << 14)
+def _document_tokens(text: str) -> tuple[str, ...]:
+    """Tokens of one source text; unchanged files are not tokenized again in this process."""
+    return tuple(tokenize(text))
+
+
+@lru_cache(maxsize=1 << 14)
+def _source_years(text: str, named: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*span_years(text), *named]))

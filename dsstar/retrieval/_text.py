@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-__all__ = ["document_text", "path_words", "span_years", "tokenize"]
+__all__ = ["document_text", "name_years", "path_words", "span_years", "tokenize"]
 
 # camelCase and ACRONYMWords boundaries: "StateMSAData" -> "State MSA Data"; a plural
 # acronym stays whole: "CSVs", "IDs".
@@ -89,3 +89,15 @@ def span_years(text: str) -> list[str]:
         if first < last <= first + _MAX_SPAN:
             years += [str(y) for y in range(first, last + 1)]
     return years
+
+
+# A year that closes a file name: files split by period are named so ("boardings_2023.parquet",
+# "water-body-testing-2013.csv"); a leading year ("2024_CSN_Report_Count.csv") is more often
+# an edition than the period the rows cover, so it stays a plain word.
+_CLOSING_YEAR = re.compile(r"(?<!\d)((?:1[7-9]|20)\d\d)$")
+
+
+def name_years(path: str) -> list[str]:
+    """The year a file's name closes on, if any: the period a file of a series covers."""
+    stem = PurePosixPath(path.rstrip("/")).name.split(".", 1)[0]
+    return _CLOSING_YEAR.findall(stem)

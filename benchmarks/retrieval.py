@@ -131,7 +131,8 @@ def main() -> int:
         domains.append(
             ("city (gen)", city / "workload" / "city.json", city / "data/city/input", None)
         )
-    roots = [args.root] + ([] if args.no_wildfire else [Path(__file__).parent / WILDFIRE])
+    bundled = Path(__file__).resolve().parent / WILDFIRE
+    roots = [args.root] + ([] if args.no_wildfire or args.root.resolve() == bundled else [bundled])
     for root in roots:
         for workload in sorted((root / "workload").glob("*.json")):
             folder = root / "data" / workload.stem / "input"

@@ -283,10 +283,10 @@ def test_time_columns_state_the_years_they_cover(tmp_path):
     # Year column made text by a footnote row, a date column, a yyyymm column; and a count
     # column whose values look like years but whose name says nothing of time.
     path = tmp_path / "series.csv"
-    rows = "".join(f"{y},{y}-03-01,{y}07,{y - 10}\n" for y in range(2001, 2025))
-    path.write_text("Year,report_date,Period,staff\n" + rows + "Source: agency,,,\n")
+    rows = "".join(f"{y},{y}-03-01,{y}07,9/22/{y},{y - 10}\n" for y in range(2001, 2025))
+    path.write_text("Year,report_date,Period,Start Date,staff\n" + rows + "Source: agency,,,,\n")
     desc = profile_file(path)
-    assert desc.count("years 2001-2024") == 3
+    assert desc.count("years 2001-2024") == 4
     assert "years 1991-2014" not in desc
     one = tmp_path / "day.parquet"
     pd.DataFrame({"ts": pd.to_datetime(["2023-01-05", "2023-11-30"]), "x": [1, 2]}).to_parquet(one)

@@ -139,12 +139,16 @@ def _describe_column(name: object, s: pd.Series) -> str:
 
 
 # A column named for time ("Year", "report_date", "Period", "month") whose values are years,
-# dates or yyyymm/yyyymmdd numbers states the years it covers: the examples show only the
-# first values, and a question about 2007 must find the table whose rows run 2001-2024.
+# dates (year first, or month/day first: 9/22/2002) or yyyymm/yyyymmdd numbers states the
+# years it covers: the examples show only the first values, and a question about 2007 must
+# find the table whose rows run 2001-2024.
 _TIME_NAME = re.compile(r"year|yr\b|date|period|season|month|time|day", re.IGNORECASE)
 _YEARISH = re.compile(
     r"^((?:1[7-9]|20)\d\d)(?:[-/.]?(?:0[1-9]|1[0-2])(?:[-/.]?\d\d)?)?(?:[ T].*)?$"
 )
+
+
+_DAY_FIRST = re.compile(r"^\d{1,2}[-/.]\d{1,2}[-/.]((?:1[7-9]|20)\d\d)(?:[ T].*)?$")  # 9/22/2002
 
 
 def _year_span(name: object, s: pd.Series, uniques: object) -> tuple[int, int] | None:
@@ -156,7 +160,9 @@ def _year_span(name: object, s: pd.Series, uniques: object) -> tuple[int, int] |
     if not _TIME_NAME.search(str(name)) or pd.api.types.is_bool_dtype(s):
         return None
     texts = [str(v).strip().removesuffix(".0") for v in list(uniques)[:5000]]
-    years = [int(m.group(1)) for m in map(_YEARISH.match, texts) if m]
+    years = [int(m.group(1)) for m in map(_YEARISH.match, texts) if m] or [
+        int(m.group(1)) for m in map(_DAY_FIRST.match, texts) if m
+    ]
     if not years or len(years) < 0.8 * len(texts):
         return None
     return min(years), max(years)

@@ -168,7 +168,7 @@ class Ledger:
             session.flush()
             session.add_all(_round_row(run_id, item) for item in rounds)
             session.add_all(_call_row(run_id, call) for call in calls)
-            if record.get("answer") is not None and record["status"] in {"verified", "max_rounds"}:
+            if record.get("answer") is not None and record["status"] in {"verified", "max_rounds", "accepted"}:
                 session.add(
                     AnswerRow(
                         run_id=run_id,

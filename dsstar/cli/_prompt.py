@@ -34,6 +34,7 @@ class TerminalAsker:
     ) -> None:
         self.console, self.fd = console, stdin.fileno()
         self.pause, self.resume = pause, resume
+        self.pending = b""  # read past the last line (typed ahead, or a pipe)
 
     def __call__(self, checkpoint: Checkpoint, timeout_s: float) -> Guidance:
         self.pause()
@@ -83,8 +84,7 @@ class TerminalAsker:
 
     def _line(self, deadline: float) -> str | None:
         """One line from stdin, or None at the deadline or the end of input."""
-        data = b""
-        while not data.endswith(b"\n"):
+        while b"\n" not in self.pending:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
@@ -92,7 +92,9 @@ class TerminalAsker:
             if not ready:
                 continue
             chunk = os.read(self.fd, 4096)
-            if not chunk:
-                return None if not data else data.decode("utf-8", "replace")
-            data += chunk
-        return data.decode("utf-8", "replace")
+            if not chunk:  # end of input: what is left, if anything, is the last line
+                line, self.pending = self.pending, b""
+                return line.decode("utf-8", "replace") if line else None
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode("utf-8", "replace")

@@ -257,7 +257,7 @@ def test_dsstar_run_on_a_terminal_asks_there(env, llm, sales):
 
 
 @pytest.mark.slow
-def test_the_prefect_ui_shows_the_form_of_a_paused_run(env, llm, sales):
+def test_the_prefect_ui_shows_the_form_and_its_answer_guides_the_run(env, llm, sales):
     from playwright.sync_api import sync_playwright
 
     chromium = require_binary(shutil.which("chromium"), "chromium")
@@ -277,14 +277,25 @@ def test_the_prefect_ui_shows_the_form_of_a_paused_run(env, llm, sales):
             page.get_by_role("button", name="Resume").first.click(timeout=60_000)
             plan = page.get_by_text("Load the orders and compute revenue per region").first
             plan.wait_for(timeout=30_000)
-            assert page.get_by_text("Choice", exact=True).first.is_visible()
-            assert page.get_by_text("Guidance", exact=True).first.is_visible()
+            assert page.get_by_text(re.compile(r"^Choice")).first.is_visible()
+            assert page.get_by_text(re.compile(r"^Guidance")).first.is_visible()
             text = page.inner_text("body")
+            # A person picks "guide", writes the guidance and submits the form.
+            control = page.locator(".p-select-button__control", has_text="continue").first
+            control.focus()
+            page.keyboard.press("ArrowDown")  # opens the select's options (a click does not)
+            page.locator(".p-select-option", has_text="guide").first.click()
+            page.locator("textarea").first.fill(HINT)
             page.screenshot(path=str(screenshot))
+            page.get_by_role("button", name="Submit").click()
+            thread.join(300)
             browser.close()
     finally:
-        answer(flow_run_id, "continue")
-        thread.join(300)
+        if thread.is_alive():  # the form failed: let the run end
+            answer(flow_run_id, "continue")
+            thread.join(300)
     assert "not sufficient yet" in text and "revenue by region" in text
-    assert result["value"]["status"] == "verified"
     assert screenshot.stat().st_size > 10_000
+    assert result["value"]["status"] == "verified"
+    assert HINT in text_of(llm.calls("planner")[1]) and HINT in text_of(llm.calls("router")[0])
+    assert guidance_json(env, "t-ui")["choice"] == "guide"

@@ -186,9 +186,10 @@ def record_guidance(run: Any, number: int, guidance: Guidance) -> None:
     write_objects(f"guidance {round_key(number)}", run.store.url, {key: body})
     said = "(no answer in time)" if guidance.timed_out else str(guidance.choice)
     text = f"\n\n{_fenced(guidance.text)}" if guidance.text else ""
+    heading = f"### Human guidance after round {round_key(number)}"
     create_markdown_artifact(
         key=artifact_key(f"{run.run_id}-guidance-{round_key(number)}"),
-        markdown=f"### Human guidance after round {round_key(number)}\n\n**Choice:** {said}{text}\n",
+        markdown=f"{heading}\n\n**Choice:** {said}{text}\n",
         description=f"DS-STAR {run.run_id}: a person's answer after round {round_key(number)}",
     )
 
@@ -198,9 +199,10 @@ def describe(checkpoint: Checkpoint, timeout_s: float) -> str:
     every piece of model or script text made inert (escaped, or inside a code fence)."""
     steps = checkpoint.plan[-_STEPS:]
     first = len(checkpoint.plan) - len(steps) + 1
-    plan = "\n".join(
-        f"{n}. {_inline(clip(step, _STEP_CHARS))}" for n, step in enumerate(steps, first)
-    ) or "(empty)"
+    plan = (
+        "\n".join(f"{n}. {_inline(clip(step, _STEP_CHARS))}" for n, step in enumerate(steps, first))
+        or "(empty)"
+    )
     minutes = max(1, round(timeout_s / 60))
     return (
         f"### Round {round_key(checkpoint.round)} of run {_inline(checkpoint.run_id)}"

@@ -175,9 +175,7 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
         label = f"r{number:02d}"
         # The next step is planned from the last result, also when step 1 was wrong and the
         # plan is now empty (Algorithm 1: the planner always sees r).
-        step = calls.plan_next(
-            label, question, context, plan, script.result.output, guidance=hint
-        )
+        step = calls.plan_next(label, question, context, plan, script.result.output, guidance=hint)
         if plan:
             request = agents.coder.render_next(
                 question=question, files=context, plan=[*plan, step], base_code=base_code

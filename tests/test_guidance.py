@@ -5,8 +5,8 @@ the Prefect UI (headless Chromium)."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys

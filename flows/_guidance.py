@@ -103,7 +103,11 @@ def ask_human(checkpoint: Checkpoint, timeout_s: float) -> Guidance:
 def _pause(flow_run_id: Any, checkpoint: Checkpoint, timeout_s: float) -> Guidance:
     form = HumanAnswer.with_initial_data(description=describe(checkpoint, timeout_s))
     watchdog = _SelfResume(flow_run_id, timeout_s)
-    _logger().info("waiting up to %.0f s for a person's answer in the Prefect UI", timeout_s)
+    _logger().info(
+        "waiting up to %.0f s for a person's answer: the Resume form of %s",
+        timeout_s,
+        _url(flow_run_id),
+    )
     watchdog.start()
     try:
         answer = pause_flow_run(
@@ -145,6 +149,13 @@ class _SelfResume:
             self.fired = True
         except Exception as exc:  # answered meanwhile (not paused any more), or the API failed
             _logger().info("no self-resume after the guidance timeout: %s", exc)
+
+
+def _url(flow_run_id: Any) -> str:
+    from prefect.settings import PREFECT_UI_URL
+
+    base = PREFECT_UI_URL.value()
+    return f"{base}/runs/flow-run/{flow_run_id}" if base else f"flow run {flow_run_id}"
 
 
 def _back_to_running(flow_run_id: Any) -> None:

@@ -58,6 +58,16 @@ def test_the_form_offers_four_choices_and_guidance_text():
     assert HumanAnswer(choice="guide", guidance=" ").to_guidance().choice is Choice.CONTINUE
 
 
+def test_the_nightly_deployment_has_an_ask_human_parameter():
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.nightly import ds_star_nightly
+
+    schema = parameter_schema(ds_star_nightly).model_dump()
+    assert schema["properties"]["ask_human"]["default"] is False
+    assert "person" in schema["properties"]["ask_human"]["description"]
+
+
 def _terminal(lines: bytes, timeout_s: float = 5.0):
     read, write = os.pipe()
     os.write(write, lines)

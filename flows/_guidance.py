@@ -97,10 +97,12 @@ def ask_human(checkpoint: Checkpoint, timeout_s: float) -> Guidance:
     context = FlowRunContext.get()
     if context is None or context.flow_run is None:
         return Guidance(timed_out=True, meta={"via": "nobody (no flow run to pause)"})
-    return _pause(context.flow_run.id, checkpoint, timeout_s)
+    # A retried flow run asks again: Prefect refuses a pause key the flow run has used.
+    key = f"guidance-{round_key(checkpoint.round)}-try{context.flow_run.run_count}"
+    return _pause(context.flow_run.id, checkpoint, timeout_s, key)
 
 
-def _pause(flow_run_id: Any, checkpoint: Checkpoint, timeout_s: float) -> Guidance:
+def _pause(flow_run_id: Any, checkpoint: Checkpoint, timeout_s: float, key: str) -> Guidance:
     form = HumanAnswer.with_initial_data(description=describe(checkpoint, timeout_s))
     watchdog = _SelfResume(flow_run_id, timeout_s)
     _logger().info(
@@ -114,7 +116,7 @@ def _pause(flow_run_id: Any, checkpoint: Checkpoint, timeout_s: float) -> Guidan
             wait_for_input=form,
             timeout=int(timeout_s) + _GRACE_S,
             poll_interval=_POLL_S,
-            key=f"guidance-{round_key(checkpoint.round)}",
+            key=key,
         )
     except FlowPauseTimeout:  # the self-resume failed too: take the run back ourselves
         _back_to_running(flow_run_id)
@@ -141,7 +143,9 @@ class _SelfResume:
         self.timer.start()
 
     def cancel(self) -> None:
+        """Stop the timer, or wait for its resume to finish, so `fired` is final."""
         self.timer.cancel()
+        self.timer.join(30)
 
     def _resume(self) -> None:
         try:

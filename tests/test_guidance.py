@@ -159,7 +159,8 @@ def test_guidance_from_the_api_reaches_the_planner_and_the_router(env, llm, sale
     thread, result = in_thread("t-guide", sales)
     flow_run_id = paused_flow_run(env, "t-guide")
     with get_client(sync_client=True) as client:  # the form: its description shows the plan
-        description = client.read_flow_run_input(flow_run_id, "paused-guidance-00-description")
+        key = "paused-guidance-00-try1-description"
+        description = client.read_flow_run_input(flow_run_id, key)
     assert "Load the orders and compute revenue per region" in description
     assert not llm.calls("router")  # the run waits before routing
     answer(flow_run_id, "guide", HINT)

@@ -168,7 +168,8 @@ class Ledger:
             session.flush()
             session.add_all(_round_row(run_id, item) for item in rounds)
             session.add_all(_call_row(run_id, call) for call in calls)
-            if record.get("answer") is not None and record["status"] in {"verified", "max_rounds"}:
+            answered = record["status"] in {"verified", "max_rounds", "accepted"}
+            if record.get("answer") is not None and answered:
                 session.add(
                     AnswerRow(
                         run_id=run_id,

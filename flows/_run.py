@@ -220,6 +220,11 @@ class Run:
         )
         return result
 
+    def stop(self) -> dict[str, Any]:
+        """A person stopped the run between rounds: no answer; everything so far is kept."""
+        self.note(status="stopped", answer=None)
+        return self._close()
+
     def fail(self, exc: BaseException) -> None:
         self.note(status="failed", error=f"{type(exc).__name__}: {exc}")
         try:

@@ -19,6 +19,7 @@ from dsstar.catalog import Catalog
 from dsstar.contracts import failed_paths
 from dsstar.data import DataFile, DataSource, archive_limits, normalize_location
 from dsstar.errors import LLMError
+from dsstar.guidance import Checkpoint, Choice
 from dsstar.ledger import RunRow
 from dsstar.preflight import preflight
 from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
@@ -29,6 +30,7 @@ from tasks.agents import AgentCalls, RunSpec, Script
 from tasks.analysis import analyze_file, config_key
 
 from ._contracts import check_contracts
+from ._guidance import consult
 from ._run import Run
 from ._runners import default_task_runner
 
@@ -76,7 +78,8 @@ def ds_star(
         reuse: Try the last verified solution of this question first (one or two LLM calls).
         run_id: Continue or name a run; by default derived from this flow run, so a retry
             resumes it.
-        options: Any other dsstar setting by name, e.g. {"exec_timeout": 60}.
+        options: Any other dsstar setting by name, e.g. {"exec_timeout": 60}, or
+            {"ask_human": true} to be asked after each round found not sufficient.
     """
     chosen = {"model": model, "max_rounds": max_rounds, "storage": storage, "reuse": reuse}
     chosen |= options or {}
@@ -155,7 +158,15 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
         if number + 1 >= settings.max_rounds:
             status = "max_rounds"
             break
-        route = calls.route(label, question, plan, script.result.output, context)
+        checkpoint = Checkpoint(run.run_id, number, plan, script.result.output, verifier_reply)
+        guidance = consult(checkpoint, settings, run)  # CONTINUE at once unless ask_human
+        if guidance.choice is Choice.ACCEPT:
+            status = "accepted"
+            break
+        if guidance.choice is Choice.STOP:
+            return run.stop()
+        hint = guidance.text_for_prompts
+        route = calls.route(label, question, plan, script.result.output, context, guidance=hint)
         if route.wrong_step is not None:  # backtrack: drop the wrong step and all after it
             plan = plan[: route.wrong_step - 1]
         base_code = code_for_prefix.get(len(plan), "")
@@ -164,7 +175,7 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
         label = f"r{number:02d}"
         # The next step is planned from the last result, also when step 1 was wrong and the
         # plan is now empty (Algorithm 1: the planner always sees r).
-        step = calls.plan_next(label, question, context, plan, script.result.output)
+        step = calls.plan_next(label, question, context, plan, script.result.output, guidance=hint)
         if plan:
             request = agents.coder.render_next(
                 question=question, files=context, plan=[*plan, step], base_code=base_code

@@ -52,6 +52,7 @@ def ds_star_nightly(
     model: str | None = None,
     storage: str | None = None,
     max_rounds: int = 20,
+    ask_human: bool = False,
 ) -> list[dict[str, Any]] | State:
     """Answer every question of a question set (a YAML file) against its data. The batch
     fails when any question failed, after every other question has finished.
@@ -62,8 +63,11 @@ def ds_star_nightly(
         model: litellm model for every agent (default: DSSTAR_MODEL on the worker).
         storage: Where artifacts go (default: DSSTAR_STORAGE on the worker).
         max_rounds: Most rounds per question.
+        ask_human: After a round found not sufficient, pause that question's run for a
+            person's answer in the UI (continue, guide, accept, stop); 1 h, then continue.
     """
     chosen = {"model": model, "storage": storage, "max_rounds": max_rounds}
+    chosen["ask_human"] = ask_human or None  # unset: DSSTAR_ASK_HUMAN on the worker decides
     settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
     questions = load_questions(questions_file)
     batch = default_run_id()  # stable across retries of this flow run: they resume

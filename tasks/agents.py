@@ -182,7 +182,13 @@ class AgentCalls:
         return self._step(label, messages)
 
     def plan_next(
-        self, label: str, question: str, files: list[FileInfo], plan: list[str], last_output: str
+        self,
+        label: str,
+        question: str,
+        files: list[FileInfo],
+        plan: list[str],
+        last_output: str,
+        guidance: str = "",
     ) -> str:
         messages = agents.planner.render_next(
             question=question,
@@ -190,6 +196,7 @@ class AgentCalls:
             plan=plan,
             last_output=last_output,
             max_output_chars=self.spec.max_output_chars,
+            guidance=guidance,
         )
         return self._step(label, messages)
 
@@ -219,7 +226,13 @@ class AgentCalls:
         return agents.verifier.parse(reply), reply
 
     def route(
-        self, label: str, question: str, plan: list[str], output: str, files: list[FileInfo]
+        self,
+        label: str,
+        question: str,
+        plan: list[str],
+        output: str,
+        files: list[FileInfo],
+        guidance: str = "",
     ) -> agents.router.Route:
         """Ask the router; an unclear reply is asked again once, then read as Add Step."""
         messages = agents.router.render(
@@ -228,6 +241,7 @@ class AgentCalls:
             output=output,
             files=files,
             max_output_chars=self.spec.max_output_chars,
+            guidance=guidance,
         )
         route = agents.router.parse(self.ask("router", f"router {label}", messages), len(plan))
         if route.clear:

@@ -45,7 +45,8 @@ def report(result: dict[str, Any], as_json: bool) -> None:
         sys.stdout.write(json_line(result))
         return
     out = Console(soft_wrap=True)
-    colour = {"verified": "green", "max_rounds": "yellow"}.get(result["status"], "red")
+    colour = {"verified": "green", "accepted": "green", "max_rounds": "yellow", "stopped": "yellow"}
+    colour = colour.get(result["status"], "red")
     err.print(
         f"[{colour}]{markup(result['status'])}[/{colour}] · run {markup(result['run_id'])} ·"
         f" {result['rounds']} rounds · {result['llm_calls']} LLM calls ·"
@@ -82,6 +83,15 @@ class LiveProgress:
             self.stop()
             self.status.__exit__(None, None, None)
 
+    def pause(self) -> None:
+        """Hide the line while something else uses the terminal (the guidance prompt)."""
+        if self.enabled:
+            self.status.stop()
+
+    def resume(self) -> None:
+        if self.enabled:
+            self.status.start()
+
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event["event"]
         if kind == "stage":
@@ -94,6 +104,8 @@ class LiveProgress:
         elif kind == "llm_done":
             self.state["tokens"] += event["input_tokens"] + event["output_tokens"]
             self.state["cost"] += event.get("cost_usd") or 0.0
+        elif kind == "human":
+            self.state["where"] = f"round {event['round']:02d} waiting for a person"
         elif kind == "round":
             verdict = "sufficient" if event["sufficient"] else "not sufficient"
             self.state["where"] = f"round {event['number']:02d} {verdict}"

@@ -90,6 +90,19 @@ def run(
     ] = True,
     task_runner: TaskRunnerOpt = None,
     dask_address: DaskAddressOpt = None,
+    ask_human: Annotated[
+        bool,
+        typer.Option(
+            "--ask-human",
+            help="After a round found not sufficient, ask: continue, guide, accept or stop (a"
+            " prompt on a terminal, else the paused run's form in the Prefect UI)"
+            " [env: DSSTAR_ASK_HUMAN].",
+        ),
+    ] = False,
+    human_timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds to wait for that answer, then continue [default 3600]."),
+    ] = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
@@ -114,6 +127,8 @@ def run(
             "llm_concurrency": llm_concurrency,
             "task_runner": task_runner,
             "dask_address": dask_address,
+            "ask_human": ask_human or None,  # unset: DSSTAR_ASK_HUMAN decides
+            "human_timeout": human_timeout,
         }
         settings = load_settings(**overrides)
         if run_id:
@@ -144,7 +159,12 @@ def _run_flow(
     error: BaseException | None = None
     stop = _stop_hook(settings, run_id, as_json)
     try:
-        with stopping.on_stop(stop), prefect_api(), LiveProgress(enabled=not as_json):
+        with (
+            stopping.on_stop(stop),
+            prefect_api(),
+            LiveProgress(enabled=not as_json) as live,
+            _terminal_prompt(settings, live),
+        ):
             state = ds_star.with_options(task_runner=build_task_runner(settings))(
                 **params,
                 model=settings.model,
@@ -168,7 +188,29 @@ def _run_flow(
     if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
         fail_usage(str(error).splitlines()[0], as_json, result)
     report(result, as_json)
-    raise typer.Exit(EXIT_OK if result["status"] in {"verified", "max_rounds"} else EXIT_FAILED)
+    if result["status"] == "stopped":  # a person chose to stop: not a failure
+        err.print(
+            f"stopped by request after round {result['rounds'] - 1:02d}; everything so far is"
+            f" stored: dsstar runs show {run_id}",
+            highlight=False,
+        )
+    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {"stopped"} else EXIT_FAILED)
+
+
+ANSWERED = {"verified", "max_rounds", "accepted"}
+
+
+def _terminal_prompt(settings: Settings, live: LiveProgress) -> Any:
+    """With --ask-human on a terminal, the run asks here instead of in the Prefect UI."""
+    from contextlib import nullcontext
+
+    if not (settings.ask_human and sys.stdin.isatty()):
+        return nullcontext()
+    from flows._guidance import answer_in_terminal
+
+    from ._prompt import TerminalAsker
+
+    return answer_in_terminal(TerminalAsker(err, sys.stdin, live.pause, live.resume))
 
 
 def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
@@ -229,7 +271,7 @@ def resume(
         fail_usage(f"no run {run_id} under {store.url}", as_json)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    if record.get("status") in {"verified", "max_rounds"}:
+    if record.get("status") in ANSWERED:
         err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
         report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
         raise typer.Exit(EXIT_OK)

@@ -97,7 +97,6 @@ class _Options(BaseModel):
 _OPTION_DEFS = {name: _option(name, Settings.model_fields[name]) for name in OPTION_FIELDS}
 
 
-
 def options_form(name: str, doc: str, **first: Any) -> type[BaseModel]:
     """A form model named `name`: the fields in `first` (pydantic `(type, Field)` pairs),
     then every run setting as an optional field."""

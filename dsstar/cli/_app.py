@@ -49,14 +49,20 @@ class _App(typer.Typer):
         except typer.TyperException as exc:  # click's usage errors: one line, JSON on stdout
             message = exc.format_message()
             ctx = getattr(exc, "ctx", None)
-            if ctx is not None:
-                message = f"{message} (see: {ctx.command_path} --help)"
+            words = [kwargs.get("prog_name") or "dsstar"]
+            words += [a for a in (kwargs.get("args") or sys.argv[1:])[:2] if a in _COMMANDS]
+            where = ctx.command_path if ctx is not None else " ".join(words)
+            message = f"{message} (see: {where} --help)"
             err.print(error_line(message))
             sys.stdout.write(json.dumps({"error": clean(message)}, ensure_ascii=False) + "\n")
             sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
         except typer.Abort:
             sys.exit(EXIT_FAILED)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+_COMMANDS = {"run", "resume", "runs", "list", "show", "history", "describe", "retrieve",
+             "contracts", "validate", "accept", "serve", "bench", "score"}  # fmt: skip
 
 
 def console(stderr: bool = False) -> Console:

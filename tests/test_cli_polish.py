@@ -88,7 +88,9 @@ def test_bounds_are_one_readable_line(env, sales):
 
 
 def test_a_bad_storage_scheme_gets_the_right_hint(env, sales):
-    line = one_error_line(dsstar_cli("run", "--data", str(sales), "-q", "q", "--storage", "s4://b/p"))
+    line = one_error_line(
+        dsstar_cli("run", "--data", str(sales), "-q", "q", "--storage", "s4://b/p")
+    )
     assert "unknown storage scheme 's4://'" in line and "s3://bucket/prefix" in line
     assert "AWS" not in line
     line = one_error_line(

@@ -25,6 +25,7 @@ from ._app import (
     load_settings,
     prefect_api,
     prefect_quietly,
+    setting_option,
 )
 from ._output import LiveProgress, json_line, shown
 
@@ -138,14 +139,8 @@ def retrieve(
     offline: OfflineOpt = False,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
-    embedding_model: Annotated[
-        str | None,
-        typer.Option(help="litellm embedding model fused with BM25 [env: DSSTAR_EMBEDDING_MODEL]."),
-    ] = None,
-    embedding_api_base: Annotated[
-        str | None,
-        typer.Option(help="Embedding server URL [env: DSSTAR_EMBEDDING_API_BASE]."),
-    ] = None,
+    embedding_model: Annotated[str | None, setting_option("embedding_model")] = None,
+    embedding_api_base: Annotated[str | None, setting_option("embedding_api_base")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the sources most relevant to --question, best first, with their scores (1 = best).

@@ -42,7 +42,8 @@ def test_help_shows_each_flags_env_var_and_default():
     assert "[env: DSSTAR_MAX_ROUNDS; default: 20]" in out
     assert "[env: DSSTAR_EXEC_TIMEOUT; default: 120.0]" in out
     assert "[env: DSSTAR_MODEL]" in out
-    assert "[env: DSSTAR_ASK_HUMAN; default: false]" in out and "--no-ask-human" in out
+    assert "[env: DSSTAR_ASK_HUMAN; default: false]" in out and "--no-ask-human" not in out
+    assert "--reuse --no-reuse" in out
     out = re.sub(r"\s+", " ", dsstar_cli("describe", "--help").stdout)
     assert "[env: DSSTAR_LLM_CONCURRENCY; default: 8]" in out
 

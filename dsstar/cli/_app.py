@@ -168,7 +168,7 @@ def settings_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(fn)
         hints = typing.get_type_hints(fn, include_extras=True)
-        extra = {name: Annotated[_flag_type(name), setting_option(name)] for name in names}
+        extra = {name: Annotated[_flag_type(name), _flag(name)] for name in names}
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> Any:
@@ -191,6 +191,15 @@ def settings_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., 
         return command
 
     return decorate
+
+
+def _flag(name: str) -> Any:
+    """A setting's flag: `--name VALUE`; a switch that is off by default is `--name` alone
+    (`--no-name` would only repeat the default), one that is on is `--name/--no-name`."""
+    flag = "--" + name.replace("_", "-")
+    if _flag_type(name) == bool | None and default_text(name) != "true":
+        return setting_option(name, None, flag)
+    return setting_option(name)
 
 
 def _flag_type(name: str) -> Any:

@@ -12,6 +12,7 @@ form never overrides a worker's environment by accident.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
@@ -62,7 +63,15 @@ def _option(name: str, field: FieldInfo) -> tuple[Any, Any]:
     shown = default_text(name)
     unset = f"Unset: DSSTAR_{name.upper()} where the flow runs"
     unset += f", else {shown}." if shown else "."
-    return Optional[_typed(field)], Field(None, description=f"{field.description} {unset}")  # noqa: UP045
+    # The UI renders descriptions as Markdown: a placeholder such as <name> goes in a code span.
+    text = re.sub(r"'?(\S*<[a-z-]+>\S*?)'?(?=[\s,.]|$)", r"`\1`", field.description or name)
+    return _unset_or(_typed(field)), Field(None, description=f"{text} {unset}")
+
+
+def _unset_or(kind: Any) -> Any:
+    """`kind` or None (unset). The Prefect UI shows such a field with a type picker whose
+    "None" (unset, the default) leaves the setting to the worker."""
+    return Optional[kind]  # noqa: UP045
 
 
 def _typed(field: FieldInfo) -> Any:
@@ -168,7 +177,7 @@ RunForm = create_model(
     __doc__="One run of the ds-star flow: the question, its data and the settings it runs with.",
     **_OPTION_DEFS,
     run_id=(
-        Optional[str],  # noqa: UP045
+        _unset_or(str),
         Field(
             None,
             description="Continue or name a run. Unset: derived from the flow run, so a retry"
@@ -176,7 +185,7 @@ RunForm = create_model(
         ),
     ),
     options=(
-        Optional[dict[str, Any]],  # noqa: UP045
+        _unset_or(dict[str, Any]),
         Field(
             None,
             description="Deprecated (older deployments): settings by name, e.g."

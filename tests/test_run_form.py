@@ -3,6 +3,8 @@ Prefect stores a form with types, descriptions and bounds; old parameter files s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import REPO
 from prefect import get_client
@@ -93,3 +95,44 @@ def test_a_deployment_stores_the_typed_form():
     assert schema["properties"]["question"]["description"].startswith("The question to answer")
     assert deployment.entrypoint.endswith("ds_star.py:ds_star")
     assert (REPO / "flows" / "ds_star.py").is_file()
+
+
+@pytest.mark.slow
+def test_the_ui_renders_and_submits_the_run_form(tmp_path):
+    """The deployment's Run > Custom run page in headless Chromium: typed fields with their
+    descriptions; filled in and submitted, the flow run gets exactly what was typed (unset
+    fields stay unset: the worker's settings apply). SCREENSHOT_DIR=DIR keeps the screenshot
+    (the README's run-form.png)."""
+    import os
+    import shutil
+
+    from conftest import require_binary
+    from playwright.sync_api import sync_playwright
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    chromium = require_binary(shutil.which("chromium"), "chromium")
+    deployment_id = ds_star.to_deployment(name="form-ui").apply()
+    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
+    shot = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path) / "run-form.png"
+    flags = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=flags)
+        page = browser.new_page(viewport={"width": 1300, "height": 1400})
+        page.goto(f"{ui}/deployments/deployment/{deployment_id}/run")
+        page.get_by_text("The question to answer", exact=False).first.wait_for(timeout=60_000)
+        text = page.inner_text("body")
+        page.locator("textarea").nth(0).fill("Which region sold most?")
+        page.locator("textarea").nth(1).fill("examples/sales")
+        page.screenshot(path=str(shot), full_page=False)
+        page.get_by_role("button", name="Submit").click()
+        page.wait_for_url("**tab=Runs**", timeout=60_000)  # the deployment's runs, after submit
+        browser.close()
+    for shown in ("Folder, single file or URL", "Most plan/code/verify rounds", "DSSTAR_SANDBOX"):
+        assert shown in text, shown
+    assert shot.stat().st_size > 10_000
+    with get_client(sync_client=True) as client:
+        [run] = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+        )
+    given = {k: v for k, v in run.parameters.items() if v not in (None, "")}
+    assert given == {"question": "Which region sold most?", "data": "examples/sales"}

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from .. import stopping
 from ..errors import DSStarError, LLMFatalError, UsageError
-from ..form import explain
+from ..form import OPTION_FIELDS, explain
 from ..preflight import preflight
 from ..settings import Settings
 from ..storage import check_run_id, new_run_id
@@ -217,8 +217,6 @@ def resume(
     stored = dict(record.get("settings") or {})
     stored.update({k: v for k, v in {"model": model, "api_base": api_base}.items() if v})
     stored["storage"] = store.url
-    from ..form import OPTION_FIELDS
-
     options = {k: v for k, v in stored.items() if k in OPTION_FIELDS and v is not None}
     try:
         form = build_form(**{k: record[k] for k in ("question", "data", "guidelines")},

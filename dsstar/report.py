@@ -1,10 +1,11 @@
-"""The result of a run as promised to scripts (`--json`), built from its stored run.json."""
+"""The result of a run as promised to scripts (`--json`), built from its stored run.json, and
+the figures `dsstar runs show` reports: per agent, and the totals a run saved."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RESULT_KEYS", "run_result"]
+__all__ = ["FIGURE_SUFFIXES", "RESULT_KEYS", "agent_usage", "run_figures", "run_result"]
 
 RESULT_KEYS = (
     "run_id",
@@ -41,3 +42,63 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
     if record.get("error"):
         result["error"] = record["error"]
     return result
+
+
+FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg", ".pdf", ".html")
+
+
+def agent_usage(calls: list[Any]) -> list[dict[str, Any]]:
+    """Calls, tokens and cost per agent (ledger rows or call dicts), costliest first. The
+    cost is None for an agent whose model has no known price."""
+    totals: dict[str, dict[str, Any]] = {}
+    for call in calls:
+        row = call if isinstance(call, dict) else call.model_dump()
+        agent = totals.setdefault(
+            row["agent"],
+            {"agent": row["agent"], "calls": 0, "input_tokens": 0, "output_tokens": 0,
+             "cost_usd": 0.0, "priced": True},
+        )  # fmt: skip
+        agent["calls"] += 1
+        agent["input_tokens"] += row.get("input_tokens") or 0
+        agent["output_tokens"] += row.get("output_tokens") or 0
+        if row.get("cost_usd") is None:
+            agent["priced"] = False
+        else:
+            agent["cost_usd"] += row["cost_usd"]
+    rows = []
+    for agent in totals.values():
+        priced = agent.pop("priced")
+        agent["cost_usd"] = round(agent["cost_usd"], 6) if priced else None
+        rows.append(agent)
+    return sorted(rows, key=lambda r: (-(r["cost_usd"] or 0), -r["input_tokens"]))
+
+
+def run_figures(record: dict[str, Any]) -> dict[str, Any]:
+    """The figures a run's run.json holds, by name: files, rounds, calls, tokens, cost, time,
+    contracts. Missing ones (a run that stopped early) are left out."""
+    contracts = record.get("contracts") or {}
+    figures = {
+        "files analyzed": record.get("files"),
+        "analyses reused": record.get("reused_analyses"),
+        "files shown to the agents": len(record.get("files_considered") or []) or None,
+        "rounds": record.get("rounds") or len(record.get("round_table") or []),
+        "LLM calls": record.get("llm_calls"),
+        "input tokens": record.get("input_tokens"),
+        "output tokens": record.get("output_tokens"),
+        "cost (USD)": record.get("cost_usd"),
+        "seconds": _seconds(record.get("started_at"), record.get("finished_at")),
+        "contracts checked": contracts.get("checked"),
+        "contracts failed": len(contracts.get("failed") or []) if contracts else None,
+        "reused a solution": record.get("reused_solution"),
+    }
+    return {name: value for name, value in figures.items() if value is not None}
+
+
+def _seconds(started: str | None, finished: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        span = datetime.fromisoformat(finished) - datetime.fromisoformat(started)
+    except (TypeError, ValueError):
+        return None
+    return span.total_seconds()

@@ -24,6 +24,7 @@ __all__ = [
     "mark_interrupted",
     "read_round",
     "read_run",
+    "run_report",
 ]
 
 STALE_AFTER_S = 2 * 3600
@@ -37,6 +38,47 @@ def read_run(store: Store, run_id: str) -> dict[str, Any]:
         return store.read_json(f"runs/{run_id}/run.json")
     except FileNotFoundError:
         raise UsageError(f"no run {run_id} under {store.url}") from None
+
+
+def run_report(store: Store, run_id: str, database_url: str | None = None) -> dict[str, Any]:
+    """Everything `dsstar runs show` reports: run.json, each round's verifier reply, the
+    figures the run saved, cost per agent (from the ledger, when it holds the run) and the
+    files the run's scripts saved beside the layout (figures, e.g. plots)."""
+    from .report import FIGURE_SUFFIXES, agent_usage, run_figures
+
+    record = read_run(store, run_id)
+    rounds = [row["round"] for row in record.get("round_table") or []]
+
+    def reply(number: int) -> str | None:
+        try:
+            found = store.read_json(f"runs/{run_id}/rounds/{round_key(number)}/verdict.json")
+        except (FileNotFoundError, DSStarError):
+            return None
+        return found.get("reply") if isinstance(found, dict) else None
+
+    with ThreadPoolExecutor(max_workers=8) as pool:  # one read per round: overlap them on S3
+        replies = dict(zip(rounds, pool.map(reply, rounds), strict=True))
+    agents: list[dict[str, Any]] | None = None
+    if database_url:
+        try:
+            from .ledger import Ledger
+
+            agents = agent_usage(Ledger(database_url).calls(run_id)) or None
+        except DSStarError:
+            agents = None  # the ledger is optional for a report: storage has the rest
+    folders = ["", "final", *(f"rounds/{round_key(n)}" for n in rounds)]
+    saved = [
+        store.uri(f"runs/{run_id}/{folder}/{name}".replace("//", "/"))
+        for folder in folders
+        for name in store.listdir(f"runs/{run_id}/{folder}".rstrip("/"))
+        if name.lower().endswith(FIGURE_SUFFIXES)
+    ]
+    return record | {
+        "verdict_replies": {str(n): r for n, r in replies.items()},
+        "figures": run_figures(record),
+        "agents": agents,
+        "saved_files": saved,
+    }
 
 
 def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:

@@ -66,6 +66,22 @@ def analysis_key(path: str) -> str:
     return f"{readable or 'file'}~{digest}"
 
 
+def _storage_hint(url: str) -> str:
+    """What to check when the storage at `url` cannot be written, by its scheme."""
+    protocol = fsspec.utils.get_protocol(url)
+    if protocol in {"file", "local"}:
+        return " Check that the folder is writable."
+    if protocol in {"s3", "s3a"}:
+        return (
+            " Check the bucket name, AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and"
+            " AWS_SECRET_ACCESS_KEY (or your cloud profile)."
+        )
+    return (
+        f" Storage is a local folder or s3://bucket/prefix (a {protocol}:// URL works when"
+        f" fsspec's '{protocol}' filesystem can reach and write it)."
+    )
+
+
 class Store:
     """Reads and writes text and JSON objects under one storage URL."""
 
@@ -78,7 +94,12 @@ class Store:
         options: dict[str, Any] = {"auto_mkdir": True} if protocol in {"file", "local"} else {}
         try:
             fs, root = url_to_fs(self.url, **options)
-        except (ImportError, ValueError) as exc:
+        except ValueError as exc:  # fsspec knows no such scheme
+            raise StorageError(
+                f"unknown storage scheme '{protocol}://' in {self.url}: storage is a local"
+                " folder or s3://bucket/prefix"
+            ) from exc
+        except ImportError as exc:  # a scheme fsspec knows, its package not installed
             raise StorageError(f"cannot open storage {self.url}: {exc}") from exc
         return fs, root.rstrip("/")
 
@@ -134,13 +155,10 @@ class Store:
         try:
             self.fs.pipe_file(self._path(probe), b"ok")
             self.fs.rm_file(self._path(probe))
+        except StorageError:
+            raise  # the URL itself is wrong: its message says how
         except Exception as exc:
-            hint = (
-                " Check the bucket name, AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and"
-                " AWS_SECRET_ACCESS_KEY (or your cloud profile)."
-                if "://" in self.url
-                else " Check that the folder is writable."
-            )
+            hint = _storage_hint(self.url)
             raise StorageError(
                 f"cannot write to storage {self.url}: {_reason(exc)}.{hint}"
             ) from exc

@@ -23,6 +23,7 @@ from dsstar import progress
 from dsstar.bench import BenchTask, agent_totals, score, table_rows, write_outputs
 from dsstar.bench.report import render_report
 from dsstar.errors import DSStarError
+from dsstar.form import RunForm, RunOptions
 from dsstar.ledger import Ledger
 from dsstar.questions import Question
 from dsstar.settings import Settings
@@ -45,19 +46,11 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     belong to its transaction, and when the run fails their cache records are rolled back
     with it, so a resumed task would ask everything again. A failure outside dsstar (the
     Prefect API busy, a 503 from its database) is tried again, resuming the same run."""
-    options = {k: v for k, v in settings.items() if k not in {"model", "storage", "max_rounds"}}
+    form = RunForm.for_question(question, run_id, settings)
     error: BaseException | None = None
     for attempt in range(ORCHESTRATION_RETRIES + 1):
         try:
-            state = ds_star(
-                **question,
-                model=settings.get("model"),
-                max_rounds=settings.get("max_rounds", 20),
-                storage=settings.get("storage"),
-                run_id=run_id,
-                options=options,
-                return_state=True,
-            )
+            state = ds_star(**form.parameters(), return_state=True)
         except Exception as exc:  # the flow run could not even be created or reported
             error = exc
         else:
@@ -85,7 +78,7 @@ def ds_star_bench(
     model: str | None = None,
     storage: str | None = None,
     max_rounds: int = 20,
-    options: dict[str, Any] | None = None,
+    options: RunOptions | None = None,
     parallel: int = 1,
 ) -> dict[str, Any]:
     """Run a benchmark's tasks with DS-STAR and write submission.jsonl, scores.json, report.md.
@@ -98,11 +91,13 @@ def ds_star_bench(
         model: litellm model for every agent (default: DSSTAR_MODEL).
         storage: Where runs are stored (default: DSSTAR_STORAGE).
         max_rounds: Most rounds per task.
-        options: Any other dsstar setting by name (reuse is off unless set here).
+        options: Any other run setting, typed as in the ds-star run form (reuse is off
+            unless set here).
         parallel: Tasks run at the same time.
     """
     chosen = {"model": model, "storage": storage, "max_rounds": max_rounds, "reuse": False}
-    settings = Settings(**{k: v for k, v in (chosen | (options or {})).items() if v is not None})
+    chosen |= options.chosen() if options else {}
+    settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
     store, ledger = Store(settings.storage), Ledger(settings.database_url)
     specs = [BenchTask(**task) for task in tasks]
     judge = _judge(suite, settings, Path(out))

@@ -12,13 +12,15 @@ from typing import Any
 from prefect import flow, get_client, get_run_logger
 from prefect.exceptions import MissingContextError
 from prefect.runtime import flow_run
+from pydantic import ValidationError
 
 from dsstar import agents, progress, scratch
 from dsstar.agents import FileInfo
 from dsstar.catalog import Catalog
 from dsstar.contracts import failed_paths
 from dsstar.data import DataFile, DataSource, archive_limits, normalize_location
-from dsstar.errors import LLMError
+from dsstar.errors import LLMError, UsageError
+from dsstar.form import RunForm, explain, form_parameters
 from dsstar.guidance import Checkpoint, Choice
 from dsstar.ledger import RunRow
 from dsstar.preflight import preflight
@@ -55,35 +57,19 @@ def _flow_run_name() -> str:
     log_prints=False,
     task_runner=default_task_runner(),
 )
-def ds_star(
-    question: str,
-    data: str,
-    guidelines: str = "",
-    model: str | None = None,
-    max_rounds: int = 20,
-    storage: str | None = None,
-    reuse: bool = True,
-    run_id: str | None = None,
-    options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+@form_parameters(RunForm)
+def ds_star(**fields: Any) -> dict[str, Any]:
     """Answer a question about a folder or bucket of data files with the DS-STAR agent.
 
-    Args:
-        question: The question to answer, e.g. "Which region had the highest revenue?".
-        data: Folder, single file or URL (s3://bucket/prefix) holding the data files.
-        guidelines: How the answer must be formatted, e.g. "a number with 2 decimals".
-        model: litellm model for every agent (default: DSSTAR_MODEL on the worker).
-        max_rounds: Most plan/code/verify rounds before the answer is finalized anyway.
-        storage: Where artifacts go: a folder or s3://bucket/prefix (default: DSSTAR_STORAGE).
-        reuse: Try the last verified solution of this question first (one or two LLM calls).
-        run_id: Continue or name a run; by default derived from this flow run, so a retry
-            resumes it.
-        options: Any other dsstar setting by name, e.g. {"exec_timeout": 60}, or
-            {"ask_human": true} to be asked after each round found not sufficient.
+    The parameters are the fields of `dsstar.form.RunForm` (the run form of the Prefect UI):
+    the question, its data, the answer's guidelines, the run id, and every run setting.
     """
-    chosen = {"model": model, "max_rounds": max_rounds, "storage": storage, "reuse": reuse}
-    chosen |= options or {}
-    settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
+    try:
+        form = RunForm.model_validate(fields)
+        settings = form.settings()
+    except ValidationError as exc:  # e.g. a sandbox Settings refuses: one readable line
+        raise UsageError(explain(exc)) from exc
+    question, data, guidelines, run_id = form.question, form.data, form.guidelines, form.run_id
     preflight(settings, data)  # model, keys, isolation, data, storage: before any stored run
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(

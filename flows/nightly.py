@@ -11,8 +11,10 @@ from prefect.artifacts import create_table_artifact
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
+from pydantic import Field, ValidationError
 
-from dsstar.errors import DSStarError
+from dsstar.errors import DSStarError, UsageError
+from dsstar.form import RunForm, explain, form_parameters, options_form
 from dsstar.questions import Question, load_questions
 from dsstar.settings import Settings
 from dsstar.storage import Store
@@ -22,53 +24,52 @@ from tasks.agents import RunSpec
 from ._runners import default_task_runner
 from .ds_star import analyze_files, default_run_id, ds_star, open_data
 
-__all__ = ["ds_star_nightly"]
+__all__ = ["NightlyForm", "ds_star_nightly"]
 
 
 @task(name="answer", task_run_name="answer {run_id}")
 def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
     """One question as its own ds-star flow run (a subflow), so it can be inspected alone."""
-    options = {k: v for k, v in settings.items() if k not in {"model", "storage", "max_rounds"}}
     # On a cluster this runs inside a worker: the question's own fan-out (its files were
     # analyzed ahead by share_analyses, so these are cache hits) stays on threads there.
-    options["task_runner"] = "thread"
+    form = RunForm.for_question(question, run_id, settings | {"task_runner": "thread"})
     # The LLM calls and executions of the run are tasks nested in this one. By default their
     # cache records would commit with this task, and a failed question would lose them: its
     # retry would pay for every finished call again. Eager commits keep each one as it ends.
     with transaction(commit_mode=CommitMode.EAGER):
-        return ds_star.with_options(task_runner=ThreadPoolTaskRunner())(
-            **question,
-            model=settings.get("model"),
-            max_rounds=settings.get("max_rounds", 20),
-            storage=settings.get("storage"),
-            run_id=run_id,
-            options=options,
-        )
+        return ds_star.with_options(task_runner=ThreadPoolTaskRunner())(**form.parameters())
+
+
+NightlyForm = options_form(
+    "NightlyForm",
+    "A nightly batch: its question set, and the settings every question runs with.",
+    questions_file=(
+        str,
+        Field(
+            "deployments/questions.yaml",
+            min_length=1,
+            description="YAML list of {question, data, guidelines}; relative data paths are"
+            " relative to the file.",
+        ),
+    ),
+)
 
 
 @flow(name="ds-star-nightly", task_runner=default_task_runner())
-def ds_star_nightly(
-    questions_file: str = "deployments/questions.yaml",
-    model: str | None = None,
-    storage: str | None = None,
-    max_rounds: int = 20,
-    ask_human: bool = False,
-) -> list[dict[str, Any]] | State:
+@form_parameters(NightlyForm)
+def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     """Answer every question of a question set (a YAML file) against its data. The batch
     fails when any question failed, after every other question has finished.
 
-    Args:
-        questions_file: YAML list of {question, data, guidelines}; relative data paths are
-            relative to the file.
-        model: litellm model for every agent (default: DSSTAR_MODEL on the worker).
-        storage: Where artifacts go (default: DSSTAR_STORAGE on the worker).
-        max_rounds: Most rounds per question.
-        ask_human: After a round found not sufficient, pause that question's run for a
-            person's answer in the UI (continue, guide, accept, stop); 1 h, then continue.
+    The parameters are the fields of `NightlyForm`: the question set and every run setting
+    (the same fields as the ds-star run form), shared by all its questions.
     """
-    chosen = {"model": model, "storage": storage, "max_rounds": max_rounds}
-    chosen["ask_human"] = ask_human or None  # unset: DSSTAR_ASK_HUMAN on the worker decides
-    settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
+    try:
+        form = NightlyForm.model_validate(fields)
+        settings = form.settings()
+    except ValidationError as exc:
+        raise UsageError(explain(exc)) from exc
+    questions_file = form.questions_file
     questions = load_questions(questions_file)
     batch = default_run_id()  # stable across retries of this flow run: they resume
     analysis_calls = share_analyses(questions, settings, batch)

@@ -109,7 +109,9 @@ def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
     assert schema["required"] == ["question", "data"]
     for name in ("question", "data", "guidelines", "model", "max_rounds", "storage"):
         assert schema["properties"][name]["description"]
-    assert schema["properties"]["max_rounds"]["default"] == 20
+    # The typed run form: a bound, and unset means the worker's DSSTAR_MAX_ROUNDS, else 20.
+    assert {"type": "integer", "minimum": 1} in schema["properties"]["max_rounds"]["anyOf"]
+    assert "else 20" in schema["properties"]["max_rounds"]["description"]
     [schedule] = nightly.schedules
     assert schedule.schedule.cron == "0 2 * * *"
     assert schedule.schedule.timezone == "Europe/Paris"

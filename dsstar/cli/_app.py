@@ -3,27 +3,38 @@
 from __future__ import annotations
 
 import atexit
+import functools
+import inspect
 import json
 import os
 import sys
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 from .. import scratch, stopping
 from ..errors import Interrupted, UsageError
+from ..form import default_text, explain
 from ..settings import Settings
+from ..text import clean, for_terminal
 
 
 class _App(typer.Typer):
-    """The typer app, plus the exit of a command stopped by SIGINT or SIGTERM."""
+    """The typer app, plus the exit of a command stopped by SIGINT or SIGTERM, and usage
+    errors (a bad flag, a missing option) as JSON on stdout under --json."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        argv = kwargs.get("args") or sys.argv[1:]
         try:
+            if "--json" in argv:
+                return self._as_json(*args, **kwargs)
             return super().__call__(*args, **kwargs)
         except Interrupted:
             stopping.finish()
@@ -31,6 +42,33 @@ class _App(typer.Typer):
             if stopping.requested():
                 stopping.finish()  # the command unwound into an ordinary exit: still a stop
             raise
+
+    def _as_json(self, *args: Any, **kwargs: Any) -> NoReturn:
+        try:
+            code = super().__call__(*args, standalone_mode=False, **kwargs)
+        except typer.TyperException as exc:  # click's usage errors: one line, JSON on stdout
+            message = exc.format_message()
+            ctx = getattr(exc, "ctx", None)
+            words = [kwargs.get("prog_name") or "dsstar"]
+            words += [a for a in (kwargs.get("args") or sys.argv[1:])[:2] if a in _COMMANDS]
+            where = ctx.command_path if ctx is not None else " ".join(words)
+            message = f"{message} (see: {where} --help)"
+            err.print(error_line(message))
+            sys.stdout.write(json.dumps({"error": clean(message)}, ensure_ascii=False) + "\n")
+            sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
+        except typer.Abort:
+            sys.exit(EXIT_FAILED)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+_COMMANDS = {"run", "resume", "runs", "list", "show", "history", "describe", "retrieve",
+             "contracts", "validate", "accept", "serve", "bench", "score"}  # fmt: skip
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that never reads text as rich markup: what is printed comes from users,
+    data and models (file names, answers, errors); styles are set with Text, not tags."""
+    return Console(stderr=stderr, soft_wrap=True, markup=False, highlight=False)
 
 
 app = _App(
@@ -41,11 +79,32 @@ app = _App(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True, soft_wrap=True)
+err = console(stderr=True)
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from .. import __version__
+
+        try:
+            number = version("dsstar")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            number = __version__
+        sys.stdout.write(f"dsstar {number}\n")
+        raise typer.Exit(EXIT_OK)
 
 
 @app.callback()
-def _main() -> None:
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Settings come from flags, then DSSTAR_* environment variables, then defaults."""
     stopping.install()  # SIGINT/SIGTERM: stop within seconds, exit 130/143
     stopping.at_stop(scratch.release_all)
@@ -70,10 +129,84 @@ def prefect_quietly(verbose: bool) -> None:
 
 
 def load_settings(**flags: Any) -> Settings:
+    """Settings from these flags (None: unset), then DSSTAR_* variables, then defaults. A
+    value out of bounds is a UsageError of one line naming the flag and its variable."""
     try:
         return Settings(**{k: v for k, v in flags.items() if v is not None})
     except ValidationError as exc:
-        raise UsageError(f"invalid setting: {exc}") from exc
+        raise UsageError(explain(exc, flag_name)) from exc
+
+
+def flag_name(field: str) -> str:
+    """How a user sets `field`: its flag, and its DSSTAR_ variable where it is a setting."""
+    flag = "--" + field.replace("_", "-")
+    return f"{flag} (or DSSTAR_{field.upper()})" if field in Settings.model_fields else flag
+
+
+def error_line(message: str) -> Text:
+    """`error: MESSAGE` in red, the message shown as text (never as markup)."""
+    return Text.assemble(("error:", "red"), " ", for_terminal(message))
+
+
+def setting_help(name: str, text: str | None = None) -> str:
+    """The help of a flag that sets `name`: `text` (else the setting's description), then its
+    variable and default, escaped so that rich shows the brackets."""
+    default = default_text(name)
+    where = f"env: DSSTAR_{name.upper()}" + (f"; default: {default}" if default else "")
+    return escape(f"{text or Settings.model_fields[name].description} [{where}]")
+
+
+def setting_option(name: str, text: str | None = None, *decls: str) -> Any:
+    """A typer option for setting `name`, its help from `setting_help`."""
+    return typer.Option(*decls, help=setting_help(name, text), show_default=False)
+
+
+def settings_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add one flag per setting in `names` to a command (type and help from Settings); the
+    command gets the values given (None when a flag is absent) as its `flags` argument."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
+        extra = {name: Annotated[_flag_type(name), _flag(name)] for name in names}
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            flags = {name: kwargs.pop(name) for name in names}
+            return fn(**kwargs, flags=flags)
+
+        keyword = inspect.Parameter.KEYWORD_ONLY  # typer passes every value by name
+        own = [
+            p.replace(kind=keyword, annotation=hints[p.name])  # resolved: typer reads them
+            for p in signature.parameters.values()
+            if p.name != "flags"
+        ]
+        added = [
+            inspect.Parameter(n, keyword, default=None, annotation=t) for n, t in extra.items()
+        ]
+        at = next((i for i, p in enumerate(own) if p.name == "as_json"), len(own))  # --json last
+        params = own[:at] + added + own[at:]
+        command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {k: v for k, v in hints.items() if k != "flags"} | extra
+        return command
+
+    return decorate
+
+
+def _flag(name: str) -> Any:
+    """A setting's flag: `--name VALUE`; a switch that is off by default is `--name` alone
+    (`--no-name` would only repeat the default), one that is on is `--name/--no-name`."""
+    flag = "--" + name.replace("_", "-")
+    if _flag_type(name) == bool | None and default_text(name) != "true":
+        return setting_option(name, None, flag)
+    return setting_option(name)
+
+
+def _flag_type(name: str) -> Any:
+    """The flag's type: the setting's scalar type, optional (None: the flag was not given)."""
+    kind = Settings.model_fields[name].annotation
+    scalar = [t for t in typing.get_args(kind) if t is not type(None)] or [kind]
+    return scalar[0] | None
 
 
 def fail_usage(
@@ -81,40 +214,22 @@ def fail_usage(
 ) -> NoReturn:
     """Report a usage error in one line (on stdout too under --json, as `payload` or
     {"error": ...}) and exit 2."""
-    from rich.markup import escape
+    from ..text import clean_deep
 
-    from ..text import clean, clean_deep, for_terminal
-
-    err.print(f"[red]error:[/red] {escape(for_terminal(message))}", highlight=False)
+    err.print(error_line(message))
     if as_json:
         body = clean_deep(payload) if payload else {"error": clean(message)}
         sys.stdout.write(json.dumps(body, ensure_ascii=False) + "\n")
     raise typer.Exit(EXIT_USAGE)
 
 
-StorageOpt = Annotated[
-    str | None, typer.Option(help="Where runs are stored [env: DSSTAR_STORAGE; ~/.dsstar].")
-]
-
-
-ModelOpt = Annotated[str | None, typer.Option(help="litellm model [env: DSSTAR_MODEL].")]
-ApiBaseOpt = Annotated[str | None, typer.Option(help="Model server URL [env: DSSTAR_API_BASE].")]
-MaxParallelOpt = Annotated[
-    int | None,
-    typer.Option(help="Most scripts running at once [env: DSSTAR_MAX_PARALLEL; CPU count]."),
-]
-LLMConcurrencyOpt = Annotated[
-    int | None,
-    typer.Option(help="Most LLM requests in flight at once [env: DSSTAR_LLM_CONCURRENCY; 8]."),
-]
-TaskRunnerOpt = Annotated[
-    str | None,
-    typer.Option(help="Run the analysis on 'thread', 'dask' or 'ray' [env: DSSTAR_TASK_RUNNER]."),
-]
-DaskAddressOpt = Annotated[
-    str | None,
-    typer.Option(help="Use an existing Dask cluster, e.g. tcp://host:8786 [DSSTAR_DASK_ADDRESS]."),
-]
+StorageOpt = Annotated[str | None, setting_option("storage")]
+ModelOpt = Annotated[str | None, setting_option("model", "litellm model for every agent.")]
+ApiBaseOpt = Annotated[str | None, setting_option("api_base")]
+MaxParallelOpt = Annotated[int | None, setting_option("max_parallel")]
+LLMConcurrencyOpt = Annotated[int | None, setting_option("llm_concurrency")]
+TaskRunnerOpt = Annotated[str | None, setting_option("task_runner")]
+DaskAddressOpt = Annotated[str | None, setting_option("dask_address")]
 OfflineOpt = Annotated[
     bool, typer.Option("--offline", help="Use the built-in profiler instead of the LLM analyzer.")
 ]

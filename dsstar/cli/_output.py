@@ -1,8 +1,9 @@
-"""How commands report: the result of a run, and the live progress line.
+"""How commands report: the result of a run, and the progress of a run on stderr.
 
 Everything shown comes from outside (answers, errors, file names, model replies), so it goes
-through `shown` (or `markup`, where rich markup surrounds it): escape and control sequences
-never reach the terminal raw. JSON output stays exact and valid (only made encodable).
+through `shown`, and consoles never read rich markup (`_app.console`): escape and control
+sequences never reach the terminal raw, and brackets are text. JSON output stays exact and
+valid (only made encodable).
 """
 
 from __future__ import annotations
@@ -12,27 +13,17 @@ import sys
 import time
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from ..text import clean_deep, for_terminal
-from ._app import (
-    err,
-    money,
-)
+from ._app import console, err, money
 
-__all__ = ["LiveProgress", "json_line", "markup", "report", "shown"]
+__all__ = ["LiveProgress", "json_line", "report", "shown"]
 
 
 def shown(value: Any) -> str:
     """`value` as text that is safe to print (no escape or control sequences)."""
     return for_terminal(value)
-
-
-def markup(value: Any) -> str:
-    """`value` safe to print and to embed in rich markup (brackets escaped)."""
-    return escape(for_terminal(value))
 
 
 def json_line(data: Any) -> str:
@@ -44,43 +35,51 @@ def report(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json_line(result))
         return
-    out = Console(soft_wrap=True)
     colour = {"verified": "green", "accepted": "green", "max_rounds": "yellow", "stopped": "yellow"}
     colour = colour.get(result["status"], "red")
     err.print(
-        f"[{colour}]{markup(result['status'])}[/{colour}] · run {markup(result['run_id'])} ·"
-        f" {result['rounds']} rounds · {result['llm_calls']} LLM calls ·"
-        f" {result['input_tokens']}+{result['output_tokens']} tokens ·"
-        f" cost {money(result['cost_usd'])}",
-        highlight=False,
+        Text.assemble(
+            (shown(result["status"]), colour),
+            f" · run {shown(result['run_id'])} · {result['rounds']} rounds ·"
+            f" {result['llm_calls']} LLM calls ·"
+            f" {result['input_tokens']}+{result['output_tokens']} tokens ·"
+            f" cost {money(result['cost_usd'])}",
+        )
     )
     if result.get("error"):
-        err.print(f"[red]error:[/red] {markup(result['error'])}", highlight=False)
-    err.print(f"artifacts: {markup(result['artifacts_uri'])}", highlight=False)
+        err.print(Text.assemble(("error:", "red"), f" {shown(result['error'])}"))
+    err.print(f"artifacts: {shown(result['artifacts_uri'])}")
     if result.get("answer") is not None:
-        out.print(shown(result["answer"]), highlight=False, markup=False)
+        console().print(shown(result["answer"]))
 
 
 class LiveProgress:
-    """A one-line live display on stderr: stage or round, agent, elapsed, tokens, cost."""
+    """The progress of a run on stderr: stage or round, agent, elapsed, tokens, cost.
+
+    On a terminal, one live line redrawn in place (unless `enabled` is False, as with
+    --json). Elsewhere (a log file, CI, a pipe) one plain line per stage and per round, as it
+    happens, with or without --json: a log shows how far a run got, not only its end."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+        self.live = enabled and err.is_terminal
+        self.lines = not err.is_terminal
         self.started = time.monotonic()
         self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0, "cost": 0.0}
 
     def __enter__(self) -> LiveProgress:
-        if self.enabled:
-            from .. import progress
+        from .. import progress
 
+        if self.live:
             self.status = err.status(self)  # rendered through __rich__ at every refresh
             self.status.__enter__()
+        if self.live or self.lines:
             self.stop = progress.listen(self._on_event)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
+        if self.live or self.lines:
             self.stop()
+        if self.live:
             self.status.__exit__(None, None, None)
 
     def pause(self) -> None:
@@ -93,12 +92,14 @@ class LiveProgress:
             self.status.start()
 
     def _on_event(self, event: dict[str, Any]) -> None:
-        kind = event["event"]
+        kind, where = event["event"], None
         if kind == "stage":
             cached = f", {event['cached']} cached" if event.get("cached") else ""
-            self.state["where"] = f"analyzing {event['total']} files{cached}"
+            where = self.state["where"] = f"analyzing {event['total']} files{cached}"
         elif kind == "analyzed":
             self.state["where"] = f"analyzed {event['done']}/{event['total']} files"
+            if event["done"] == event["total"]:
+                where = self.state["where"]
         elif kind == "llm":
             self.state["agent"] = event["label"]
         elif kind == "llm_done":
@@ -108,15 +109,18 @@ class LiveProgress:
             self.state["where"] = f"round {event['round']:02d} waiting for a person"
         elif kind == "round":
             verdict = "sufficient" if event["sufficient"] else "not sufficient"
-            self.state["where"] = f"round {event['number']:02d} {verdict}"
+            where = self.state["where"] = f"round {event['number']:02d} {verdict}"
+        if where and self.lines:
+            err.print(self.line(), crop=False)
 
-    def __rich__(self) -> Text:
+    def line(self) -> str:
+        """The state as one line of plain text."""
         elapsed = int(time.monotonic() - self.started)
         s = self.state
-        # Text, not a str: a label holds a file name, which must not be read as markup.
-        return Text(
-            shown(
-                f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
-                f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
-            ).replace("\n", " ")
-        )
+        return shown(
+            f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
+            f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
+        ).replace("\n", " ")
+
+    def __rich__(self) -> Text:
+        return Text(self.line())  # a Text: a label holds a file name, never read as markup

@@ -12,7 +12,16 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import DSStarError, UsageError
-from ._app import EXIT_FAILED, EXIT_OK, JsonOpt, app, err, fail_usage, load_settings
+from ._app import (
+    EXIT_FAILED,
+    EXIT_OK,
+    JsonOpt,
+    app,
+    err,
+    fail_usage,
+    load_settings,
+    setting_option,
+)
 
 __all__ = ["bench"]
 
@@ -52,30 +61,16 @@ def run(
         ),
     ] = None,
     parallel: Annotated[int, typer.Option(min=1, help="Tasks run at the same time.")] = 1,
-    model: Annotated[
-        str | None, typer.Option(help="litellm model for every agent (env: DSSTAR_MODEL).")
-    ] = None,
-    api_base: Annotated[
-        str | None, typer.Option(help="Model server URL (DSSTAR_API_BASE).")
-    ] = None,
+    model: Annotated[str | None, setting_option("model", "litellm model for every agent.")] = None,
+    api_base: Annotated[str | None, setting_option("api_base")] = None,
     agent_model: Annotated[
         list[str] | None, typer.Option(help="Per-agent model, AGENT=MODEL; repeatable.")
     ] = None,
-    max_rounds: Annotated[
-        int | None, typer.Option(help="Most rounds per task (default 20).")
-    ] = None,
-    max_debug_attempts: Annotated[
-        int | None, typer.Option(help="Most debugger repairs per failing script (default 3).")
-    ] = None,
-    exec_timeout: Annotated[
-        float | None, typer.Option(help="Seconds one script may run (default 120).")
-    ] = None,
-    exec_memory_mb: Annotated[
-        int | None, typer.Option(help="Memory limit of one script in MB (default 4096).")
-    ] = None,
-    storage: Annotated[
-        str | None, typer.Option(help="Where runs are stored (default ~/.dsstar).")
-    ] = None,
+    max_rounds: Annotated[int | None, setting_option("max_rounds", "Most rounds per task.")] = None,
+    max_debug_attempts: Annotated[int | None, setting_option("max_debug_attempts")] = None,
+    exec_timeout: Annotated[float | None, setting_option("exec_timeout")] = None,
+    exec_memory_mb: Annotated[int | None, setting_option("exec_memory_mb")] = None,
+    storage: Annotated[str | None, setting_option("storage")] = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:

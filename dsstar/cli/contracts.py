@@ -9,10 +9,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from ..errors import DSStarError
-from ._app import EXIT_FAILED, JsonOpt, StorageOpt, app, check_data, fail_usage, load_settings
+from ._app import (
+    EXIT_FAILED,
+    JsonOpt,
+    StorageOpt,
+    app,
+    check_data,
+    console,
+    fail_usage,
+    load_settings,
+)
 
 contracts_app = typer.Typer(
     help="Data contracts: one Great Expectations suite per tabular file, made when the file is"
@@ -57,10 +65,10 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
         sys.stdout.write(json.dumps({"data": location, "contracts": documents}) + "\n")
         return
     if not documents:
-        Console(stderr=True).print(f"no contracts stored for {location}", highlight=False)
+        console(stderr=True).print(f"no contracts stored for {location}", highlight=False)
     for document in documents:
-        Console(soft_wrap=True).rule(f"{document.get('path')} ({document['uri']})")
-        Console(soft_wrap=True).print_json(json.dumps(document.get("tables")))
+        console().rule(f"{document.get('path')} ({document['uri']})")
+        console().print_json(json.dumps(document.get("tables")))
 
 
 @contracts_app.command()
@@ -101,12 +109,12 @@ def validate(
             observed = json.dumps(failure["observed"], default=str)
             print(f"FAILED {failure['path']}: {failure['expectation']} observed {observed}")
         for item in report["files"]:
-            Console(stderr=True).print(f"{item['status']:9} {item['path']} ({item['seconds']}"
+            console(stderr=True).print(f"{item['status']:9} {item['path']} ({item['seconds']}"
                                        " s)", highlight=False, markup=False)  # fmt: skip
         if data_docs:
             for label in ("data_docs", "summary"):
                 shown = report.get(label) or "(no contracts to render)"
-                Console(stderr=True, soft_wrap=True).print(f"{label}: {shown}", highlight=False)
+                console(stderr=True).print(f"{label}: {shown}", highlight=False)
     if report["failed"]:
         raise typer.Exit(EXIT_FAILED)
 

@@ -6,7 +6,6 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from ..errors import DSStarError
 from ._app import (
@@ -21,12 +20,14 @@ from ._app import (
     TaskRunnerOpt,
     app,
     check_data,
+    console,
     fail_usage,
     load_settings,
     prefect_api,
     prefect_quietly,
+    setting_option,
 )
-from ._output import LiveProgress, json_line, markup, shown
+from ._output import LiveProgress, json_line, shown
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
@@ -123,9 +124,9 @@ def describe(
         payload = {"files": [{k: f.get(k) for k in keys} for f in files]}
         sys.stdout.write(json_line(payload))
         return
-    out = Console(soft_wrap=True)
+    out = console()
     for f in files:
-        out.rule(markup(f"{f['path']} ({f['format']})"))
+        out.rule(shown(f"{f['path']} ({f['format']})"))
         text = f["description"] or f"skipped: {f['error']}"
         out.print(shown(text), markup=False, highlight=False)
 
@@ -138,14 +139,8 @@ def retrieve(
     offline: OfflineOpt = False,
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
-    embedding_model: Annotated[
-        str | None,
-        typer.Option(help="litellm embedding model fused with BM25 [env: DSSTAR_EMBEDDING_MODEL]."),
-    ] = None,
-    embedding_api_base: Annotated[
-        str | None,
-        typer.Option(help="Embedding server URL [env: DSSTAR_EMBEDDING_API_BASE]."),
-    ] = None,
+    embedding_model: Annotated[str | None, setting_option("embedding_model")] = None,
+    embedding_api_base: Annotated[str | None, setting_option("embedding_api_base")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the sources most relevant to --question, best first, with their scores (1 = best).
@@ -171,7 +166,7 @@ def retrieve(
         payload = {"files": [{"path": h.path, "score": h.score} for h in hits]}
         sys.stdout.write(json_line(payload))
         return
-    out = Console(soft_wrap=True)
+    out = console()
     for h in hits:
         members = f"  ({len(h.members)} like files)" if h.path.endswith("/") else ""
         out.print(f"{h.score:.3f}  {shown(h.path)}{members}", highlight=False, markup=False)

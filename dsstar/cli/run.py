@@ -7,9 +7,11 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from .. import stopping
 from ..errors import DSStarError, LLMFatalError, UsageError
+from ..form import OPTION_FIELDS, explain
 from ..preflight import preflight
 from ..settings import Settings
 from ..storage import check_run_id, new_run_id
@@ -17,142 +19,112 @@ from ..text import clean
 from ._app import (
     EXIT_FAILED,
     EXIT_OK,
-    DaskAddressOpt,
     DataOpt,
     JsonOpt,
-    LLMConcurrencyOpt,
-    MaxParallelOpt,
     StorageOpt,
-    TaskRunnerOpt,
     app,
     err,
     fail_usage,
+    flag_name,
     load_settings,
     prefect_api,
     prefect_quietly,
+    setting_option,
+    settings_flags,
 )
 from ._output import LiveProgress, report
 
+# The settings `dsstar run` has a flag for; every other one is a DSSTAR_ variable (and a
+# field of the run form in the Prefect UI). Type, help and bounds come from Settings.
+RUN_FLAGS = (
+    "model",
+    "api_base",
+    "max_rounds",
+    "max_debug_attempts",
+    "exec_timeout",
+    "exec_memory_mb",
+    "sandbox",
+    "storage",
+    "max_parallel",
+    "llm_concurrency",
+    "reuse",
+    "ask_human",
+    "human_timeout",
+    "task_runner",
+    "dask_address",
+)
+
 
 @app.command()
+@settings_flags(*RUN_FLAGS)
 def run(
     data: DataOpt,
     question: Annotated[str, typer.Option("--question", "-q", help="The question to answer.")],
     guidelines: Annotated[
         str, typer.Option(help="How the answer must be formatted, e.g. 'a number, 2 decimals'.")
     ] = "",
-    model: Annotated[
-        str | None, typer.Option(help="litellm model for every agent [env: DSSTAR_MODEL].")
-    ] = None,
-    api_base: Annotated[
-        str | None, typer.Option(help="Model server URL, e.g. Ollama or vLLM [DSSTAR_API_BASE].")
-    ] = None,
     agent_model: Annotated[
         list[str] | None,
         typer.Option(
-            help="Per-agent model, AGENT=MODEL; repeatable, e.g. verifier=openai/gpt-4o-mini."
+            help="Per-agent model, AGENT=MODEL; repeatable, e.g. verifier=openai/gpt-4o-mini"
+            " \\[env: DSSTAR_AGENT_MODELS as JSON]."
         ),
     ] = None,
-    max_rounds: Annotated[
-        int | None, typer.Option(help="Most rounds before finalizing [default 20].")
-    ] = None,
-    max_debug_attempts: Annotated[
-        int | None, typer.Option(help="Most debugger repairs per failing script [default 3].")
-    ] = None,
-    exec_timeout: Annotated[
-        float | None, typer.Option(help="Seconds one generated script may run [default 120].")
-    ] = None,
-    exec_memory_mb: Annotated[
-        int | None,
-        typer.Option(help="Memory limit of one generated script and its children in MB [4096]."),
-    ] = None,
-    sandbox: Annotated[
-        str | None,
-        typer.Option(
-            help="Isolation of generated scripts: auto, bwrap, unshare or none (no isolation,"
-            " explicit only) [default auto]."
-        ),
-    ] = None,
-    storage: Annotated[
-        str | None,
-        typer.Option(
-            help="Where runs are stored: folder or s3://bucket/prefix [default ~/.dsstar]."
-        ),
-    ] = None,
-    max_parallel: MaxParallelOpt = None,
-    llm_concurrency: LLMConcurrencyOpt = None,
     run_id: Annotated[
         str | None, typer.Option(help="Use this run id instead of a generated one.")
     ] = None,
-    reuse: Annotated[
-        bool,
-        typer.Option(help="Try the last verified solution of this question over this data first."),
-    ] = True,
-    task_runner: TaskRunnerOpt = None,
-    dask_address: DaskAddressOpt = None,
-    ask_human: Annotated[
-        bool,
-        typer.Option(
-            "--ask-human",
-            help="After a round found not sufficient, ask: continue, guide, accept or stop (a"
-            " prompt on a terminal, else the paused run's form in the Prefect UI)"
-            " [env: DSSTAR_ASK_HUMAN].",
-        ),
-    ] = False,
-    human_timeout: Annotated[
-        float | None,
-        typer.Option(help="Seconds to wait for that answer, then continue [default 3600]."),
-    ] = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+    flags: dict[str, Any] | None = None,
 ) -> None:
     """Answer QUESTION from the files under --data with the DS-STAR loop.
 
     Example: dsstar run --data examples/sales --question "Which region had the highest revenue?"
     """
     prefect_quietly(verbose)
+    chosen = {k: v for k, v in (flags or {}).items() if v is not None}
     try:
-        overrides = {
-            "model": model,
-            "api_base": api_base,
-            "agent_models": _agent_models(agent_model),
-            "max_rounds": max_rounds,
-            "max_debug_attempts": max_debug_attempts,
-            "exec_timeout": exec_timeout,
-            "exec_memory_mb": exec_memory_mb,
-            "sandbox": sandbox,
-            "storage": storage,
-            "reuse": reuse,
-            "max_parallel": max_parallel,
-            "llm_concurrency": llm_concurrency,
-            "task_runner": task_runner,
-            "dask_address": dask_address,
-            "ask_human": ask_human or None,  # unset: DSSTAR_ASK_HUMAN decides
-            "human_timeout": human_timeout,
-        }
-        settings = load_settings(**overrides)
-        if run_id:
-            check_run_id(run_id)
-        if not question.strip():
-            raise UsageError("--question is empty")
         if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
             raise UsageError(f"--data {clean(data)}: the path is not valid UTF-8; rename it")
+        models = _agent_models(agent_model)
+        # Arguments that are not valid UTF-8 arrive with lone surrogates; the run sees U+FFFD.
+        form = build_form(
+            question=clean(question),
+            data=data,
+            guidelines=clean(guidelines),
+            run_id=run_id,
+            **chosen,
+            **({"agent_models": models} if models else {}),
+        )
+        settings = build_settings(form)
         preflight(settings, data)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-
-    named = {"model", "storage", "max_rounds", "reuse"}  # flow parameters of their own
-    options = {k: v for k, v in overrides.items() if v is not None and k not in named}
-    # Arguments that are not valid UTF-8 arrive with lone surrogates; the run sees U+FFFD.
-    params = {"question": clean(question), "data": data, "guidelines": clean(guidelines)}
-    _run_flow(run_id or new_run_id(), params, settings, options, as_json)
+    _run_flow(form.model_copy(update={"run_id": run_id or new_run_id()}), settings, as_json)
 
 
-def _run_flow(
-    run_id: str, params: dict[str, str], settings: Settings, options: dict, as_json: bool
-) -> None:
+def build_form(**fields: Any) -> Any:
+    """The run form (the flow's parameters) from flags; a bad value is one UsageError line."""
+    from ..form import RunForm
+
+    try:
+        return RunForm(**fields)
+    except ValidationError as exc:
+        raise UsageError(explain(exc, flag_name)) from exc
+
+
+def build_settings(form: Any) -> Settings:
+    """The form's settings over DSSTAR_ variables; a bad value is one UsageError line."""
+    try:
+        return form.settings()
+    except ValidationError as exc:
+        raise UsageError(explain(exc, flag_name)) from exc
+
+
+def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
-    err.print(f"run {run_id}", highlight=False)  # on stderr at once: the id to resume it by
+    run_id = form.run_id
+    err.print(f"run {run_id}")  # on stderr at once: the id to resume it by
     from flows._runners import build_task_runner
     from flows.ds_star import completed_result, ds_star
 
@@ -166,14 +138,7 @@ def _run_flow(
             _terminal_prompt(settings, live),
         ):
             state = ds_star.with_options(task_runner=build_task_runner(settings))(
-                **params,
-                model=settings.model,
-                max_rounds=settings.max_rounds,
-                storage=settings.storage,
-                reuse=settings.reuse,
-                run_id=run_id,
-                options=options,
-                return_state=True,
+                **form.parameters(), return_state=True
             )
         if state.is_completed():
             result = completed_result(state, settings.storage, run_id)
@@ -241,10 +206,8 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
     storage: StorageOpt = None,
-    model: Annotated[
-        str | None, typer.Option(help="Use another model from here on [env: DSSTAR_MODEL].")
-    ] = None,
-    api_base: Annotated[str | None, typer.Option(help="Model server URL.")] = None,
+    model: Annotated[str | None, setting_option("model", "Use another model from here on.")] = None,
+    api_base: Annotated[str | None, setting_option("api_base")] = None,
     force: Annotated[
         bool,
         typer.Option(help="Resume even if the run may still be running on another host."),
@@ -281,15 +244,15 @@ def resume(
     stored = dict(record.get("settings") or {})
     stored.update({k: v for k, v in {"model": model, "api_base": api_base}.items() if v})
     stored["storage"] = store.url
+    options = {k: v for k, v in stored.items() if k in OPTION_FIELDS and v is not None}
     try:
-        settings = load_settings(**stored)
+        form = build_form(**{k: record[k] for k in ("question", "data", "guidelines")},
+                          run_id=run_id, **options)  # fmt: skip
+        settings = build_settings(form)
         preflight(settings, record["data"])
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    named = {"model", "storage", "max_rounds", "reuse"}
-    options = {k: v for k, v in stored.items() if k not in named and v is not None}
-    params = {k: record[k] for k in ("question", "data", "guidelines")}
-    _run_flow(run_id, params, settings, options, as_json)
+    _run_flow(form, settings, as_json)
 
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:

@@ -6,7 +6,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.text import Text
 
 from ..errors import DSStarError
 from ._app import (
@@ -14,12 +14,13 @@ from ._app import (
     JsonOpt,
     StorageOpt,
     app,
+    console,
     err,
     fail_usage,
     load_settings,
     money,
 )
-from ._output import json_line, markup, shown
+from ._output import json_line, shown
 
 runs_app = typer.Typer(
     help="Inspect stored runs (local folders and S3 alike).", no_args_is_help=True
@@ -53,10 +54,10 @@ def runs_list(
         question = r["question"] if len(r["question"]) <= 60 else r["question"][:57] + "..."
         status = "stale (process gone)" if r["status"] == "stale" else str(r["status"])
         table.add_row(
-            markup(question), markup(status), str(r["rounds"]), money(r["cost_usd"]),
-            markup(str(r["started_at"] or "")[:16]), markup(r["run_id"]),
+            shown(question), shown(status), str(r["rounds"]), money(r["cost_usd"]),
+            shown(str(r["started_at"] or "")[:16]), shown(r["run_id"]),
         )  # fmt: skip
-    Console(soft_wrap=True).print(table)
+    console().print(table)
 
 
 @runs_app.command("show")
@@ -68,17 +69,20 @@ def runs_show(
     storage: StorageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """A run's round table (step, verdict, route, tokens, cost, seconds), or one round."""
-    from ..runs import read_round, read_run
+    """A run's report: question, answer, plan, the rounds with their verdicts, cost per
+    agent and the figures the run saved; with --round N, that round's plan, code and output.
+    """
+    from ..runs import read_round, run_report
     from ..storage import Store, check_run_id
 
     try:
         check_run_id(run_id)
-        store = Store(load_settings(storage=storage).storage)
+        settings = load_settings(storage=storage)
+        store = Store(settings.storage)
         payload = (
             read_round(store, run_id, round_number)
             if round_number is not None
-            else read_run(store, run_id)
+            else run_report(store, run_id, settings.database_url)
         )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
@@ -93,34 +97,74 @@ def runs_show(
 def _print_run(record: dict[str, Any], uri: str) -> None:
     from rich.table import Table
 
-    out = Console(soft_wrap=True)
-    out.print(
-        f"[bold]{markup(record['run_id'])}[/bold] · {markup(record.get('status'))} · {markup(uri)}"
-    )
-    out.print(f"question: {shown(record.get('question'))}", markup=False, highlight=False)
-    if record.get("answer") is not None:
-        out.print(f"answer: {shown(record['answer'])}", markup=False, highlight=False)
+    out = console()
+    out.print(Text.assemble((shown(record["run_id"]), "bold"),
+                            f" · {shown(record.get('status'))} · {shown(uri)}"))  # fmt: skip
+    for key in ("question", "data", "guidelines", "answer"):
+        if record.get(key):
+            out.print(f"{key}: {shown(record[key])}")
     if record.get("error"):
-        out.print(f"[red]error:[/red] {markup(record['error'])}", highlight=False)
-    table = Table("round", "step", "verdict", "route", "tokens", "cost", "seconds")
+        out.print(Text.assemble(("error:", "red"), f" {shown(record['error'])}"))
+    plan = record.get("plan") or []
+    out.rule("plan")
+    for i, step in enumerate(plan, 1):
+        out.print(f"{i}. {shown(step)}")
+    if not plan:
+        out.print("(no plan yet)")
+    out.rule("rounds")
+    table = Table("round", "step", "verdict", "route", "ran", "tokens", "cost", "seconds")
+    replies = record.get("verdict_replies") or {}
     for row in record.get("round_table") or []:
         verdict = {True: "Yes", False: "No"}.get(row["verdict"], "-")
         table.add_row(
-            f"{row['round']:02d}", markup(row["step"]), verdict, markup(row["route"] or "-"),
+            f"{row['round']:02d}", shown(row["step"]), verdict, shown(row["route"] or "-"),
+            {True: "ok", False: "failed"}.get(row.get("execution_ok"), "-"),
             f"{row['input_tokens'] + row['output_tokens']:,}", money(row["cost_usd"]),
             f"{row['seconds']:.1f}",
         )  # fmt: skip
     out.print(table)
-    out.print(
-        f"{record.get('llm_calls', 0)} LLM calls · {record.get('input_tokens', 0):,} in /"
-        f" {record.get('output_tokens', 0):,} out · cost {money(record.get('cost_usd'))}"
-    )
+    for number, reply in replies.items():
+        if reply:
+            first = " ".join(shown(reply).split())
+            out.print(f"verdict {int(number):02d}: {first[:200]}")
+    _print_agents(out, record.get("agents"))
+    out.rule("figures")
+    for name, value in (record.get("figures") or {}).items():
+        out.print(f"{name}: {_figure(name, value)}")
+    for saved in record.get("saved_files") or []:
+        out.print(f"saved: {shown(saved)}")
+
+
+def _print_agents(out: Any, agents: list[dict[str, Any]] | None) -> None:
+    from rich.table import Table
+
+    out.rule("cost per agent")
+    if not agents:
+        out.print("(not in the ledger: DSSTAR_DATABASE_URL holds no calls of this run)")
+        return
+    table = Table("agent", "calls", "input tokens", "output tokens", "cost")
+    for row in agents:
+        table.add_row(
+            shown(row["agent"]), str(row["calls"]), f"{row['input_tokens']:,}",
+            f"{row['output_tokens']:,}", money(row["cost_usd"]),
+        )  # fmt: skip
+    out.print(table)
+
+
+def _figure(name: str, value: Any) -> str:
+    if name.startswith("cost"):
+        return money(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return f"{value:,}" if isinstance(value, int) else shown(value)
 
 
 def _print_round(found: dict[str, Any]) -> None:
     from rich.syntax import Syntax
 
-    out = Console(soft_wrap=True)
+    out = console()
     out.rule(f"round {found['round']:02d}")
     if "route" in found:
         decision = shown(found["route"].get("decision"))
@@ -181,10 +225,10 @@ def history(
     table = Table(Column("finished", no_wrap=True), "status", "answer", "", "calls", "cost")
     table.add_column("run id", no_wrap=True)
     for r in rows:
-        mark = "[yellow]changed[/yellow]" if r["changed"] else ""
+        mark = Text("changed", "yellow") if r["changed"] else ""
         mark = mark or ("reused" if r["reused_solution"] else "")
         table.add_row(
-            str(r["finished_at"] or "")[:16], markup(r["status"]), markup(r["answer"]), mark,
-            str(r["llm_calls"]), money(r["cost_usd"]), markup(r["run_id"]),
+            str(r["finished_at"] or "")[:16], shown(r["status"]), shown(r["answer"]), mark,
+            str(r["llm_calls"]), money(r["cost_usd"]), shown(r["run_id"]),
         )  # fmt: skip
-    Console(soft_wrap=True).print(table)
+    console().print(table)

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..errors import DSStarError
+from ..errors import DSStarError, UsageError
+from ..questions import load_questions
 from ._app import (
     LLMConcurrencyOpt,
     MaxParallelOpt,
@@ -21,7 +22,11 @@ from ._app import (
 @app.command()
 def serve(
     questions_file: Annotated[
-        str, typer.Option(help="Question set (YAML) the nightly deployment answers.")
+        str,
+        typer.Option(
+            help="Question set (YAML) the nightly deployment answers; a relative path is"
+            " looked up in the project folder (where deployments/ is), then in the current one."
+        ),
     ] = "deployments/questions.yaml",
     cron: Annotated[str, typer.Option(help="When the nightly batch runs (cron).")] = "0 2 * * *",
     timezone: Annotated[str, typer.Option(help="Time zone of --cron, e.g. Europe/Paris.")] = "UTC",
@@ -42,6 +47,8 @@ def serve(
     """
     try:
         settings = load_settings(max_parallel=max_parallel, llm_concurrency=llm_concurrency)
+        questions = questions_path(questions_file)
+        load_questions(questions)  # a missing or malformed set fails now, not at 2 a.m.
     except DSStarError as exc:
         fail_usage(str(exc))
     from prefect import serve as prefect_serve
@@ -59,7 +66,7 @@ def serve(
         name="nightly",
         description="Answer every question of the nightly question set.",
         schedules=[Cron(cron, timezone=timezone, slug="nightly")],
-        parameters={"questions_file": str(Path(questions_file).resolve())},
+        parameters={"questions_file": str(questions)},
         tags=["dsstar"],
     )
     from tasks.limits import ensure_limit, ensure_rate
@@ -71,3 +78,21 @@ def serve(
         err.print(f"global rate limit {rate}: {settings.llm_rpm} LLM requests per minute")
     err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")
     prefect_serve(on_demand, nightly, limit=limit)
+
+
+PROJECT = Path(__file__).resolve().parents[2]  # the folder holding deployments/ and flows/
+
+
+def questions_path(name: str) -> Path:
+    """The question set `name`: absolute as given; relative, in the project folder (where
+    the default deployments/questions.yaml lives), else in the current folder."""
+    path = Path(name).expanduser()
+    if path.is_absolute():
+        return path
+    for root in (PROJECT, Path.cwd()):
+        if (root / path).is_file():
+            return (root / path).resolve()
+    raise UsageError(
+        f"question set {name} not found in the project ({PROJECT}) nor in the current folder"
+        f" ({Path.cwd()}); pass --questions-file with an existing YAML file"
+    )

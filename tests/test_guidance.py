@@ -64,7 +64,8 @@ def test_the_nightly_deployment_has_an_ask_human_parameter():
     from flows.nightly import ds_star_nightly
 
     schema = parameter_schema(ds_star_nightly).model_dump()
-    assert schema["properties"]["ask_human"]["default"] is False
+    # Unset by default: the worker's DSSTAR_ASK_HUMAN decides, a tick in the form overrides it.
+    assert schema["properties"]["ask_human"].get("default") is None
     assert "person" in schema["properties"]["ask_human"]["description"]
 
 

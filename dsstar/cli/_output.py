@@ -84,11 +84,11 @@ class LiveProgress:
 
     def pause(self) -> None:
         """Hide the line while something else uses the terminal (the guidance prompt)."""
-        if self.enabled:
+        if self.live:
             self.status.stop()
 
     def resume(self) -> None:
-        if self.enabled:
+        if self.live:
             self.status.start()
 
     def _on_event(self, event: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from ..text import clean_deep, for_terminal
+from ..verdict import verdict_label
 from ._app import (
     err,
     money,
@@ -45,7 +46,9 @@ def report(result: dict[str, Any], as_json: bool) -> None:
         sys.stdout.write(json_line(result))
         return
     out = Console(soft_wrap=True)
-    colour = {"verified": "green", "max_rounds": "yellow"}.get(result["status"], "red")
+    colour = {"verified": "green", "accepted": "green", "max_rounds": "yellow"}.get(
+        result["status"], "red"
+    )
     err.print(
         f"[{colour}]{markup(result['status'])}[/{colour}] · run {markup(result['run_id'])} ·"
         f" {result['rounds']} rounds · {result['llm_calls']} LLM calls ·"
@@ -95,7 +98,7 @@ class LiveProgress:
             self.state["tokens"] += event["input_tokens"] + event["output_tokens"]
             self.state["cost"] += event.get("cost_usd") or 0.0
         elif kind == "round":
-            verdict = "sufficient" if event["sufficient"] else "not sufficient"
+            verdict = verdict_label(event["sufficient"])
             self.state["where"] = f"round {event['number']:02d} {verdict}"
 
     def __rich__(self) -> Text:

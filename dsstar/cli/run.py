@@ -14,6 +14,7 @@ from ..preflight import preflight
 from ..settings import Settings
 from ..storage import check_run_id, new_run_id
 from ..text import clean
+from ..verdict import ANSWERED
 from ._app import (
     EXIT_FAILED,
     EXIT_OK,
@@ -168,7 +169,7 @@ def _run_flow(
     if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
         fail_usage(str(error).splitlines()[0], as_json, result)
     report(result, as_json)
-    raise typer.Exit(EXIT_OK if result["status"] in {"verified", "max_rounds"} else EXIT_FAILED)
+    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED else EXIT_FAILED)
 
 
 def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
@@ -229,7 +230,7 @@ def resume(
         fail_usage(f"no run {run_id} under {store.url}", as_json)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    if record.get("status") in {"verified", "max_rounds"}:
+    if record.get("status") in ANSWERED:
         err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
         report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
         raise typer.Exit(EXIT_OK)

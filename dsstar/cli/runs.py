@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from ..errors import DSStarError
+from ..verdict import verdict_label
 from ._app import (
     EXIT_OK,
     JsonOpt,
@@ -104,7 +105,7 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
         out.print(f"[red]error:[/red] {markup(record['error'])}", highlight=False)
     table = Table("round", "step", "verdict", "route", "tokens", "cost", "seconds")
     for row in record.get("round_table") or []:
-        verdict = {True: "Yes", False: "No"}.get(row["verdict"], "-")
+        verdict = verdict_label(row["verdict"])
         table.add_row(
             f"{row['round']:02d}", markup(row["step"]), verdict, markup(row["route"] or "-"),
             f"{row['input_tokens'] + row['output_tokens']:,}", money(row["cost_usd"]),
@@ -132,8 +133,7 @@ def _print_round(found: dict[str, Any]) -> None:
     out.rule("output")
     out.print(shown(found.get("output", "")), markup=False, highlight=False)
     if "verdict" in found:
-        sufficient = found["verdict"].get("sufficient")
-        out.rule(f"verdict: {'sufficient' if sufficient else 'not sufficient'}")
+        out.rule(f"verdict: {verdict_label(found['verdict'].get('sufficient'))}")
 
 
 @app.command()

@@ -10,6 +10,7 @@ only the answer. Everything the loop does goes through a `Runtime`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from . import agents
@@ -86,7 +87,7 @@ def reuse(
     return script
 
 
-def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: list[str] = ()) -> Outcome:
+def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[str] = ()) -> Outcome:
     """Steps 3 and 4: round 0, then verify, ask, route, plan, code and execute until the
     verifier says sufficient, the rounds run out, or a person accepts or stops."""
     ask, fix = Agents(rt, budget), problem.fix()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .agents.router import Route
-from .guidance import Guidance
+from .guidance import Choice, Guidance
 from .runtime import Round, Script
 from .storage import analysis_key, round_key
 from .verdict import Verdict
@@ -14,7 +14,9 @@ from .verdict import Verdict
 __all__ = [
     "analysis_objects",
     "final_objects",
+    "guidance_key",
     "guidance_objects",
+    "read_guidance",
     "reuse_objects",
     "round_item",
     "round_objects",
@@ -63,13 +65,27 @@ def route_objects(number: int, route: Route) -> dict[str, Any]:
 def guidance_objects(number: int, guidance: Guidance) -> dict[str, Any]:
     """rounds/NN/guidance.json: what a person answered after round NN."""
     return {
-        f"rounds/{round_key(number)}/guidance.json": {
+        guidance_key(number): {
             "choice": guidance.choice.value,
             "text": guidance.text,
             "timed_out": guidance.timed_out,
             **({"meta": dict(guidance.meta)} if guidance.meta else {}),
         }
     }
+
+
+def guidance_key(number: int) -> str:
+    return f"rounds/{round_key(number)}/guidance.json"
+
+
+def read_guidance(stored: dict[str, Any]) -> Guidance:
+    """A Guidance from its stored guidance.json."""
+    return Guidance(
+        choice=Choice(stored["choice"]),
+        text=stored.get("text") or "",
+        timed_out=bool(stored.get("timed_out")),
+        meta=dict(stored.get("meta") or {}),
+    )
 
 
 def reuse_objects(script: Script, verdict: Verdict, reply: str) -> dict[str, Any]:

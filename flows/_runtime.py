@@ -6,7 +6,13 @@ from __future__ import annotations
 from dsstar import progress
 from dsstar.agents.router import Route
 from dsstar.guidance import Checkpoint, Guidance
-from dsstar.run_record import guidance_objects, reuse_objects, route_objects
+from dsstar.run_record import (
+    guidance_key,
+    guidance_objects,
+    read_guidance,
+    reuse_objects,
+    route_objects,
+)
 from dsstar.runtime import Round, Script
 from dsstar.settings import Settings
 from dsstar.storage import round_key
@@ -49,6 +55,9 @@ class FlowRuntime(TaskCalls):
     def ask_human(self, checkpoint: Checkpoint) -> Guidance | None:
         if not self.settings.ask_human:
             return None
+        key = f"{self.run.prefix}/{guidance_key(checkpoint.round)}"
+        if self.run.store.exists(key):  # a resumed run: the earlier answer stands, so the
+            return read_guidance(self.run.store.read_json(key))  # guided calls are cached
         # The flow plugs the person's answer in here: the Prefect UI's form, or the terminal
         # prompt, waiting at most settings.human_timeout seconds.
         return None

@@ -93,7 +93,8 @@ def runtime(llm: FakeLLM, sales: Path, tmp_path: Path) -> MemoryRuntime:
     return MemoryRuntime(llm.base_url, source.mount_dir, work)
 
 
-def solve(rt: MemoryRuntime, budget: Budget = Budget()) -> tuple[loop.Outcome, Script | None]:
+def solve(rt: MemoryRuntime, budget: Budget | None = None) -> tuple[loop.Outcome, Script | None]:
+    budget = budget or Budget()
     outcome = loop.rounds(rt, PROBLEM, budget)
     if outcome.status is Status.STOPPED:
         return outcome, None

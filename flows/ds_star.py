@@ -1,5 +1,7 @@
 """The DS-STAR flow: analyze every file, then plan, code, execute, verify and route in rounds
-until the verifier accepts the plan or the rounds run out; finally format the answer."""
+until the verifier accepts the plan, the rounds run out or a person accepts or stops; finally
+format the answer. The loop's decisions are the core's (`dsstar.loop`); this flow supplies
+its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
 from .errors import LedgerError
 from .text import for_database
+from .verdict import ANSWERED
 
 __all__ = ["AnswerRow", "CallRow", "Ledger", "RoundRow", "RunRow", "question_key"]
 
@@ -168,8 +169,7 @@ class Ledger:
             session.flush()
             session.add_all(_round_row(run_id, item) for item in rounds)
             session.add_all(_call_row(run_id, call) for call in calls)
-            answered = record["status"] in {"verified", "max_rounds", "accepted"}
-            if record.get("answer") is not None and answered:
+            if record.get("answer") is not None and record["status"] in ANSWERED:
                 session.add(
                     AnswerRow(
                         run_id=run_id,

@@ -7,6 +7,8 @@ from typing import Any
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+from .verdict import verdict_label
+
 __all__ = ["build_notebook"]
 
 
@@ -14,24 +16,26 @@ def build_notebook(
     *,
     question: str,
     rounds: list[dict[str, Any]],
-    solution: str,
+    solution: str | None,
     answer: str | None,
     status: str,
 ) -> str:
-    """The notebook as JSON text. `rounds` hold plan, code, output, verdict and route."""
+    """The notebook as JSON text. `rounds` hold plan, code, output, verdict and route.
+    Without a `solution` (a person stopped the run) there is no final section."""
     cells = [new_markdown_cell(f"# {question}\n\nStatus: **{status}**")]
     for item in rounds:
         plan = "\n".join(f"{i}. {step}" for i, step in enumerate(item["plan"], 1))
         route = f"\n\nRoute that opened it: {item['route']}" if item.get("route") else ""
-        verdict = {True: "sufficient", False: "not sufficient"}.get(item.get("verdict"), "-")
+        verdict = verdict_label(item.get("verdict"))
         cells.append(
             new_markdown_cell(
                 f"## Round {item['number']:02d}{route}\n\n{plan}\n\nVerdict: {verdict}"
             )
         )
         cells.append(_code(item["code"], item["output"]))
-    cells.append(new_markdown_cell("## Final solution"))
-    cells.append(_code(solution, answer or ""))
+    if solution is not None:
+        cells.append(new_markdown_cell("## Final solution"))
+        cells.append(_code(solution, answer or ""))
     notebook = new_notebook(cells=cells, metadata={"kernelspec": _KERNEL})
     return nbformat.writes(notebook)
 

@@ -13,7 +13,6 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 from prefect import get_client, get_run_logger
@@ -24,10 +23,8 @@ from prefect.input import RunInput
 from prefect.states import Running
 from pydantic import Field
 
-from dsstar import progress
 from dsstar.agents import clip
 from dsstar.guidance import Checkpoint, Choice, Guidance
-from dsstar.settings import Settings
 from dsstar.storage import round_key
 from dsstar.text import clean
 from tasks._common import artifact_key
@@ -37,9 +34,8 @@ __all__ = [
     "HumanAnswer",
     "answer_in_terminal",
     "ask_human",
-    "consult",
     "describe",
-    "record_guidance",
+    "publish_guidance",
 ]
 
 Asker = Callable[[Checkpoint, float], Guidance]
@@ -170,42 +166,17 @@ def _back_to_running(flow_run_id: Any) -> None:
         client.set_flow_run_state(flow_run_id, Running(), force=True)
 
 
-def consult(checkpoint: Checkpoint, settings: Settings, run: Any = None) -> Guidance:
-    """The loop's question after a round that was not sufficient: CONTINUE at once unless
-    `settings.ask_human`; otherwise ask, and record the answer in the run (when given)."""
-    if not settings.ask_human:
-        return Guidance()
-    progress.emit("human", round=checkpoint.round, timeout_s=settings.human_timeout)
-    guidance = ask_human(checkpoint, settings.human_timeout)
-    if run is not None:
-        record_guidance(run, checkpoint.round, guidance)
-    progress.emit("human_done", round=checkpoint.round, choice=str(guidance.choice))
-    return guidance
-
-
-def record_guidance(run: Any, number: int, guidance: Guidance) -> None:
-    """rounds/NN/guidance.json in the run's storage, and a markdown artifact in the UI."""
+def publish_guidance(run_id: str, number: int, guidance: Guidance) -> None:
+    """A person's answer after round `number` as a markdown artifact in the Prefect UI."""
     from prefect.artifacts import create_markdown_artifact
 
-    from tasks.record import write_objects
-
-    body = {
-        "round": number,
-        "choice": str(guidance.choice),
-        "text": guidance.text,
-        "timed_out": guidance.timed_out,
-        "answered_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        **guidance.meta,
-    }
-    key = f"{run.prefix}/rounds/{round_key(number)}/guidance.json"
-    write_objects(f"guidance {round_key(number)}", run.store.url, {key: body})
     said = "(no answer in time)" if guidance.timed_out else str(guidance.choice)
     text = f"\n\n{_fenced(guidance.text)}" if guidance.text else ""
     heading = f"### Human guidance after round {round_key(number)}"
     create_markdown_artifact(
-        key=artifact_key(f"{run.run_id}-guidance-{round_key(number)}"),
+        key=artifact_key(f"{run_id}-guidance-{round_key(number)}"),
         markdown=f"{heading}\n\n**Choice:** {said}{text}\n",
-        description=f"DS-STAR {run.run_id}: a person's answer after round {round_key(number)}",
+        description=f"DS-STAR {run_id}: a person's answer after round {round_key(number)}",
     )
 
 

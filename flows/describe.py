@@ -11,8 +11,8 @@ from dsstar.settings import Settings
 from dsstar.storage import Store, new_run_id
 from tasks.agents import RunSpec
 
+from ._analysis import analyze_files, open_data
 from ._runners import default_task_runner
-from .ds_star import analyze_files, open_data
 
 __all__ = ["describe"]
 

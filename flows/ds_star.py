@@ -1,42 +1,38 @@
 """The DS-STAR flow: analyze every file, then plan, code, execute, verify and route in rounds
-until the verifier accepts the plan or the rounds run out; finally format the answer."""
+until the verifier accepts the plan, the rounds run out or a person accepts or stops; finally
+format the answer. The loop's decisions are the core's (`dsstar.loop`); this flow supplies
+its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 
 from __future__ import annotations
 
-import itertools
-import logging
-import threading
-from dataclasses import asdict
 from typing import Any
 
-from prefect import flow, get_client, get_run_logger
-from prefect.exceptions import MissingContextError
+from prefect import flow, get_client
 from prefect.runtime import flow_run
 from pydantic import ValidationError
 
-from dsstar import agents, progress, scratch
-from dsstar.agents import FileInfo
-from dsstar.catalog import Catalog
+from dsstar import loop, scratch
+from dsstar.context import retrieve
 from dsstar.contracts import failed_paths
-from dsstar.data import DataFile, DataSource, archive_limits, normalize_location
-from dsstar.errors import LLMError, UsageError
+from dsstar.data import normalize_location
+from dsstar.errors import UsageError
 from dsstar.form import RunForm, explain, form_parameters
-from dsstar.guidance import Checkpoint, Choice
-from dsstar.ledger import RunRow
 from dsstar.preflight import preflight
-from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
+from dsstar.retrieval import embedding_similarity
+from dsstar.runtime import Budget
 from dsstar.settings import Settings
 from dsstar.storage import Store
-from tasks._common import is_transient, result_storage
-from tasks.agents import AgentCalls, RunSpec, Script
-from tasks.analysis import analyze_file, config_key
+from dsstar.verdict import Status
+from tasks.agents import RunSpec
 
+from ._analysis import analyze_files, open_data
 from ._contracts import check_contracts
-from ._guidance import consult
+from ._finish import finish
 from ._run import Run
 from ._runners import default_task_runner
+from ._runtime import FlowRuntime
 
-__all__ = ["ds_star"]
+__all__ = ["completed_result", "default_run_id", "ds_star"]
 
 
 def default_run_id() -> str:
@@ -90,250 +86,41 @@ def ds_star(**fields: Any) -> dict[str, Any]:
 
 
 def solve(run: Run, question: str, data: str, guidelines: str, settings: Settings) -> dict:
-    """Algorithm 1 of the paper, step by step."""
+    """Algorithm 1 of the paper, step by step; the decisions are the core's (`dsstar.loop`),
+    the work is done by Prefect tasks through the runtime."""
     source = open_data(data, settings, tag=run.run_id)
     spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
-    calls = AgentCalls(spec)
-    run.track(calls)
+    runtime, budget = FlowRuntime(run, spec, settings), Budget.from_settings(settings)
 
     # 0. A question answered before: re-run its verified solution on today's data first,
     #    unless a file broke its data contract (then the full loop runs, seeded below).
     contracts = check_contracts(run, source)
     previous = run.previous_solution() if settings.reuse else None
     if previous and not contracts["failed"]:
-        script = try_previous_solution(run, calls, question, previous)
+        script = loop.reuse(runtime, question, previous.plan, previous.solution, budget)
         if script:
-            return run.finish("verified", previous.plan, script, reused=True)
-    seed_plan = previous.plan if previous else []
+            return finish(run, Status.VERIFIED, previous.plan, script, reused=True)
 
     # 1. Analyze every file, concurrently; descriptions are cached by file content, except
     #    for files that broke their contract: those are described afresh.
     files = analyze_files(spec, source, fresh=failed_paths(contracts))
     run.record_analyses(files)
+
     # 2. Retrieve: only the top-K descriptions go into the prompts.
-    context = retrieve(
-        question,
-        files,
-        settings.top_k,
-        settings.max_description_chars,
-        embedding_similarity(settings, run.run_id),
-    )
+    similarity = embedding_similarity(settings, run.run_id)
+    context = retrieve(question, files, settings.top_k, settings.max_description_chars, similarity)
     run.note(files_considered=[f.path for f in context])
+    problem = loop.Problem(question, guidelines, context)
 
-    def solution_debugger(code: str, error: str) -> list[dict[str, str]]:
-        return agents.debugger.render_solution(
-            question=question, code=code, error=error, files=context
-        )
-
-    # 3. Round 0: one simple first step, implemented and executed.
-    plan = [calls.plan_first("r00", question, context, previous_plan=seed_plan)]
-    first = agents.coder.render_initial(question=question, files=context, step=plan[0])
-    code = calls.code("r00", first)
-    script = calls.run_with_repair("r00", code, solution_debugger)
-    code_for_prefix = {len(plan): script.code}
-    number, route_label = 0, None
-
-    # 4. Verify; while not sufficient: route, plan the next step, code it, execute.
-    while True:
-        label = f"r{number:02d}"
-        sufficient, verifier_reply = calls.verify(label, question, plan, script)
-        run.record_round(number, plan, script, sufficient, verifier_reply, route_label)
-        if sufficient:
-            status = "verified"
-            break
-        if number + 1 >= settings.max_rounds:
-            status = "max_rounds"
-            break
-        checkpoint = Checkpoint(run.run_id, number, plan, script.result.output, verifier_reply)
-        guidance = consult(checkpoint, settings, run)  # CONTINUE at once unless ask_human
-        if guidance.choice is Choice.ACCEPT:
-            status = "accepted"
-            break
-        if guidance.choice is Choice.STOP:
-            return run.stop()
-        hint = guidance.text_for_prompts
-        route = calls.route(label, question, plan, script.result.output, context, guidance=hint)
-        if route.wrong_step is not None:  # backtrack: drop the wrong step and all after it
-            plan = plan[: route.wrong_step - 1]
-        base_code = code_for_prefix.get(len(plan), "")
-        number, route_label = number + 1, route.label
-        run.open_round(number, route)
-        label = f"r{number:02d}"
-        # The next step is planned from the last result, also when step 1 was wrong and the
-        # plan is now empty (Algorithm 1: the planner always sees r).
-        step = calls.plan_next(label, question, context, plan, script.result.output, guidance=hint)
-        if plan:
-            request = agents.coder.render_next(
-                question=question, files=context, plan=[*plan, step], base_code=base_code
-            )
-        else:  # a new first step: a script from scratch, as in round 0
-            request = agents.coder.render_initial(question=question, files=context, step=step)
-        plan = [*plan, step]
-        code = calls.code(label, request)
-        script = calls.run_with_repair(label, code, solution_debugger)
-        code_for_prefix[len(plan)] = script.code
+    # 3, 4. Round 0; then verify, route, plan, code, execute until the plan is sufficient,
+    #    the rounds run out, or a person accepts or stops.
+    outcome = loop.rounds(runtime, problem, budget, seed_plan=previous.plan if previous else [])
+    if outcome.status is Status.STOPPED:  # a person stopped the run: no answer
+        return finish(run, outcome.status, outcome.plan, None)
 
     # 5. Finalize: a script that prints only the answer, in the required format.
-    final = finalize(calls, question, guidelines, context, plan, script, solution_debugger)
-    return run.finish(status, plan, final)
-
-
-def try_previous_solution(
-    run: Run, calls: AgentCalls, question: str, previous: RunRow
-) -> Script | None:
-    """Execute the last verified solution and ask the verifier once. Returns the script when
-    it ran and was accepted (it is then round 00 of this run), else None."""
-    result = calls.execute("execute reuse", previous.solution)
-    script = Script(code=previous.solution or "", result=result)
-    if not result.ok or not result.stdout.strip():
-        run.record_reuse_attempt(script, False, "(not asked: it failed or printed nothing)")
-        return None
-    sufficient, reply = calls.verify("reuse", question, previous.plan, script)
-    if not sufficient:
-        run.record_reuse_attempt(script, False, reply)
-        return None
-    run.record_round(0, previous.plan, script, True, reply, None)
-    return script
-
-
-def open_data(data: str, settings: Settings, tag: str = "data") -> DataSource:
-    """The data root as a read-only view (downloaded first when it is remote), in a temporary
-    folder removed by `scratch.release(tag)`, or when the process ends."""
-    return DataSource(
-        data,
-        scratch.new_dir(settings.work_dir, tag),
-        archive_limits(settings),
-        archive_cache=scratch.archive_cache(settings.work_dir),
-    )
-
-
-def analyze_files(
-    spec: RunSpec, source: DataSource, fresh: set[str] = frozenset()
-) -> list[dict[str, Any]]:
-    """Describe every file, in parallel; files the catalog already knows (same content, path,
-    prompt and models) are not analyzed again, and get no task of their own. Files in
-    `fresh` are analyzed again whatever the caches hold."""
-    catalog = Catalog(Store(spec.storage), source.url)
-    files = catalog.files(source)  # hashes only new or changed files
-    spec_dict = asdict(spec)
-    wanted = {
-        f.path: (f.sha256, config_key(asdict(f), spec_dict)) for f in files if f.path not in fresh
-    }
-    results = catalog.analyses(wanted)
-    misses = [f for f in files if f.path not in results]
-    progress.emit("stage", name="analyze", total=len(files), cached=len(results))
-    delays = [spec.llm_retry_delay * 2**i for i in range(spec.llm_retries)]
-    analyze = analyze_file.with_options(
-        result_storage=result_storage(spec.storage),
-        retries=spec.llm_retries,  # its LLM calls run inline: a transient error retries it
-        retry_delay_seconds=delays or 0,
-        retry_condition_fn=is_transient,
-    )
-    for record in _bounded(analyze, misses, spec_dict, _window(spec), fresh):
-        results[record["path"]] = record
-    return [results[f.path] for f in files]
-
-
-def _window(spec: RunSpec) -> int:
-    """Analyses submitted at once: enough to keep every script slot and LLM slot busy, and
-    no more, so a lake of thousands of files never means thousands of threads."""
-    defaults = Settings()
-    return (spec.max_parallel or defaults.max_parallel) + (
-        spec.llm_concurrency or defaults.llm_concurrency
-    )
-
-
-def _bounded(
-    analyze: Any, files: list[DataFile], spec: dict[str, Any], window: int, fresh: set[str]
-) -> Any:
-    """Submit one analysis task per file, at most `window` pending at a time; yields the
-    records in file order. Progress counts finished analyses as they finish."""
-    free = threading.Semaphore(window)
-    done = itertools.count(1)
-
-    def finished(_: Any) -> None:
-        free.release()
-        progress.emit("analyzed", done=next(done), total=len(files))
-
-    futures = []
-    for file in files:
-        free.acquire()
-        task = analyze.with_options(refresh_cache=True) if file.path in fresh else analyze
-        future = task.submit(asdict(file), spec)
-        future.add_done_callback(finished)
-        futures.append(future)
-    for future in futures:
-        yield future.result()
-
-
-def retrieve(
-    question: str,
-    files: list[dict[str, Any]],
-    top_k: int,
-    max_chars: int,
-    similarity: Similarity | None = None,
-) -> list[FileInfo]:
-    """The top-K sources (all files when there are at most K), as agents see them.
-
-    A folder of like files counts as one source and is shown once: its member list and
-    the description of its first member."""
-    if len(files) <= top_k:
-        return [
-            FileInfo(path=f"data/{f['path']}", description=agents.clip(f["description"], max_chars))
-            for f in files
-        ]
-    described = {f["path"]: f["description"] or "" for f in files}
-    try:
-        hits = rank_sources(question, described, similarity=similarity)[:top_k]
-    except LLMError as exc:  # embeddings only refine the ranking: BM25 alone still works
-        _logger().warning("embedding server failed, ranking with BM25 alone: %s", exc)
-        hits = rank_sources(question, described)[:top_k]
-    return [
-        FileInfo(
-            path=f"data/{h.path}", description=agents.clip(_source_text(h, described), max_chars)
-        )
-        for h in hits
-    ]
-
-
-def _logger() -> logging.Logger | logging.LoggerAdapter:
-    try:
-        return get_run_logger()
-    except MissingContextError:  # called outside a flow run (tests, scripts)
-        return logging.getLogger("dsstar")
-
-
-def _source_text(hit: Any, described: dict[str, str]) -> str:
-    if not hit.path.endswith("/"):
-        return described[hit.path]
-    names = ", ".join(m.removeprefix(hit.path) for m in hit.members)
-    first = hit.members[0]
-    return (
-        f"Folder of {len(hit.members)} like files (same format and layout): {names}\n"
-        f"Description of {first}, as an example of the layout:\n{described[first]}"
-    )
-
-
-def finalize(
-    calls: AgentCalls,
-    question: str,
-    guidelines: str,
-    context: list[FileInfo],
-    plan: list[str],
-    script: Script,
-    fix: Any,
-) -> Script:
-    """The finalyzer rewrites the last script to print only the answer; it is then executed."""
-    messages = agents.finalyzer.render(
-        question=question,
-        guidelines=guidelines,
-        files=context,
-        plan=plan,
-        code=script.code,
-        output=script.result.output,
-        max_output_chars=calls.spec.max_output_chars,
-    )
-    return calls.run_with_repair("final", calls.finalize(messages), fix)
+    final = loop.finalize(runtime, problem, budget, outcome.plan, outcome.script)
+    return finish(run, outcome.status, outcome.plan, final)
 
 
 def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:

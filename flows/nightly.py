@@ -21,8 +21,9 @@ from dsstar.storage import Store
 from tasks._common import artifact_key
 from tasks.agents import RunSpec
 
+from ._analysis import analyze_files, open_data
 from ._runners import default_task_runner
-from .ds_star import analyze_files, default_run_id, ds_star, open_data
+from .ds_star import default_run_id, ds_star
 
 __all__ = ["NightlyForm", "ds_star_nightly"]
 

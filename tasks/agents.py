@@ -1,17 +1,15 @@
-"""Agent calls as the flow uses them: render the prompt (core), ask the model (a task), parse
-the reply (core). Also the repair loop shared by file analysis and solution scripts."""
+"""The model and the sandbox as Prefect tasks: the `Calls` of the core (`dsstar.runtime`),
+with the tasks' caching, retries and run names. What to ask and when lives in the core."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dsstar import agents, progress
-from dsstar.agents import FileInfo
-from dsstar.errors import AgentError
 from dsstar.llm import Message, config_for
+from dsstar.runtime import Budget
 from dsstar.sandbox import ExecResult
 from dsstar.settings import AGENTS, Settings
 from dsstar.text import clean
@@ -20,7 +18,7 @@ from ._common import result_storage
 from .execute import execute
 from .llm import ask
 
-__all__ = ["AgentCalls", "RunSpec", "Script"]
+__all__ = ["RunSpec", "TaskCalls"]
 
 
 @dataclass(frozen=True)
@@ -71,29 +69,19 @@ class RunSpec:
             llm_concurrency=settings.llm_concurrency,
         )
 
-
-@dataclass
-class Script:
-    """A script after the repair loop: the last version tried and what running it gave."""
-
-    code: str
-    result: ExecResult
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-
-
-_NO_CODE = ExecResult(
-    ok=False,
-    exit_code=None,
-    output="[dsstar] The reply contained no ```python code block, so nothing was run.",
-    timed_out=False,
-    duration_s=0.0,
-    truncated=False,
-    sandbox="none",
-)
+    @property
+    def budget(self) -> Budget:
+        """The repair loop's bounds (file analysis has no rounds)."""
+        return Budget(
+            max_debug_attempts=self.max_debug_attempts,
+            summarize_over_chars=self.summarize_over_chars,
+            max_output_chars=self.max_output_chars,
+        )
 
 
-class AgentCalls:
-    """The agents of one run. Every model reply it receives is appended to `calls`."""
+class TaskCalls:
+    """`ask` and `execute` as the tasks `llm` and `execute` (cached per run, label and
+    request; LLM calls retried on transient errors). Every reply is appended to `calls`."""
 
     def __init__(self, spec: RunSpec, *, inline: bool = False) -> None:
         self.spec = spec
@@ -107,8 +95,6 @@ class AgentCalls:
             retries=spec.llm_retries, retry_delay_seconds=delays or 0, result_storage=storage
         )
         self._execute = execute.with_options(result_storage=storage)
-
-    # -- the model and the sandbox ---------------------------------------------------------
 
     def ask(self, agent: str, label: str, messages: list[Message]) -> str:
         label = clean(label)  # it names a task run; a file name in it may not be valid UTF-8
@@ -125,9 +111,7 @@ class AgentCalls:
         progress.emit("llm_done", **reply)
         return reply["text"]
 
-    def execute(self, label: str, code: str | None) -> ExecResult:
-        if code is None:
-            return _NO_CODE
+    def execute(self, label: str, code: str) -> ExecResult:
         label = clean(label)
         progress.emit("execute", label=label)
         return ExecResult.from_dict(
@@ -142,116 +126,3 @@ class AgentCalls:
                 max_parallel=self.spec.max_parallel,
             )
         )
-
-    def run_with_repair(
-        self, label: str, code: str | None, fix: Callable[[str, str], list[Message]]
-    ) -> Script:
-        """Execute `code`; while it fails, summarize the error if long and ask the debugger
-        (with the messages `fix(code, error)` builds) for a repaired script, at most
-        `max_debug_attempts` times."""
-        result = self.execute(f"execute {label}", code)
-        attempts = [_attempt(code, result)]
-        for n in range(1, self.spec.max_debug_attempts + 1):
-            if result.ok:
-                break
-            error = self.summarize(f"{label} #{n}", result.output)
-            fixed = agents.debugger.parse(
-                self.ask("debugger", f"debugger {label} #{n}", fix(code or "", error))
-            )
-            code = fixed or code
-            result = self.execute(f"execute {label} #{n}", fixed)
-            attempts.append(_attempt(fixed, result))
-        return Script(code=code or "", result=result, attempts=attempts)
-
-    # -- one method per agent --------------------------------------------------------------
-
-    def summarize(self, label: str, error: str) -> str:
-        if len(error) <= self.spec.summarize_over_chars:
-            return error
-        summary = agents.summarizer.parse(
-            self.ask("summarizer", f"summarizer {label}", agents.summarizer.render(error=error))
-        )
-        return summary or agents.clip(error, self.spec.summarize_over_chars)
-
-    def plan_first(
-        self, label: str, question: str, files: list[FileInfo], previous_plan: list[str]
-    ) -> str:
-        messages = agents.planner.render_initial(
-            question=question, files=files, previous_plan=previous_plan
-        )
-        return self._step(label, messages)
-
-    def plan_next(
-        self,
-        label: str,
-        question: str,
-        files: list[FileInfo],
-        plan: list[str],
-        last_output: str,
-        guidance: str = "",
-    ) -> str:
-        messages = agents.planner.render_next(
-            question=question,
-            files=files,
-            plan=plan,
-            last_output=last_output,
-            max_output_chars=self.spec.max_output_chars,
-            guidance=guidance,
-        )
-        return self._step(label, messages)
-
-    def _step(self, label: str, messages: list[Message]) -> str:
-        # An empty reply is a failed attempt; the planner gets as many tries as the debugger.
-        for n in range(self.spec.max_debug_attempts + 1):
-            suffix = f" #{n}" if n else ""
-            step = agents.planner.parse(self.ask("planner", f"planner {label}{suffix}", messages))
-            if step:
-                return step
-        raise AgentError(f"the planner gave no usable step in round {label}")
-
-    def code(self, label: str, messages: list[Message]) -> str | None:
-        return agents.coder.parse(self.ask("coder", f"coder {label}", messages))
-
-    def verify(
-        self, label: str, question: str, plan: list[str], script: Script
-    ) -> tuple[bool, str]:
-        messages = agents.verifier.render(
-            question=question,
-            plan=plan,
-            code=script.code,
-            output=script.result.output,
-            max_output_chars=self.spec.max_output_chars,
-        )
-        reply = self.ask("verifier", f"verifier {label}", messages)
-        return agents.verifier.parse(reply), reply
-
-    def route(
-        self,
-        label: str,
-        question: str,
-        plan: list[str],
-        output: str,
-        files: list[FileInfo],
-        guidance: str = "",
-    ) -> agents.router.Route:
-        """Ask the router; an unclear reply is asked again once, then read as Add Step."""
-        messages = agents.router.render(
-            question=question,
-            plan=plan,
-            output=output,
-            files=files,
-            max_output_chars=self.spec.max_output_chars,
-            guidance=guidance,
-        )
-        route = agents.router.parse(self.ask("router", f"router {label}", messages), len(plan))
-        if route.clear:
-            return route
-        again = agents.router.render_again(messages, route.reply, len(plan))
-        return agents.router.parse(self.ask("router", f"router {label} #1", again), len(plan))
-
-    def finalize(self, messages: list[Message]) -> str | None:
-        return agents.finalyzer.parse(self.ask("finalyzer", "finalyzer", messages))
-
-
-def _attempt(code: str | None, result: ExecResult) -> dict[str, Any]:
-    return {"code": code, "ok": result.ok, "output": result.output}

@@ -12,11 +12,12 @@ from prefect.runtime import task_run
 from dsstar import agents
 from dsstar.catalog import save_analysis
 from dsstar.profiler import ProfileLimits, profile_files
+from dsstar.repair import run_with_repair
 from dsstar.storage import Store
 from dsstar.text import clean
 
 from ._common import digest
-from .agents import AgentCalls, RunSpec
+from .agents import RunSpec, TaskCalls
 
 __all__ = ["analyze_file", "config_key"]
 
@@ -69,15 +70,18 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     every attempt fails, the built-in profiler's description stands in, marked as such."""
     # The analysis task is the unit of caching and retry: its LLM call and scripts run
     # inline, not as task runs of their own (a lake of 1,560 files means 3,120 fewer).
-    calls = AgentCalls(RunSpec(**spec), inline=True)
+    run_spec = RunSpec(**spec)
+    calls = TaskCalls(run_spec, inline=True)
     sandbox_path = f"data/{file['path']}"
     code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", _request(file)))
-    script = calls.run_with_repair(
+    script = run_with_repair(
+        calls,
         f"analysis {file['path']}",
         code,
         lambda code, error: agents.debugger.render_analyzer(
             path=sandbox_path, code=code, error=error
         ),
+        run_spec.budget,
     )
     output = script.result.output.strip()
     ok = script.result.ok and bool(output)

@@ -12,6 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.storage import Store
 from dsstar.text import clean, clean_deep
+from dsstar.verdict import verdict_label
 
 from ._common import artifact_key, is_storage_error
 
@@ -42,7 +43,7 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
     markdown = (
         f"### Round {item['number']:02d}\n\n"
         f"**Route that opened it:** {item.get('route') or '(initial plan)'}  \n"
-        f"**Verdict:** {_verdict(item.get('verdict'))}  \n"
+        f"**Verdict:** {verdict_label(item.get('verdict'))}  \n"
         f"**Tokens:** {item['input_tokens']} in / {item['output_tokens']} out · "
         f"**Seconds:** {item['seconds']:.1f}\n\n"
         f"**Plan**\n\n{plan}\n\n**Code**\n\n```python\n{item['code']}\n```\n\n"
@@ -62,7 +63,7 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
             "round": f"{item['number']:02d}",
             "step": item["plan"][-1] if item["plan"] else "",
             "route": item.get("route") or "",
-            "verdict": _verdict(item.get("verdict")),
+            "verdict": verdict_label(item.get("verdict")),
             "tokens": item["input_tokens"] + item["output_tokens"],
             "cost_usd": item["cost_usd"],
             "seconds": round(item["seconds"], 1),
@@ -74,10 +75,6 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
         table=clean_deep(table),
         description=f"DS-STAR {run_id}: every round",
     )
-
-
-def _verdict(value: bool | None) -> str:
-    return {True: "Yes (sufficient)", False: "No"}.get(value, "-")  # type: ignore[arg-type]
 
 
 def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -> None:

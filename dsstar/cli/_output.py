@@ -16,6 +16,7 @@ from typing import Any
 from rich.text import Text
 
 from ..text import clean_deep, for_terminal
+from ..verdict import verdict_label
 from ._app import console, err, money
 
 __all__ = ["LiveProgress", "json_line", "report", "shown"]
@@ -108,7 +109,7 @@ class LiveProgress:
         elif kind == "human":
             self.state["where"] = f"round {event['round']:02d} waiting for a person"
         elif kind == "round":
-            verdict = "sufficient" if event["sufficient"] else "not sufficient"
+            verdict = verdict_label(event["sufficient"])
             where = self.state["where"] = f"round {event['number']:02d} {verdict}"
         if where and self.lines:
             err.print(self.line(), crop=False)

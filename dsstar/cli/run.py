@@ -16,6 +16,7 @@ from ..preflight import preflight
 from ..settings import Settings
 from ..storage import check_run_id, new_run_id
 from ..text import clean
+from ..verdict import ANSWERED, Status
 from ._app import (
     EXIT_FAILED,
     EXIT_OK,
@@ -153,16 +154,13 @@ def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
     if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
         fail_usage(str(error).splitlines()[0], as_json, result)
     report(result, as_json)
-    if result["status"] == "stopped":  # a person chose to stop: not a failure
+    if result["status"] == Status.STOPPED:  # a person chose to stop: not a failure
         err.print(
             f"stopped by request after round {result['rounds'] - 1:02d}; everything so far is"
             f" stored: dsstar runs show {run_id}",
             highlight=False,
         )
-    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {"stopped"} else EXIT_FAILED)
-
-
-ANSWERED = {"verified", "max_rounds", "accepted"}
+    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {Status.STOPPED} else EXIT_FAILED)
 
 
 def _terminal_prompt(settings: Settings, live: LiveProgress) -> Any:

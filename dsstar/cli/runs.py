@@ -9,6 +9,7 @@ import typer
 from rich.text import Text
 
 from ..errors import DSStarError
+from ..verdict import verdict_label
 from ._app import (
     EXIT_OK,
     JsonOpt,
@@ -115,7 +116,7 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
     table = Table("round", "step", "verdict", "route", "ran", "tokens", "cost", "seconds")
     replies = record.get("verdict_replies") or {}
     for row in record.get("round_table") or []:
-        verdict = {True: "Yes", False: "No"}.get(row["verdict"], "-")
+        verdict = verdict_label(row["verdict"])
         table.add_row(
             f"{row['round']:02d}", shown(row["step"]), verdict, shown(row["route"] or "-"),
             {True: "ok", False: "failed"}.get(row.get("execution_ok"), "-"),
@@ -176,8 +177,7 @@ def _print_round(found: dict[str, Any]) -> None:
     out.rule("output")
     out.print(shown(found.get("output", "")), markup=False, highlight=False)
     if "verdict" in found:
-        sufficient = found["verdict"].get("sufficient")
-        out.rule(f"verdict: {'sufficient' if sufficient else 'not sufficient'}")
+        out.rule(f"verdict: {verdict_label(found['verdict'].get('sufficient'))}")
 
 
 @app.command()

@@ -1,0 +1,111 @@
+"""One method per agent, as the loop uses them: render the prompt, ask through the runtime,
+parse the reply. Retries of unusable replies live here (planner, router); transient errors
+are the runtime's to retry."""
+
+from __future__ import annotations
+
+from . import agents
+from .agents import FileInfo
+from .agents.router import Route
+from .errors import AgentError
+from .llm import Message
+from .repair import Fix, run_with_repair
+from .runtime import Budget, Calls, Script
+from .verdict import Verdict
+
+__all__ = ["Agents"]
+
+
+class Agents:
+    """The agents of one run, over `calls` (the runtime) and within `budget`."""
+
+    def __init__(self, calls: Calls, budget: Budget) -> None:
+        self.calls = calls
+        self.budget = budget
+
+    def repair(self, label: str, code: str | None, fix: Fix) -> Script:
+        """Execute `code`, repairing it with the debugger while it fails."""
+        return run_with_repair(self.calls, label, code, fix, self.budget)
+
+    def plan_first(
+        self, label: str, question: str, files: list[FileInfo], previous_plan: list[str]
+    ) -> str:
+        messages = agents.planner.render_initial(
+            question=question, files=files, previous_plan=previous_plan
+        )
+        return self._step(label, messages)
+
+    def plan_next(
+        self,
+        label: str,
+        question: str,
+        files: list[FileInfo],
+        plan: list[str],
+        last_output: str,
+        guidance: str = "",
+    ) -> str:
+        messages = agents.planner.render_next(
+            question=question,
+            files=files,
+            plan=plan,
+            last_output=last_output,
+            max_output_chars=self.budget.max_output_chars,
+            guidance=guidance,
+        )
+        return self._step(label, messages)
+
+    def _step(self, label: str, messages: list[Message]) -> str:
+        # An empty reply is a failed attempt; the planner gets as many tries as the debugger.
+        for n in range(self.budget.max_debug_attempts + 1):
+            suffix = f" #{n}" if n else ""
+            reply = self.calls.ask("planner", f"planner {label}{suffix}", messages)
+            step = agents.planner.parse(reply)
+            if step:
+                return step
+        raise AgentError(f"the planner gave no usable step in round {label}")
+
+    def code(self, label: str, messages: list[Message]) -> str | None:
+        return agents.coder.parse(self.calls.ask("coder", f"coder {label}", messages))
+
+    def verify(
+        self, label: str, question: str, plan: list[str], script: Script
+    ) -> tuple[Verdict, str]:
+        """The verifier's decision on `plan` as `script` implements it, and its reply."""
+        messages = agents.verifier.render(
+            question=question,
+            plan=plan,
+            code=script.code,
+            output=script.result.output,
+            max_output_chars=self.budget.max_output_chars,
+        )
+        reply = self.calls.ask("verifier", f"verifier {label}", messages)
+        return Verdict.of(agents.verifier.parse(reply)), reply
+
+    def route(
+        self,
+        label: str,
+        question: str,
+        plan: list[str],
+        output: str,
+        files: list[FileInfo],
+        guidance: str = "",
+    ) -> Route:
+        """Ask the router; an unclear reply is asked again once, then read as Add Step."""
+        messages = agents.router.render(
+            question=question,
+            plan=plan,
+            output=output,
+            files=files,
+            max_output_chars=self.budget.max_output_chars,
+            guidance=guidance,
+        )
+        route = agents.router.parse(
+            self.calls.ask("router", f"router {label}", messages), len(plan)
+        )
+        if route.clear:
+            return route
+        again = agents.router.render_again(messages, route.reply, len(plan))
+        return agents.router.parse(self.calls.ask("router", f"router {label} #1", again), len(plan))
+
+    def finalize(self, messages: list[Message]) -> str | None:
+        return agents.finalyzer.parse(self.calls.ask("finalyzer", "finalyzer", messages))

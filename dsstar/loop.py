@@ -1,0 +1,166 @@
+"""The DS-STAR loop (Algorithm 1 of the paper, steps 3 to 5), free of Prefect.
+
+Round 0 plans one simple step, codes it and executes it. Then, while the verifier says the
+plan is not sufficient and rounds remain: a person may be asked (see `dsstar.guidance`), the
+router adds a step or backtracks to a wrong one, the planner proposes the next step from the
+last result, the coder rewrites the base code for the whole plan, and the script runs (and is
+repaired while it fails). Finally the finalyzer turns the last script into one that prints
+only the answer. Everything the loop does goes through a `Runtime`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from . import agents
+from .agents import FileInfo
+from .agents.router import Route
+from .calls import Agents
+from .guidance import Checkpoint, Choice, Guidance
+from .repair import Fix
+from .runtime import NO_CODE, Budget, Round, Runtime, Script
+from .verdict import Status, Verdict
+
+__all__ = ["Outcome", "Plan", "Problem", "finalize", "reuse", "rounds"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The question, its formatting guidelines and the files the agents see."""
+
+    question: str
+    guidelines: str = ""
+    files: list[FileInfo] = field(default_factory=list)
+
+    def fix(self) -> Fix:
+        """The solution debugger's request: the script, its error and the descriptions."""
+        return lambda code, error: agents.debugger.render_solution(
+            question=self.question, code=code, error=error, files=self.files
+        )
+
+
+@dataclass
+class Plan:
+    """The steps so far, and the code that implemented each prefix of them: backtracking to
+    step N restores the code of steps 1..N-1."""
+
+    steps: list[str] = field(default_factory=list)
+    code_for_prefix: dict[int, str] = field(default_factory=dict)
+
+    def extend(self, step: str, code: str) -> None:
+        self.steps = [*self.steps, step]
+        self.code_for_prefix[len(self.steps)] = code
+
+    def follow(self, route: Route) -> str:
+        """Apply the router's decision: `Step N` drops step N and all after it. Returns the
+        base code for the next script ("" when the plan starts afresh)."""
+        if route.wrong_step is not None:
+            self.steps = self.steps[: route.wrong_step - 1]
+        return self.code_for_prefix.get(len(self.steps), "")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the rounds ended: `status` is verified, max_rounds, accepted or stopped."""
+
+    status: Status
+    plan: list[str]
+    script: Script
+
+
+def reuse(
+    rt: Runtime, question: str, plan: list[str], code: str | None, budget: Budget
+) -> Script | None:
+    """Step 0: execute a solution verified before and ask the verifier once. Returns the
+    script when it ran and was accepted (it is then round 00), else None."""
+    result = rt.execute("execute reuse", code) if code is not None else NO_CODE
+    script = Script(code=code or "", result=result)
+    if not result.ok or not result.stdout.strip():
+        rt.record_reuse(script, Verdict.NOT_SUFFICIENT, "(not asked: it failed or printed nothing)")
+        return None
+    verdict, reply = Agents(rt, budget).verify("reuse", question, plan, script)
+    if not verdict.sufficient:
+        rt.record_reuse(script, verdict, reply)
+        return None
+    rt.record_round(Round(0, list(plan), script, verdict, reply))
+    return script
+
+
+def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[str] = ()) -> Outcome:
+    """Steps 3 and 4: round 0, then verify, ask, route, plan, code and execute until the
+    verifier says sufficient, the rounds run out, or a person accepts or stops."""
+    ask, fix = Agents(rt, budget), problem.fix()
+    plan = Plan()
+    step = ask.plan_first("r00", problem.question, problem.files, previous_plan=list(seed_plan))
+    request = agents.coder.render_initial(question=problem.question, files=problem.files, step=step)
+    script = ask.repair("r00", ask.code("r00", request), fix)
+    plan.extend(step, script.code)
+    number, opened_by = 0, None
+    while True:
+        label = f"r{number:02d}"
+        verdict, reply = ask.verify(label, problem.question, plan.steps, script)
+        rt.record_round(Round(number, plan.steps, script, verdict, reply, opened_by))
+        if verdict.sufficient:
+            return Outcome(Status.VERIFIED, plan.steps, script)
+        if number + 1 >= budget.max_rounds:
+            return Outcome(Status.MAX_ROUNDS, plan.steps, script)
+        guidance = _ask_human(rt, number, plan.steps, script, reply)
+        if guidance.choice is Choice.ACCEPT:
+            return Outcome(Status.ACCEPTED, plan.steps, script)
+        if guidance.choice is Choice.STOP:
+            return Outcome(Status.STOPPED, plan.steps, script)
+        hint = guidance.text_for_prompts
+        route = ask.route(
+            label, problem.question, plan.steps, script.result.output, problem.files, hint
+        )
+        base_code = plan.follow(route)
+        number, opened_by = number + 1, route.label
+        rt.record_route(number, route)
+        script = _next_round(ask, problem, plan, f"r{number:02d}", script, base_code, hint)
+
+
+def _ask_human(rt: Runtime, number: int, plan: list[str], script: Script, reply: str) -> Guidance:
+    checkpoint = Checkpoint(rt.run_id, number, list(plan), script.result.output, reply)
+    guidance = rt.ask_human(checkpoint)
+    if guidance is None:  # nobody is asked: go on as planned
+        return Guidance()
+    rt.record_guidance(number, guidance)
+    return guidance
+
+
+def _next_round(
+    ask: Agents, problem: Problem, plan: Plan, label: str, last: Script, base_code: str, hint: str
+) -> Script:
+    """Plan the next step from the last result, code the whole plan from the base code, run
+    it. The planner sees the last result also when step 1 was wrong and the plan is now
+    empty (Algorithm 1: the planner always sees r); it then starts a script from scratch."""
+    question, files = problem.question, problem.files
+    step = ask.plan_next(label, question, files, plan.steps, last.result.output, guidance=hint)
+    if plan.steps:
+        request = agents.coder.render_next(
+            question=question, files=files, plan=[*plan.steps, step], base_code=base_code
+        )
+    else:
+        request = agents.coder.render_initial(question=question, files=files, step=step)
+    script = ask.repair(label, ask.code(label, request), problem.fix())
+    plan.extend(step, script.code)
+    return script
+
+
+def finalize(
+    rt: Runtime, problem: Problem, budget: Budget, plan: list[str], script: Script
+) -> Script:
+    """Step 5: the finalyzer rewrites the last script to print only the answer in the
+    required format; it is executed (and repaired while it fails)."""
+    ask = Agents(rt, budget)
+    messages = agents.finalyzer.render(
+        question=problem.question,
+        guidelines=problem.guidelines,
+        files=problem.files,
+        plan=plan,
+        code=script.code,
+        output=script.result.output,
+        max_output_chars=budget.max_output_chars,
+    )
+    return ask.repair("final", ask.finalize(messages), problem.fix())

@@ -1,0 +1,66 @@
+"""The end of a run that got through its rounds: the answer, the notebook and the final
+objects stored, the summary artifact published, run.json and the ledger closed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsstar.notebook import build_notebook
+from dsstar.run_record import final_objects
+from dsstar.runtime import Script
+from dsstar.verdict import Status
+from tasks.record import publish_summary
+
+from ._run import Run
+
+__all__ = ["finish"]
+
+
+def finish(
+    run: Run, status: Status, plan: list[str], final: Script | None, reused: bool = False
+) -> dict[str, Any]:
+    """Store the outcome and close the run; returns the run's result (`--json`). `final` is
+    the finalized script; None when a person stopped the run (there is no answer then)."""
+    answer = _answer(run, final)
+    if final is not None and not answer:  # it failed, or printed nothing: never an answer
+        status = Status.FAILED
+    notebook = build_notebook(
+        question=run.record["question"],
+        rounds=run.rounds,
+        solution=final.code if final is not None else None,
+        answer=answer,
+        status=status.value,
+    )
+    objects = final_objects(final, answer, status.value, plan, notebook)
+    uris = dict(zip(objects, run.save(objects, "final"), strict=True))
+    solution_uri = uris.get("final/solution.py")
+    run.note(
+        status=status.value,
+        answer=answer,
+        plan=plan,
+        solution_uri=solution_uri,
+        reused_solution=reused,
+    )
+    result = run.close(solution=final.code if final is not None else None)
+    links = {
+        "run folder": run.store.uri(run.prefix),
+        "solution": solution_uri,
+        "answer": uris["final/answer.json"],
+        "notebook": uris["final/notebook.ipynb"],
+    }
+    publish_summary(run.run_id, run.record, {k: v for k, v in links.items() if v})
+    return result
+
+
+def _answer(run: Run, final: Script | None) -> str | None:
+    """The final script's stdout; None (with the reason noted) when there is no answer."""
+    if final is None:
+        return None
+    if not final.result.ok:
+        run.note(error="the final script did not run: " + final.result.output[-500:])
+        return None
+    answer = final.result.stdout.strip()
+    if not answer:  # an empty answer is never verified, whatever the verifier said
+        run.note(error="the final script printed nothing: there is no answer")
+        return None
+    return answer

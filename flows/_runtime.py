@@ -1,0 +1,67 @@
+"""The flow's side of the core loop's `Runtime`: agent calls and scripts as cached, retried
+Prefect tasks; rounds, routes and guidance stored and shown as Prefect artifacts."""
+
+from __future__ import annotations
+
+from dsstar import progress
+from dsstar.agents.router import Route
+from dsstar.guidance import Checkpoint, Guidance
+from dsstar.run_record import (
+    guidance_key,
+    guidance_objects,
+    read_guidance,
+    reuse_objects,
+    route_objects,
+)
+from dsstar.runtime import Round, Script
+from dsstar.settings import Settings
+from dsstar.storage import round_key
+from dsstar.verdict import Verdict
+from tasks.agents import RunSpec, TaskCalls
+from tasks.record import publish_round, publish_rounds_table
+
+from ._guidance import ask_human, publish_guidance
+from ._run import Run
+
+__all__ = ["FlowRuntime"]
+
+
+class FlowRuntime(TaskCalls):
+    """`ask` and `execute` are tasks (see `TaskCalls`); every reply counts in `run`'s totals."""
+
+    def __init__(self, run: Run, spec: RunSpec, settings: Settings) -> None:
+        super().__init__(spec)
+        self.calls = run.calls
+        self.run = run
+        self.run_id = run.run_id
+        self.settings = settings
+
+    def record_round(self, round: Round) -> None:
+        item, uris = self.run.add_round(round)
+        publish_round(self.run_id, item, uris[1])  # uris[1]: the round's code.py
+        publish_rounds_table(self.run_id, self.run.rounds)
+        progress.emit(
+            "round", number=round.number, sufficient=round.verdict.sufficient, **self.run.totals()
+        )
+
+    def record_route(self, number: int, route: Route) -> None:
+        self.run.save(route_objects(number, route), f"route {round_key(number)}")
+
+    def record_guidance(self, number: int, guidance: Guidance) -> None:
+        self.run.save(guidance_objects(number, guidance), f"guidance {round_key(number)}")
+        publish_guidance(self.run_id, number, guidance)
+
+    def record_reuse(self, script: Script, verdict: Verdict, reply: str) -> None:
+        self.run.save(reuse_objects(script, verdict, reply), "reuse")
+
+    def ask_human(self, checkpoint: Checkpoint) -> Guidance | None:
+        if not self.settings.ask_human:
+            return None
+        key = f"{self.run.prefix}/{guidance_key(checkpoint.round)}"
+        if self.run.store.exists(key):  # a resumed run: the earlier answer stands, so the
+            return read_guidance(self.run.store.read_json(key))  # guided calls are cached
+        # The Prefect UI's form (the run pauses), or the terminal prompt of `dsstar run`.
+        progress.emit("human", round=checkpoint.round, timeout_s=self.settings.human_timeout)
+        guidance = ask_human(checkpoint, self.settings.human_timeout)
+        progress.emit("human_done", round=checkpoint.round, choice=str(guidance.choice))
+        return guidance

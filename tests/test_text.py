@@ -191,7 +191,9 @@ RESULT = {
 def test_plain_report_shows_no_escape_sequences(monkeypatch) -> None:
     out, err = io.StringIO(), io.StringIO()
     monkeypatch.setattr(_output, "err", Console(file=err, soft_wrap=True))
-    monkeypatch.setattr(_output, "Console", lambda **kw: Console(file=out, **kw))
+    monkeypatch.setattr(
+        _output, "console", lambda stderr=False: Console(file=out, markup=False, highlight=False)
+    )
     _output.report(RESULT, as_json=False)
     shown = out.getvalue() + err.getvalue()
     assert "\x1b" not in shown and "\x07" not in shown and "\ud800" not in shown

@@ -49,9 +49,9 @@ def report(result: dict[str, Any], as_json: bool) -> None:
     )
     if result.get("error"):
         err.print(Text.assemble(("error:", "red"), f" {shown(result['error'])}"))
-    err.print(f"artifacts: {shown(result['artifacts_uri'])}")
+    err.print(Text(f"artifacts: {shown(result['artifacts_uri'])}"))  # Text: never markup
     if result.get("answer") is not None:
-        console().print(shown(result["answer"]))
+        console().print(Text(shown(result["answer"])))
 
 
 class LiveProgress:
@@ -112,7 +112,7 @@ class LiveProgress:
             verdict = verdict_label(event["sufficient"])
             where = self.state["where"] = f"round {event['number']:02d} {verdict}"
         if where and self.lines:
-            err.print(self.line(), crop=False)
+            err.print(Text(self.line()), crop=False)
 
     def line(self) -> str:
         """The state as one line of plain text."""

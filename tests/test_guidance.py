@@ -235,7 +235,8 @@ def test_stop_ends_the_run_without_an_answer_and_keeps_everything(env, llm, sale
     assert (result["status"], result["answer"], result["rounds"]) == ("stopped", None, 1)
     assert not llm.calls("router") and not llm.calls("finalyzer")
     root = stored(env, "t-stop")
-    assert not (root / "final").exists()
+    assert not (root / "final/solution.py").exists()  # nothing was finalized
+    assert json.loads((root / "final/answer.json").read_text())["answer"] is None
     assert (root / "rounds/00/code.py").exists() and (root / "rounds/00/verdict.json").exists()
     assert guidance_json(env, "t-stop")["choice"] == "stop"
     assert json.loads((root / "run.json").read_text())["status"] == "stopped"

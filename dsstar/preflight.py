@@ -3,7 +3,7 @@ the fix, raised before any LLM call, execution or stored run.
 
     model configured      ConfigError   --model / DSSTAR_MODEL
     key for its provider  ConfigError   OPENAI_API_KEY, ... or DSSTAR_API_KEY
-    usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=process
+    usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=none
     data root             DataError     exists, readable, holds at least one file
     storage               ConfigError   writable
 
@@ -13,6 +13,7 @@ call fails at once with LLMFatalError, which is never retried.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -27,6 +28,8 @@ NO_MODEL = (
     " http://localhost:11434 for a local server."
 )
 _HIDDEN = {"__pycache__", "__MACOSX"}
+
+log = logging.getLogger(__name__)
 
 
 def preflight(
@@ -71,10 +74,19 @@ def check_keys(settings: Settings) -> None:
             )
 
 
-def check_isolation(settings: Settings) -> None:
+def check_isolation(settings: Settings) -> str:
+    """The mode scripts will run in (ConfigError, one line naming the fix, when none works);
+    warns on every run that goes without isolation."""
     from .sandbox import resolve_mode
 
-    resolve_mode(settings.sandbox)  # raises ConfigError, one line naming the fix
+    mode = resolve_mode(settings.sandbox)
+    if mode == "none":
+        log.warning(
+            "sandbox 'none': generated scripts run WITHOUT isolation (limits and a clean"
+            " environment only): they can read host files, write outside their folder and"
+            " reach the network."
+        )
+    return mode
 
 
 def check_data(data: str) -> None:

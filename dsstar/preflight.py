@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from .errors import ConfigError, DataError, DSStarError
+from .locations import is_remote, local_path
 from .settings import AGENTS, Settings
 
 __all__ = ["NO_MODEL", "check_data", "check_isolation", "check_keys", "check_model", "preflight"]
@@ -92,9 +93,9 @@ def check_isolation(settings: Settings) -> str:
 def check_data(data: str) -> None:
     """A local data root exists, is readable and holds at least one visible file. Remote roots
     are checked when the run opens them (listing a bucket may take long)."""
-    if "://" in data and not data.startswith("file://"):
+    if is_remote(data):
         return
-    path = Path(data.removeprefix("file://")).expanduser()
+    path = local_path(data)
     if not path.exists():
         raise DataError(f"--data {data}: no such file or folder; pass an existing path.")
     if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from dsstar.locations import is_remote
 from dsstar.settings import Settings
 
 __all__ = ["build_task_runner", "default_task_runner", "shared_storage_warning"]
@@ -47,7 +48,7 @@ def shared_storage_warning(settings: Settings) -> str | None:
     """Why the run's storage will not work for a remote cluster, or None."""
     address = {"dask": settings.dask_address, "ray": settings.ray_address}.get(settings.task_runner)
     remote = address and address != "auto" and not _loopback(address)
-    if remote and "://" not in settings.storage:
+    if remote and not is_remote(settings.storage):
         return (
             f"storage {settings.storage} is a local folder but the {settings.task_runner}"
             f" cluster at {address} runs tasks on other machines: use shared storage"

@@ -17,9 +17,10 @@ from dsstar import agents, progress, scratch
 from dsstar.agents import FileInfo
 from dsstar.catalog import Catalog
 from dsstar.contracts import failed_paths
-from dsstar.data import DataFile, DataSource, archive_limits, normalize_location
+from dsstar.data import DataFile, DataSource, archive_limits
 from dsstar.errors import LLMError
 from dsstar.ledger import RunRow
+from dsstar.locations import normalize_location
 from dsstar.preflight import preflight
 from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
 from dsstar.settings import Settings

@@ -43,6 +43,33 @@ def test_every_package_is_listed():
     assert listed - set(package_folders()) == set(), "these listed packages have no folder"
 
 
+def test_flows_and_tasks_are_imported_by_their_installed_names():
+    """No module, test, benchmark, doc or entrypoint names a top-level `flows` or `tasks`: an
+    installed copy has none, and a source tree would load a second copy of each module."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "namespace_imports.py"), "--check"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, "run scripts/namespace_imports.py:\n" + done.stdout
+
+
+def test_a_source_tree_imports_the_top_folders_under_dsstar(tmp_path):
+    """From the repository (PYTHONPATH or the root on sys.path), dsstar.flows and dsstar.tasks
+    are the folders at the top of that same tree, whatever else is installed."""
+    probe = (
+        "import dsstar.flows.ds_star as f, dsstar.tasks._common as t; print(f.__file__, t.__file__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        str(REPO / "flows" / "ds_star.py"),
+        str(REPO / "tasks" / "_common.py"),
+    ]
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """`pip install --no-deps --target DIR .` from a copy of the sources (the build writes

@@ -230,9 +230,8 @@ def test_bounded_reads_mark_truncated_tables(tmp_path):
 
 
 def test_importing_contracts_does_not_import_great_expectations():
-    code = (
-        "import sys, dsstar.contracts, flows._contracts; print('great_expectations' in sys.modules)"
-    )
+    modules = "dsstar.contracts, flows._contracts"
+    code = f"import sys, {modules}; print('great_expectations' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

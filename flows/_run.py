@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dsstar.tasks.agents import AgentCalls, Script
+from dsstar.tasks.record import publish_round, publish_rounds_table, publish_summary, write_objects
 from prefect.runtime import flow_run
 
 from dsstar import progress
@@ -18,8 +20,6 @@ from dsstar.report import run_result
 from dsstar.scratch import owner
 from dsstar.settings import Settings
 from dsstar.storage import Store, analysis_key, check_run_id, round_key
-from tasks.agents import AgentCalls, Script
-from tasks.record import publish_round, publish_rounds_table, publish_summary, write_objects
 
 __all__ = ["Run"]
 

@@ -9,6 +9,9 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
+from dsstar.tasks._common import is_transient, result_storage
+from dsstar.tasks.agents import AgentCalls, RunSpec, Script
+from dsstar.tasks.analysis import analyze_file, config_key
 from prefect import flow, get_client, get_run_logger
 from prefect.exceptions import MissingContextError
 from prefect.runtime import flow_run
@@ -25,9 +28,6 @@ from dsstar.preflight import preflight
 from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
 from dsstar.settings import Settings
 from dsstar.storage import Store
-from tasks._common import is_transient, result_storage
-from tasks.agents import AgentCalls, RunSpec, Script
-from tasks.analysis import analyze_file, config_key
 
 from ._contracts import check_contracts
 from ._run import Run

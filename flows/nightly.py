@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from dsstar.tasks._common import artifact_key
+from dsstar.tasks.agents import RunSpec
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.states import Failed, State
@@ -16,8 +18,6 @@ from dsstar.errors import DSStarError
 from dsstar.questions import Question, load_questions
 from dsstar.settings import Settings
 from dsstar.storage import Store
-from tasks._common import artifact_key
-from tasks.agents import RunSpec
 
 from ._runners import default_task_runner
 from .ds_star import analyze_files, default_run_id, ds_star, open_data

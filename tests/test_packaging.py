@@ -107,7 +107,7 @@ def test_the_installed_copy_holds_what_a_run_needs(installed, tmp_path):
         wanted = {p.name for p in folder.iterdir() if p.suffix in {".py", ".j2", ".mako"}}
         assert wanted <= {p.name for p in inside.iterdir()}, name
     probe = (
-        "import dsstar, dsstar.agents._base as base, flows.ds_star as flow;"
+        "import dsstar, dsstar.agents._base as base, dsstar.flows.ds_star as flow;"
         "print(dsstar.__file__, base.PROMPTS_DIR, flow.__file__, sep='\\n')"
     )
     done = from_install(installed, "-c", probe, cwd=tmp_path)

@@ -105,7 +105,7 @@ def run(
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    from flows.bench import ds_star_bench, task_dicts
+    from dsstar.flows.bench import ds_star_bench, task_dicts
 
     named = {"model", "storage", "max_rounds"}
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}

@@ -138,8 +138,8 @@ def _run_flow(
 ) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
     err.print(f"run {run_id}", highlight=False)  # on stderr at once: the id to resume it by
-    from flows._runners import build_task_runner
-    from flows.ds_star import completed_result, ds_star
+    from dsstar.flows._runners import build_task_runner
+    from dsstar.flows.ds_star import completed_result, ds_star
 
     error: BaseException | None = None
     stop = _stop_hook(settings, run_id, as_json)

@@ -86,7 +86,7 @@ def scripted(llm, rounds: int) -> None:
 
 def dsstar_rounds(llm, rounds: int, work: Path) -> tuple[list[float], dict]:
     """Per-round seconds of the ds-star flow (rounds 01.. : route, plan, code, run, verify)."""
-    from flows.ds_star import ds_star
+    from dsstar.flows.ds_star import ds_star
 
     scripted(llm, rounds)
     run_id = f"overhead-{int(time.time())}"
@@ -220,7 +220,7 @@ def main() -> None:
     )
     print(f"LLM requests in the measured run: {len(calls)}")
     print(f"CLI start -> first LLM request: {first:.2f} s (target <= 5 s, PREFECT_API_URL set)")
-    for module in ("dsstar.cli", "litellm", "prefect", "flows.ds_star"):
+    for module in ("dsstar.cli", "litellm", "prefect", "dsstar.flows.ds_star"):
         print(f"  python -c 'import {module}': {import_seconds(module):.2f} s")
     shutil.rmtree(work, ignore_errors=True)
 

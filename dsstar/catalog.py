@@ -21,8 +21,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .data import DataFile, DataSource, normalize_location
+from .data import DataFile, DataSource
 from .errors import StorageError
+from .locations import normalize_location
 from .storage import Store
 
 __all__ = ["Catalog", "analysis_object", "profiler_version", "save_analysis", "sha256_file"]

@@ -20,6 +20,7 @@ from fsspec.core import url_to_fs
 from .errors import DataError
 from .lake import ArchiveLimits, Skipped, build_view
 from .lake.archives import sha256_of
+from .locations import is_remote, local_path, normalize_location
 from .profiler import ProfileLimits, detect_format
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
     "DataSource",
     "Skipped",
     "archive_limits",
-    "normalize_location",
+    "normalize_location",  # lives in dsstar.locations; kept here for existing imports
     "profile_limits",
 ]
 
@@ -50,13 +51,6 @@ def profile_limits(settings: Any) -> ProfileLimits:
         max_chars=settings.max_description_chars,
         memory_mb=settings.exec_memory_mb,
     )
-
-
-def normalize_location(url: str) -> str:
-    """One spelling per data root: local paths become absolute, URLs lose trailing slashes."""
-    if "://" in url and not url.startswith("file://"):
-        return url.rstrip("/")
-    return str(Path(url.removeprefix("file://")).expanduser().resolve())
 
 
 @dataclass(frozen=True)
@@ -90,13 +84,13 @@ class DataSource:
         # Expanded archives, keyed by content: shared by every run that passes the same folder.
         self._archive_cache = Path(archive_cache or self._cache_dir / "archives")
         self.limits = limits or ArchiveLimits()
-        self.is_remote = "://" in url and not url.startswith("file://")
+        self.is_remote = is_remote(url)
         self._snapshot: Path | None = None
         if self.is_remote:
             self.root = self._snapshot = self._download()
         else:
             # Not resolved: a root that is itself a link is taken as the user named it.
-            self.root = Path(url.removeprefix("file://")).expanduser().absolute()
+            self.root = local_path(url).absolute()
             if not self.root.exists():
                 raise DataError(f"data location {url} does not exist")
 

@@ -3,7 +3,7 @@ the fix, raised before any LLM call, execution or stored run.
 
     model configured      ConfigError   --model / DSSTAR_MODEL
     key for its provider  ConfigError   OPENAI_API_KEY, ... or DSSTAR_API_KEY
-    usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=process
+    usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=none
     data root             DataError     exists, readable, holds at least one file
     storage               ConfigError   writable
 
@@ -13,10 +13,12 @@ call fails at once with LLMFatalError, which is never retried.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from .errors import ConfigError, DataError, DSStarError
+from .locations import is_remote, local_path
 from .settings import AGENTS, Settings
 
 __all__ = ["NO_MODEL", "check_data", "check_isolation", "check_keys", "check_model", "preflight"]
@@ -27,6 +29,8 @@ NO_MODEL = (
     " http://localhost:11434 for a local server."
 )
 _HIDDEN = {"__pycache__", "__MACOSX"}
+
+log = logging.getLogger(__name__)
 
 
 def preflight(
@@ -71,18 +75,27 @@ def check_keys(settings: Settings) -> None:
             )
 
 
-def check_isolation(settings: Settings) -> None:
+def check_isolation(settings: Settings) -> str:
+    """The mode scripts will run in (ConfigError, one line naming the fix, when none works);
+    warns on every run that goes without isolation."""
     from .sandbox import resolve_mode
 
-    resolve_mode(settings.sandbox)  # raises ConfigError, one line naming the fix
+    mode = resolve_mode(settings.sandbox)
+    if mode == "none":
+        log.warning(
+            "sandbox 'none': generated scripts run WITHOUT isolation (limits and a clean"
+            " environment only): they can read host files, write outside their folder and"
+            " reach the network."
+        )
+    return mode
 
 
 def check_data(data: str) -> None:
     """A local data root exists, is readable and holds at least one visible file. Remote roots
     are checked when the run opens them (listing a bucket may take long)."""
-    if "://" in data and not data.startswith("file://"):
+    if is_remote(data):
         return
-    path = Path(data.removeprefix("file://")).expanduser()
+    path = local_path(data)
     if not path.exists():
         raise DataError(f"--data {data}: no such file or folder; pass an existing path.")
     if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from .data import normalize_location
 from .errors import UsageError
+from .locations import is_remote, local_path, normalize_location
 
 __all__ = ["Question", "load_questions"]
 
@@ -41,8 +41,8 @@ def load_questions(path: str | Path) -> list[Question]:
         if not isinstance(entry, dict) or not entry.get("question") or not entry.get("data"):
             raise UsageError(f"{path}, entry {number}: needs 'question' and 'data'")
         data = str(entry["data"])
-        if "://" not in data and not Path(data).expanduser().is_absolute():
-            data = str(path.parent / data)
+        if not is_remote(data) and not local_path(data).is_absolute():
+            data = str(path.parent / local_path(data))  # relative to the question set
         questions.append(
             Question(
                 str(entry["question"]), normalize_location(data), str(entry.get("guidelines") or "")

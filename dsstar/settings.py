@@ -206,9 +206,13 @@ class Settings(BaseSettings):
     @field_validator("sandbox")
     @classmethod
     def _known_sandbox(cls, value: str) -> str:
-        if value not in {"auto", "bwrap", "unshare", "none", "process"}:  # process: old none
-            raise ValueError("sandbox must be one of: auto, bwrap, unshare, none")
-        return value
+        from .errors import ConfigError
+        from .sandbox.modes import resolve_mode  # imported when set: most runs keep the default
+
+        try:  # the name only: whether it works is probed where scripts run (preflight)
+            return resolve_mode(value, probe=False)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
 
     @field_validator("task_runner")
     @classmethod

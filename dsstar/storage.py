@@ -15,13 +15,13 @@ import re
 import secrets
 from datetime import UTC, datetime
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import fsspec
 from fsspec.core import url_to_fs
 
 from .errors import StorageError, UsageError
+from .locations import is_remote, normalize_location
 from .text import clean, clean_deep
 
 __all__ = ["Store", "analysis_key", "check_run_id", "new_run_id", "round_key"]
@@ -86,7 +86,7 @@ class Store:
     """Reads and writes text and JSON objects under one storage URL."""
 
     def __init__(self, url: str) -> None:
-        self.url = _normalize(url)
+        self.url = normalize_location(url)  # runs resumed from another directory find it
 
     @cached_property
     def _fs_root(self) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -178,10 +178,3 @@ def _reason(exc: Exception) -> str:
     """The first line of an error, without the noise some backends add."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
-
-
-def _normalize(url: str) -> str:
-    """Local paths become absolute, so runs resumed from another directory find their data."""
-    if "://" in url:
-        return url.rstrip("/")
-    return str(Path(url).expanduser().resolve())

@@ -8,14 +8,15 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
+from dsstar.tasks._common import is_transient, result_storage
+from dsstar.tasks.agents import RunSpec
+from dsstar.tasks.analysis import analyze_file, config_key
+
 from dsstar import progress, scratch
 from dsstar.catalog import Catalog
 from dsstar.data import DataFile, DataSource, archive_limits
 from dsstar.settings import Settings
 from dsstar.storage import Store
-from tasks._common import is_transient, result_storage
-from tasks.agents import RunSpec
-from tasks.analysis import analyze_file, config_key
 
 __all__ = ["analyze_files", "open_data"]
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsstar.tasks._common import artifact_key
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from dsstar.catalog import Catalog
 from dsstar.contracts import check_data_root, failures_markdown
 from dsstar.data import DataSource
-from tasks._common import artifact_key
 
 from ._run import Run
 

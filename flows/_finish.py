@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsstar.tasks.record import publish_summary
+
 from dsstar.notebook import build_notebook
 from dsstar.run_record import final_objects
 from dsstar.runtime import Script
 from dsstar.verdict import Status
-from tasks.record import publish_summary
 
 from ._run import Run
 

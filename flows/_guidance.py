@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from dsstar.tasks._common import artifact_key
 from prefect import get_client, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
@@ -27,7 +28,6 @@ from dsstar.agents import clip
 from dsstar.guidance import Checkpoint, Choice, Guidance
 from dsstar.storage import round_key
 from dsstar.text import clean
-from tasks._common import artifact_key
 
 __all__ = [
     "Asker",

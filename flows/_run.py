@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dsstar.tasks.agents import AgentCalls, Script
+from dsstar.tasks.record import publish_round, publish_rounds_table, publish_summary, write_objects
 from prefect.runtime import flow_run
 
 from dsstar.ledger import Ledger, RunRow, question_key
@@ -19,7 +21,6 @@ from dsstar.scratch import owner
 from dsstar.settings import Settings
 from dsstar.storage import Store, check_run_id, round_key
 from dsstar.verdict import Status
-from tasks.record import write_objects
 
 __all__ = ["Run"]
 

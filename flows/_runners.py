@@ -13,11 +13,15 @@ from pathlib import Path
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+import dsstar
+from dsstar.locations import is_remote
 from dsstar.settings import Settings
 
 __all__ = ["build_task_runner", "default_task_runner", "shared_storage_warning"]
 
-_REPO = str(Path(__file__).resolve().parents[1])  # workers must import flows/ and tasks/
+# Ray workers must import dsstar (and with it dsstar.flows and dsstar.tasks): the folder that
+# holds the package, a source tree's root or the site-packages of an install.
+_REPO = str(Path(dsstar.__file__).resolve().parents[1])
 logger = logging.getLogger("dsstar.runners")
 
 
@@ -47,7 +51,7 @@ def shared_storage_warning(settings: Settings) -> str | None:
     """Why the run's storage will not work for a remote cluster, or None."""
     address = {"dask": settings.dask_address, "ray": settings.ray_address}.get(settings.task_runner)
     remote = address and address != "auto" and not _loopback(address)
-    if remote and "://" not in settings.storage:
+    if remote and not is_remote(settings.storage):
         return (
             f"storage {settings.storage} is a local folder but the {settings.task_runner}"
             f" cluster at {address} runs tasks on other machines: use shared storage"

@@ -3,6 +3,9 @@ Prefect tasks; rounds, routes and guidance stored and shown as Prefect artifacts
 
 from __future__ import annotations
 
+from dsstar.tasks.agents import RunSpec, TaskCalls
+from dsstar.tasks.record import publish_round, publish_rounds_table
+
 from dsstar import progress
 from dsstar.agents.router import Route
 from dsstar.guidance import Checkpoint, Guidance
@@ -17,8 +20,6 @@ from dsstar.runtime import Round, Script
 from dsstar.settings import Settings
 from dsstar.storage import round_key
 from dsstar.verdict import Verdict
-from tasks.agents import RunSpec, TaskCalls
-from tasks.record import publish_round, publish_rounds_table
 
 from ._guidance import ask_human, publish_guidance
 from ._run import Run

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from dsstar.tasks._common import artifact_key
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
@@ -28,7 +29,6 @@ from dsstar.ledger import Ledger
 from dsstar.questions import Question
 from dsstar.settings import Settings
 from dsstar.storage import Store
-from tasks._common import artifact_key
 
 from .ds_star import completed_result, ds_star
 from .nightly import share_analyses

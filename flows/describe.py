@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsstar.tasks.agents import RunSpec
 from prefect import flow
 
 from dsstar.llm import require_model
 from dsstar.settings import Settings
 from dsstar.storage import Store, new_run_id
-from tasks.agents import RunSpec
 
 from ._analysis import analyze_files, open_data
 from ._runners import default_task_runner

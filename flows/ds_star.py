@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsstar.tasks.agents import RunSpec
 from prefect import flow, get_client
 from prefect.runtime import flow_run
 from pydantic import ValidationError
@@ -14,16 +15,15 @@ from pydantic import ValidationError
 from dsstar import loop, scratch
 from dsstar.context import retrieve
 from dsstar.contracts import failed_paths
-from dsstar.data import normalize_location
 from dsstar.errors import UsageError
 from dsstar.form import RunForm, explain, form_parameters
+from dsstar.locations import normalize_location
 from dsstar.preflight import preflight
 from dsstar.retrieval import embedding_similarity
 from dsstar.runtime import Budget
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from dsstar.verdict import Status
-from tasks.agents import RunSpec
 
 from ._analysis import analyze_files, open_data
 from ._contracts import check_contracts

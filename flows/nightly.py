@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from dsstar.tasks._common import artifact_key
+from dsstar.tasks.agents import RunSpec
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.states import Failed, State
@@ -18,8 +20,6 @@ from dsstar.form import RunForm, explain, form_parameters, options_form
 from dsstar.questions import Question, load_questions
 from dsstar.settings import Settings
 from dsstar.storage import Store
-from tasks._common import artifact_key
-from tasks.agents import RunSpec
 
 from ._analysis import analyze_files, open_data
 from ._runners import default_task_runner

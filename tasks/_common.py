@@ -12,6 +12,7 @@ from typing import Any
 from prefect.filesystems import LocalFileSystem, RemoteFileSystem, WritableFileSystem
 
 from dsstar.errors import LLMTransientError, StorageError
+from dsstar.locations import is_remote, local_path
 
 __all__ = [
     "artifact_key",
@@ -36,10 +37,10 @@ def result_storage(storage_url: str) -> WritableFileSystem:
 def _saved_result_storage(storage_url: str, api_url: str | None) -> WritableFileSystem:
     """The block, saved once per process and Prefect API (each save is a database write)."""
     base = f"{storage_url.rstrip('/')}/cache"
-    if "://" in base and not base.startswith("file://"):
+    if is_remote(base):
         block: WritableFileSystem = RemoteFileSystem(basepath=base)
     else:
-        block = LocalFileSystem(basepath=base.removeprefix("file://"))
+        block = LocalFileSystem(basepath=str(local_path(base)))
     # Prefect wants result storage saved server-side; the name is derived from the URL so
     # every run (and every machine) over the same storage shares one block. No credentials
     # are stored in it: s3fs reads them from the environment where the task runs.

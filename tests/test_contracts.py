@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from dsstar.flows.nightly import contracts_cell
 
 from dsstar.contracts import (
     accept_file,
@@ -25,7 +26,6 @@ from dsstar.contracts import (
 from dsstar.data import DataSource
 from dsstar.report import run_result
 from dsstar.storage import Store
-from flows.nightly import contracts_cell
 
 ORDERS = pd.DataFrame(
     {
@@ -230,9 +230,8 @@ def test_bounded_reads_mark_truncated_tables(tmp_path):
 
 
 def test_importing_contracts_does_not_import_great_expectations():
-    code = (
-        "import sys, dsstar.contracts, flows._contracts; print('great_expectations' in sys.modules)"
-    )
+    modules = "dsstar.contracts, dsstar.flows._contracts"
+    code = f"import sys, {modules}; print('great_expectations' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

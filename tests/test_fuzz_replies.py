@@ -203,7 +203,7 @@ def _responder(replies: list[str]):
 )
 @given(replies=RUN_REPLIES, name=FILE_NAME, content=st.binary(max_size=200))
 def test_fuzzed_runs_end_cleanly(env, llm, tmp_path, replies, name, content) -> None:
-    from flows.ds_star import completed_result, ds_star
+    from dsstar.flows.ds_star import completed_result, ds_star
 
     RUNS["count"] += 1
     run_id = f"fuzz-{RUNS['count']:03d}"

@@ -84,7 +84,7 @@ def test_records_history_and_reuse_lookup(database_url):
 
 @pytest.mark.slow
 def test_a_run_writes_its_ledger_rows(database_url, env, llm, sales, monkeypatch):
-    from flows.ds_star import ds_star
+    from dsstar.flows.ds_star import ds_star
 
     monkeypatch.setenv("DSSTAR_DATABASE_URL", database_url)
     two_rounds(llm)

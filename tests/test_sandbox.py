@@ -11,10 +11,13 @@ import time
 import uuid
 
 import pytest
+from pydantic import ValidationError
 
 from dsstar.errors import ConfigError
+from dsstar.preflight import check_isolation
 from dsstar.sandbox import Limits, pool, resolve_mode, run_script, sweep_stale
 from dsstar.sandbox import modes as sandbox_modes
+from dsstar.settings import Settings
 
 ISOLATED = [m for m in ("bwrap", "unshare") if sandbox_modes._usable(m)]
 MODES = [*ISOLATED, "none"]
@@ -48,7 +51,7 @@ def test_modes_resolve_and_fail_closed(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING):
         assert resolve_mode("none") == "none"
         assert resolve_mode("process") == "none"  # the old name, deprecated
-    assert "WITHOUT isolation" in caplog.text and "deprecated" in caplog.text
+    assert "deprecated" in caplog.text
     with pytest.raises(ConfigError, match="unknown sandbox mode"):
         resolve_mode("chroot")
     monkeypatch.setattr(sandbox_modes, "_usable", lambda mode: False)  # no isolation here
@@ -59,6 +62,27 @@ def test_modes_resolve_and_fail_closed(monkeypatch, caplog):
     with pytest.raises(ConfigError, match="does not work"):
         resolve_mode("unshare")
     assert resolve_mode("none") == "none"  # only ever by explicit choice
+    # Without probing only the name counts: settings load where no isolation exists.
+    names = sandbox_modes.MODES
+    assert [resolve_mode(m, probe=False) for m in names] == list(names)
+    assert resolve_mode("process", probe=False) == "none"
+
+
+def test_settings_and_preflight_use_the_one_resolver(monkeypatch, caplog):
+    """Settings check the name (without probing); preflight resolves it and warns for 'none';
+    the executor runs in what the same function picked."""
+    assert Settings(sandbox="process").sandbox == "none"
+    with pytest.raises(ValidationError, match="unknown sandbox mode 'chroot'"):
+        Settings(sandbox="chroot")
+    with caplog.at_level(logging.WARNING):
+        assert check_isolation(Settings(sandbox="none")) == "none"
+    assert "WITHOUT isolation" in caplog.text
+    if ISOLATED:
+        assert check_isolation(Settings(sandbox="auto")) == ISOLATED[0]
+    monkeypatch.setattr(sandbox_modes, "_usable", lambda mode: False)
+    assert Settings(sandbox="bwrap").sandbox == "bwrap"  # no probe when reading settings
+    with pytest.raises(ConfigError, match="apt-get install bubblewrap"):
+        check_isolation(Settings(sandbox="bwrap"))
 
 
 def test_reads_inputs_under_data(data, mode, tmp_path):

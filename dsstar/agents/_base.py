@@ -7,14 +7,15 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from .._layout import top_folder
 from ..llm import Message
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+# Package data when installed (dsstar/prompts), the repository's prompts/ otherwise.
+PROMPTS_DIR = top_folder("prompts")
 
 # Output shown to an agent is clipped: the head says what ran, the tail holds the traceback.
 # (The default of the max_output_chars setting.)

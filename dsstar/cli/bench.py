@@ -92,15 +92,15 @@ def run(
                      "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
         settings = load_settings(**overrides)
         from ..llm import require_model
-        from ..sandbox import resolve_mode
+        from ..preflight import check_isolation
 
         require_model(settings)
-        resolve_mode(settings.sandbox)
+        check_isolation(settings)
         chosen = _tasks(suite, tasks, data, truth, root, domain, task_ids, limit)
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    from flows.bench import ds_star_bench, task_dicts
+    from dsstar.flows.bench import ds_star_bench, task_dicts
 
     named = {"model", "storage", "max_rounds"}
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}

@@ -34,7 +34,8 @@ DataArg = Annotated[str, typer.Argument(help="Folder, single file or URL of the 
 
 def _open(data: str, storage: str | None) -> tuple[Any, str, Any]:
     """The store, the normalized data location and the opened data source."""
-    from ..data import DataSource, normalize_location
+    from ..data import DataSource
+    from ..locations import normalize_location
     from ..storage import Store
 
     settings = load_settings(storage=storage)
@@ -50,7 +51,7 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
     Example: dsstar contracts show examples/sales
     """
     from ..contracts import contract_key, stored_contracts
-    from ..data import normalize_location
+    from ..locations import normalize_location
     from ..storage import Store
 
     try:

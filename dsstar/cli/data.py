@@ -40,8 +40,8 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     from ..llm import require_model
 
     require_model(settings)
-    from flows._runners import build_task_runner
-    from flows.describe import describe as describe_flow
+    from dsstar.flows._runners import build_task_runner
+    from dsstar.flows.describe import describe as describe_flow
 
     options = {k: v for k, v in flags.items() if v is not None}
     describe_flow = describe_flow.with_options(task_runner=build_task_runner(settings))

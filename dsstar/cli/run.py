@@ -126,8 +126,8 @@ def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
     run_id = form.run_id
     err.print(f"run {run_id}")  # on stderr at once: the id to resume it by
-    from flows._runners import build_task_runner
-    from flows.ds_star import completed_result, ds_star
+    from dsstar.flows._runners import build_task_runner
+    from dsstar.flows.ds_star import completed_result, ds_star
 
     error: BaseException | None = None
     stop = _stop_hook(settings, run_id, as_json)
@@ -169,7 +169,7 @@ def _terminal_prompt(settings: Settings, live: LiveProgress) -> Any:
 
     if not (settings.ask_human and sys.stdin.isatty()):
         return nullcontext()
-    from flows._guidance import answer_in_terminal
+    from dsstar.flows._guidance import answer_in_terminal
 
     from ._prompt import TerminalAsker
 

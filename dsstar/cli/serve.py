@@ -54,8 +54,8 @@ def serve(
     from prefect import serve as prefect_serve
     from prefect.schedules import Cron
 
-    from flows.ds_star import ds_star
-    from flows.nightly import ds_star_nightly
+    from dsstar.flows.ds_star import ds_star
+    from dsstar.flows.nightly import ds_star_nightly
 
     on_demand = ds_star.to_deployment(
         name="on-demand",
@@ -69,7 +69,7 @@ def serve(
         parameters={"questions_file": str(questions)},
         tags=["dsstar"],
     )
-    from tasks.limits import ensure_limit, ensure_rate
+    from dsstar.tasks.limits import ensure_limit, ensure_rate
 
     for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
         err.print(f"global concurrency limit {ensure_limit(kind, size, reset=True)}: {size}")

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 from . import pool
-from .modes import _resolve, boot_argv, environment, interpreter_reachable, resolve_mode
+from .modes import MODES, boot_argv, environment, interpreter_reachable, resolve_mode
 from .staging import (
     new_dir,
     readable_data,
@@ -31,7 +31,7 @@ from .staging import (
 from .supervise import UID_BASE, UID_SLOTS, kill_tree, kill_uid, result, uid_slot, watch
 from .types import ExecResult, Limits
 
-__all__ = ["ExecResult", "Limits", "resolve_mode", "run_script", "sweep_stale"]
+__all__ = ["MODES", "ExecResult", "Limits", "resolve_mode", "run_script", "sweep_stale"]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def run_script(
     work_root: Path | None = None,
 ) -> ExecResult:
     """Run `code` as a script with `data_dir` mounted read-only at `data/`."""
-    mode = _resolve(mode)
+    mode = resolve_mode(mode)
     sweep_once(work_root)
     data_dir = Path(data_dir).resolve()
     code = code.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be run

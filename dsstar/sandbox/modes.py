@@ -23,6 +23,7 @@ from ..errors import ConfigError
 
 __all__ = [
     "ISOLATED",
+    "MODES",
     "boot_argv",
     "environment",
     "interpreter_reachable",
@@ -33,6 +34,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ISOLATED = ("bwrap", "unshare")
+MODES = ("auto", *ISOLATED, "none")  # the names users may give (and 'process', the old 'none')
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 # What Python, pandas and TLS need of /etc; nothing else of the host's /etc is visible.
 _HOST_ETC = ("localtime", "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl/certs",
@@ -78,33 +80,27 @@ def _usable(mode: str) -> bool:
         return False
 
 
-def resolve_mode(mode: str = "auto") -> str:
-    """The isolation mode to use: 'bwrap', 'unshare' or (asked for explicitly) 'none'.
+def resolve_mode(mode: str = "auto", *, probe: bool = True) -> str:
+    """The one place a sandbox mode name is resolved; settings, preflight and the executor
+    all call it.
 
-    Raises ConfigError, naming the fix, when the mode cannot isolate scripts here.
+    With `probe` (default), the mode scripts run in: 'auto' becomes the first isolating mode
+    that works here, 'bwrap' and 'unshare' must work here, 'none' stays 'none'. Without it,
+    only the name is checked and spelled the one way ('process' is the old 'none'), so
+    settings can be read on a machine that will not run scripts. Raises ConfigError, naming
+    the fix, when the name is unknown or the mode cannot isolate scripts here.
     """
-    resolved = _resolve(mode)
-    if resolved == "none":
-        log.warning(
-            "sandbox 'none': generated scripts run WITHOUT isolation (limits and a clean"
-            " environment only): they can read host files, write outside their folder and"
-            " reach the network."
-        )
-    return resolved
-
-
-def _resolve(mode: str) -> str:
     if mode == "process":
         _warn_deprecated()
         mode = "none"
-    if mode == "none":
-        return "none"
+    if mode not in MODES:
+        raise ConfigError(f"unknown sandbox mode {mode!r}: use {', '.join(MODES)}.")
+    if not probe or mode == "none":
+        return mode
     if mode in ISOLATED:
         if not _usable(mode):
             raise ConfigError(f"sandbox mode {mode!r} does not work on this machine: {_FIX}.")
         return mode
-    if mode != "auto":
-        raise ConfigError(f"unknown sandbox mode {mode!r}: use auto, bwrap, unshare or none.")
     for candidate in ISOLATED:
         if _usable(candidate):
             return candidate

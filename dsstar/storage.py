@@ -21,7 +21,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from .errors import StorageError, UsageError
-from .locations import is_remote, normalize_location
+from .locations import normalize_location
 from .text import clean, clean_deep
 
 __all__ = ["Store", "analysis_key", "check_run_id", "new_run_id", "round_key"]

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dsstar.tasks.agents import AgentCalls, Script
-from dsstar.tasks.record import publish_round, publish_rounds_table, publish_summary, write_objects
+from dsstar.tasks.record import write_objects
 from prefect.runtime import flow_run
 
 from dsstar.ledger import Ledger, RunRow, question_key

@@ -14,15 +14,26 @@ at RPM/60 per second), or kept in the process without a server.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import random
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LIMIT_NAMES", "RATE_NAME", "ensure_limit", "ensure_rate", "pace", "server_url", "slot"]
+__all__ = [
+    "LIMIT_NAMES",
+    "RATE_NAME",
+    "ensure_limit",
+    "ensure_rate",
+    "pace",
+    "release_parked",
+    "server_url",
+    "slot",
+]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +43,7 @@ RATE_NAME = "dsstar-llm-rpm"
 _lock = threading.Lock()
 _semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _ensured: set[tuple[str, str]] = set()
+_ensuring = threading.Lock()
 _next_start: dict[int, float] = {}  # requests per minute -> when the next local request may start
 
 
@@ -79,9 +91,13 @@ def _ensure_once(url: str, kind: str, size: int) -> str:
     with _lock:
         if (url, name) in _ensured:
             return name
-    ensure_limit(kind, size)
-    with _lock:
-        _ensured.add((url, name))
+    with _ensuring:  # one creation request, not one per thread of the first wave
+        with _lock:
+            if (url, name) in _ensured:
+                return name
+        ensure_limit(kind, size)
+        with _lock:
+            _ensured.add((url, name))
     return name
 
 
@@ -149,11 +165,103 @@ def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
             return
         # The local slot is taken first, so a lone run never waits on the server's polling.
         name = _ensure_once(url, kind, size)
-        lease = _acquire(name, lease_s)
+        lease = _reuse(name, lease_s) or _Lease(_acquire(name, lease_s), time.monotonic())
         try:
             yield
         finally:
-            _release(lease)
+            _park(name, lease)
+
+
+# -- leases handed from one block to the next ------------------------------------------------
+#
+# A fan-out over a lake asks for a slot thousands of times. Taking and giving back a slot
+# are two writes to the server's database each; on a SQLite-backed server those writes
+# contend with the task-run recorder and the server stalls (measured: pauses of 60 s, its
+# busy timeout, a few times per hundred files). So a finished block parks its lease for a
+# moment, and the next block of this process takes it over without asking the server.
+# The server still counts every slot this process holds: parked and in-use leases together
+# never outnumber the local semaphore. A parked lease goes back to the server after
+# `_IDLE_S` unused, and a lease is not handed on once it is `_REUSE_S` old, so other runs
+# of the server get their turn and a lease never outlives its time-to-live.
+
+_IDLE_S = 0.5
+_REUSE_S = 15.0
+
+
+@dataclass
+class _Lease:
+    id: str | None  # None: the server has no such limit (or its API failed): nothing to free
+    taken: float  # time.monotonic() when the server granted it
+    parked: float = 0.0
+
+
+_parked: dict[str, list[_Lease]] = {}
+_wake = threading.Condition(_lock)
+_reaper: threading.Thread | None = None
+
+
+def _reusable(lease: _Lease, lease_s: float, now: float) -> bool:
+    return now - lease.taken < min(_REUSE_S, lease_s / 4)
+
+
+def _reuse(name: str, lease_s: float) -> _Lease | None:
+    """A parked lease of `name` young enough for one more block, if any."""
+    now = time.monotonic()
+    with _lock:
+        leases = _parked.get(name, [])
+        for i in range(len(leases) - 1, -1, -1):
+            if _reusable(leases[i], lease_s, now):
+                return leases.pop(i)
+    return None
+
+
+def _park(name: str, lease: _Lease) -> None:
+    global _reaper
+    if lease.id is None:
+        return
+    lease.parked = time.monotonic()
+    with _lock:
+        _parked.setdefault(name, []).append(lease)
+        if _reaper is None:
+            _reaper = threading.Thread(target=_reap, name="dsstar-leases", daemon=True)
+            _reaper.start()
+        _wake.notify()
+
+
+def _due(now: float) -> list[_Lease]:
+    """Take out the parked leases to give back now (caller holds `_lock`)."""
+    due = []
+    for name, leases in _parked.items():
+        keep = []
+        for lease in leases:
+            stale = now - lease.parked >= _IDLE_S or now - lease.taken >= _REUSE_S
+            (due if stale else keep).append(lease)
+        _parked[name] = keep
+    return due
+
+
+def _reap() -> None:
+    """Give parked leases back to the server once they sat idle (a daemon thread)."""
+    while True:
+        with _lock:
+            due = _due(time.monotonic())
+            if not due:
+                _wake.wait(_IDLE_S / 2)
+                continue
+        for lease in due:
+            _release(lease.id)
+
+
+def release_parked() -> None:
+    """Give every parked lease back to the server now (at the end of a fan-out or process)."""
+    with _lock:
+        due = [lease for leases in _parked.values() for lease in leases]
+        _parked.clear()
+    for lease in due:
+        _release(lease.id)
+
+
+atexit.register(release_parked)
 
 
 # One kept-alive client per process: a slot costs two small requests, not a new connection

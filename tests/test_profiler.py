@@ -277,3 +277,19 @@ def test_ragged_csv_skips_malformed_lines(tmp_path):
 
 def test_directory_is_described_not_raised(tmp_path):
     assert "directory" in profile_file(tmp_path)
+
+
+def test_the_sandboxed_script_and_its_reader_share_the_result_mark():
+    from dsstar.profiler import _core, isolated
+
+    assert isolated._MARK == _core.MARK
+
+
+def test_listing_a_lake_does_not_import_the_readers():
+    """Commands that only list files or read cached profiles skip pandas' import."""
+    import subprocess
+    import sys
+
+    code = "import sys, dsstar.catalog, dsstar.profiler; print('pandas' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr

@@ -43,6 +43,7 @@ _TRANSIENT_STATUS = {408, 409, 425, 429}
 _FATAL_STATUS = {400, 401, 403, 404, 422}
 _NO_KEY = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
 _loading = threading.Lock()
+_preloading = False
 
 
 def _litellm() -> Any:
@@ -60,6 +61,11 @@ def preload() -> None:
     background thread. A command that will ask a model calls this once its own imports are
     done: the seconds of import then overlap its waits on the Prefect server, the sandbox
     and storage, instead of delaying the first request."""
+    global _preloading
+    with _loading:
+        if _preloading:
+            return
+        _preloading = True
     threading.Thread(target=_import_all, name="dsstar-llm-import", daemon=True).start()
 
 

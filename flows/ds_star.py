@@ -20,6 +20,7 @@ from dsstar.contracts import failed_paths
 from dsstar.data import DataFile, DataSource, archive_limits, normalize_location
 from dsstar.errors import LLMError
 from dsstar.ledger import RunRow
+from dsstar.llm import preload
 from dsstar.preflight import preflight
 from dsstar.retrieval import Similarity, embedding_similarity, rank_sources
 from dsstar.settings import Settings
@@ -224,6 +225,8 @@ def analyze_files(
     }
     results = catalog.analyses(wanted)
     misses = [f for f in files if f.path not in results]
+    if misses:
+        preload()  # litellm's import overlaps the first analyses' task runs
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
     delays = [spec.llm_retry_delay * 2**i for i in range(spec.llm_retries)]
     analyze = analyze_file.with_options(

@@ -42,10 +42,6 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     from flows._runners import build_task_runner
     from flows.describe import describe as describe_flow
 
-    from ..llm import preload
-
-    preload()  # litellm's import overlaps the flow run's start and the listing
-
     options = {k: v for k, v in flags.items() if v is not None}
     describe_flow = describe_flow.with_options(task_runner=build_task_runner(settings))
     with prefect_api(), LiveProgress(enabled=True):

@@ -38,8 +38,14 @@ class Lease:
     """A slot of a global limit held by this process."""
 
     id: str | None  # None: the server has no such limit (or its API failed): nothing to free
-    taken: float  # time.monotonic() when the server granted it
+    reusable_until: float  # time.monotonic() after which no block may start under it
     parked: float = 0.0
+
+    @classmethod
+    def granted(cls, id: str | None, lease_s: float) -> Lease:
+        """A lease the server just granted for `lease_s` seconds. It is handed on for a
+        quarter of that at most, so a block started under it ends before it expires."""
+        return cls(id, time.monotonic() + min(_REUSE_S, lease_s / 4))
 
 
 _parked: dict[str, list[Lease]] = {}
@@ -47,19 +53,20 @@ _wake = threading.Condition(_lock)
 _reaper: threading.Thread | None = None
 
 
-def _reusable(lease: Lease, lease_s: float, now: float) -> bool:
-    return now - lease.taken < min(_REUSE_S, lease_s / 4)
-
-
-def reuse(name: str, lease_s: float) -> Lease | None:
-    """A parked lease of `name` young enough for one more block, if any."""
+def reuse(name: str) -> Lease | None:
+    """A parked lease of `name` young enough for one more block, if any. Parked leases too
+    old for that are given back first, so that this process never holds more of the
+    server's slots than blocks it can run at once."""
     now = time.monotonic()
     with _lock:
         leases = _parked.get(name, [])
-        for i in range(len(leases) - 1, -1, -1):
-            if _reusable(leases[i], lease_s, now):
-                return leases.pop(i)
-    return None
+        fresh = [lease for lease in leases if now < lease.reusable_until]
+        stale = [lease for lease in leases if now >= lease.reusable_until]
+        found = fresh.pop() if fresh else None
+        _parked[name] = fresh
+    for lease in stale:
+        _release(lease.id)
+    return found
 
 
 def park(name: str, lease: Lease) -> None:
@@ -82,7 +89,7 @@ def _due(now: float) -> list[Lease]:
     for name, leases in _parked.items():
         keep = []
         for lease in leases:
-            stale = now - lease.parked >= _IDLE_S or now - lease.taken >= _REUSE_S
+            stale = now - lease.parked >= _IDLE_S or now >= lease.reusable_until
             (due if stale else keep).append(lease)
         _parked[name] = keep
     return due

@@ -160,7 +160,7 @@ def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
             return
         # The local slot is taken first, so a lone run never waits on the server's polling.
         name = _ensure_once(url, kind, size)
-        lease = reuse(name, lease_s) or Lease(acquire(name, lease_s), time.monotonic())
+        lease = reuse(name) or Lease.granted(acquire(name, lease_s), lease_s)
         try:
             yield
         finally:

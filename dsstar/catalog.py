@@ -1,12 +1,14 @@
 """The catalog: offline profiles and analyzer descriptions of data files, kept in storage and
 keyed by file content, so that no command or run profiles or analyzes an unchanged file twice.
 
-    catalog/roots/<root digest>.json           one data root: path -> [size, mtime_ns, sha256]
+    catalog/roots/<root digest>.json           one data root: path -> [size, mtime_ns, sha256,
+                                               format, format detector version]
     catalog/profiles/<sha256>/<key>.txt        offline profile (key: path, profiler version)
     catalog/analyses/<sha256>/<key>.json       analyzer record (key: path, prompt, models...)
 
 Listing a root checks every file's size and mtime against its index first and hashes only
-new or changed files, so a warm listing of a large lake reads no file content. The content
+new or changed files (and detects their format), so a warm listing of a large lake reads no
+file content. The content
 objects are the truth: a lost, stale or concurrently overwritten index costs hashing, never a
 wrong description. The layout works the same on a local folder and on s3:// storage.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -24,6 +27,7 @@ from typing import Any
 from .data import DataFile, DataSource
 from .errors import StorageError
 from .locations import normalize_location
+from .profiler import detect_format
 from .storage import Store
 
 __all__ = ["Catalog", "analysis_object", "profiler_version", "save_analysis", "sha256_file"]
@@ -45,6 +49,14 @@ def _short(*parts: Any) -> str:
         "utf-8", "surrogatepass"
     )
     return hashlib.sha256(blob).hexdigest()[:24]
+
+
+@cache
+def _detector_version() -> str:
+    """A fingerprint of the format detector's source: a changed detector detects afresh."""
+    from .profiler import _detect
+
+    return _short(Path(_detect.__file__).read_bytes().decode("utf-8", "replace"))
 
 
 @cache
@@ -76,27 +88,50 @@ class Catalog:
         self._index_key = f"catalog/roots/{_short(root)}.json"
         self._index = self._load_index()
         self._changed = False
+        self._formats: dict[str, tuple[int, int, str]] = {}  # detected, not indexed yet
         self.hashed = 0  # files whose content was hashed by this catalog (new or changed)
         self.computed = 0  # profiles computed (not found in the catalog)
 
     # -- listing ---------------------------------------------------------------------------
 
-    def digest(self, path: Path, relative: str) -> str:
-        """The sha256 of a file under the root: the indexed one when its size and mtime are
-        unchanged, else hashed now (and indexed)."""
+    def _known(self, path: Path, relative: str) -> tuple[os.stat_result, list[Any] | None]:
+        """The file's stat, and its index entry when its size and mtime are unchanged."""
         stat = path.stat()
         known = self._index.get(relative)
         if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
-            return known[2]
-        sha = sha256_file(path)
-        self.hashed += 1
-        self._index[relative] = [stat.st_size, stat.st_mtime_ns, sha]
-        self._changed = True
+            return stat, known
+        return stat, None
+
+    def format_of(self, path: Path, relative: str) -> str:
+        """A file's format: the indexed one when the file and the detector are unchanged,
+        else detected from its head now (and indexed with its hash by `digest`)."""
+        stat, known = self._known(path, relative)
+        if known and len(known) >= 5 and known[4] == _detector_version():
+            return known[3]
+        found = detect_format(str(path))
+        self._formats[relative] = (stat.st_size, stat.st_mtime_ns, found)
+        return found
+
+    def digest(self, path: Path, relative: str) -> str:
+        """The sha256 of a file under the root: the indexed one when its size and mtime are
+        unchanged, else hashed now (and indexed)."""
+        stat, known = self._known(path, relative)
+        if known:
+            sha = known[2]
+        else:
+            sha = sha256_file(path)
+            self.hashed += 1
+            self._index[relative] = [stat.st_size, stat.st_mtime_ns, sha]
+            self._changed = True
+        detected = self._formats.pop(relative, None)
+        if detected and detected[:2] == (stat.st_size, stat.st_mtime_ns):
+            self._index[relative] = [*self._index[relative][:3], detected[2], _detector_version()]
+            self._changed = True
         return sha
 
     def files(self, source: DataSource) -> list[DataFile]:
         """Every file of `source`, hashing only new or changed ones; the index is saved."""
-        files = source.files(digest=self.digest)
+        files = source.files(digest=self.digest, format_of=self.format_of)
         present = {f.path for f in files}
         gone = [path for path in self._index if path not in present]
         for path in gone:

@@ -30,6 +30,7 @@ __all__ = [
     "config_for",
     "embed",
     "missing_keys",
+    "preload",
     "require_model",
 ]
 
@@ -42,6 +43,7 @@ _TRANSIENT_STATUS = {408, 409, 425, 429}
 _FATAL_STATUS = {400, 401, 403, 404, 422}
 _NO_KEY = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
 _loading = threading.Lock()
+_preloading = False
 
 
 def _litellm() -> Any:
@@ -52,6 +54,27 @@ def _litellm() -> Any:
         litellm.telemetry = False
         litellm.suppress_debug_info = True
     return litellm
+
+
+def preload() -> None:
+    """Start importing litellm, and the OpenAI client it sends chat requests with, in a
+    background thread. A command that will ask a model calls this once its own imports are
+    done: the seconds of import then overlap its waits on the Prefect server, the sandbox
+    and storage, instead of delaying the first request."""
+    global _preloading
+    with _loading:
+        if _preloading:
+            return
+        _preloading = True
+    threading.Thread(target=_import_all, name="dsstar-llm-import", daemon=True).start()
+
+
+def _import_all() -> None:
+    try:
+        _litellm()
+        import openai.resources.chat  # noqa: F401  (litellm imports it on its first request)
+    except Exception as exc:  # the first real request imports again and reports the error
+        log.debug("preloading litellm failed: %s", exc)
 
 
 def _fatal_types() -> tuple[type[BaseException], ...]:

@@ -15,6 +15,7 @@ from dsstar.tasks.analysis import analyze_file, config_key
 from dsstar import progress, scratch
 from dsstar.catalog import Catalog
 from dsstar.data import DataFile, DataSource, archive_limits
+from dsstar.llm import preload
 from dsstar.settings import Settings
 from dsstar.storage import Store
 
@@ -46,6 +47,8 @@ def analyze_files(
     }
     results = catalog.analyses(wanted)
     misses = [f for f in files if f.path not in results]
+    if misses:
+        preload()  # litellm's import overlaps the first analyses' task runs
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
     delays = [spec.llm_retry_delay * 2**i for i in range(spec.llm_retries)]
     analyze = analyze_file.with_options(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 from functools import cache
 from typing import Any
@@ -13,9 +14,11 @@ from prefect.filesystems import LocalFileSystem, RemoteFileSystem, WritableFileS
 
 from dsstar.errors import LLMTransientError, StorageError
 from dsstar.locations import is_remote, local_path
+from dsstar.settings import Settings
 
 __all__ = [
     "artifact_key",
+    "current_settings",
     "digest",
     "is_storage_error",
     "is_transient",
@@ -46,6 +49,19 @@ def _saved_result_storage(storage_url: str, api_url: str | None) -> WritableFile
     # are stored in it: s3fs reads them from the environment where the task runs.
     block.save(f"dsstar-cache-{digest(base)}", overwrite=True)
     return block
+
+
+def current_settings() -> Settings:
+    """The settings of the environment as it is now. Building them parses every DSSTAR_*
+    variable (about 3 ms); tasks that run once per LLM call or script reuse the object
+    built for the same environment."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith("DSSTAR_")))
+    return _settings_for(env)
+
+
+@functools.lru_cache(maxsize=8)
+def _settings_for(env: tuple[tuple[str, str], ...]) -> Settings:
+    return Settings()
 
 
 def digest(*parts: Any) -> str:

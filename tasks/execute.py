@@ -9,9 +9,8 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from dsstar.sandbox import Limits, run_script
-from dsstar.settings import Settings
 
-from ._common import digest, key_part
+from ._common import current_settings, digest, key_part
 from .limits import slot
 
 __all__ = ["execute"]
@@ -42,8 +41,9 @@ def execute(
 ) -> dict[str, Any]:
     """Run `code` in the sandbox with the data folder mounted read-only at `data/`. At most
     `max_parallel` scripts (default: DSSTAR_MAX_PARALLEL) run at once."""
-    lease_s = float(limits.get("timeout_s") or Settings().exec_timeout) + 60
-    with slot("exec", max_parallel or Settings().max_parallel, lease_s):
+    settings = current_settings()
+    lease_s = float(limits.get("timeout_s") or settings.exec_timeout) + 60
+    with slot("exec", max_parallel or settings.max_parallel, lease_s):
         result = run_script(
             code,
             data_dir=Path(data_dir),

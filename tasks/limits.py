@@ -14,17 +14,23 @@ at RPM/60 per second), or kept in the process without a server.
 
 from __future__ import annotations
 
-import logging
-import random
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-__all__ = ["LIMIT_NAMES", "RATE_NAME", "ensure_limit", "ensure_rate", "pace", "server_url", "slot"]
+from ._leases import Lease, acquire, park, release_parked, reuse, take
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "LIMIT_NAMES",
+    "RATE_NAME",
+    "ensure_limit",
+    "ensure_rate",
+    "pace",
+    "release_parked",
+    "server_url",
+    "slot",
+]
 
 LIMIT_NAMES = {"llm": "dsstar-llm", "exec": "dsstar-exec"}
 RATE_NAME = "dsstar-llm-rpm"
@@ -32,6 +38,7 @@ RATE_NAME = "dsstar-llm-rpm"
 _lock = threading.Lock()
 _semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _ensured: set[tuple[str, str]] = set()
+_ensuring = threading.Lock()
 _next_start: dict[int, float] = {}  # requests per minute -> when the next local request may start
 
 
@@ -79,9 +86,13 @@ def _ensure_once(url: str, kind: str, size: int) -> str:
     with _lock:
         if (url, name) in _ensured:
             return name
-    ensure_limit(kind, size)
-    with _lock:
-        _ensured.add((url, name))
+    with _ensuring:  # one creation request, not one per thread of the first wave
+        with _lock:
+            if (url, name) in _ensured:
+                return name
+        ensure_limit(kind, size)
+        with _lock:
+            _ensured.add((url, name))
     return name
 
 
@@ -133,7 +144,7 @@ def pace(rpm: int | None) -> None:
         ensure_rate(rpm)
         with _lock:
             _ensured.add((url, RATE_NAME))
-    _take(RATE_NAME, "rate_limit")
+    take(RATE_NAME, "rate_limit")
 
 
 @contextmanager
@@ -149,107 +160,8 @@ def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
             return
         # The local slot is taken first, so a lone run never waits on the server's polling.
         name = _ensure_once(url, kind, size)
-        lease = _acquire(name, lease_s)
+        lease = reuse(name) or Lease.granted(acquire(name, lease_s), lease_s)
         try:
             yield
         finally:
-            _release(lease)
-
-
-# One kept-alive client per process: a slot costs two small requests, not a new connection
-# and an event loop as prefect.concurrency's context manager does (measured: 4x the wall
-# time of a 100-file describe on 2 cores).
-_client: Any = None
-
-
-def _shared_client() -> Any:
-    global _client
-    with _lock:
-        if _client is None:
-            from prefect import get_client
-
-            _client = get_client(sync_client=True)
-            _client.__enter__()
-        return _client
-
-
-_BUSY_RETRIES = 100  # about 25 s of short waits before a slot request gives up
-
-
-def _post(path: str, body: dict[str, Any]) -> Any:
-    """POST to the server's concurrency API, retried here within milliseconds while the
-    server is busy (503) or unreachable for a moment; other errors are raised at once.
-
-    Prefect's client would wait about 2 s before each retry of a 503 (even with retries
-    turned off), and a SQLite-backed server answers 503 whenever another write holds the
-    database, which happens to most slot requests of a busy run. So the request goes out
-    through the client's connection and credentials, but not its retry loop."""
-    import httpx
-
-    delay = 0.005
-    for attempt in range(_BUSY_RETRIES):
-        transport = _shared_client()._client  # Prefect's httpx client: base URL, auth headers
-        try:
-            request = transport.build_request("POST", path, json=body)
-            response = httpx.Client.send(transport, request)
-            response.raise_for_status()
-            return response
-        except httpx.HTTPStatusError as exc:
-            if exc.response.status_code != 503 or attempt == _BUSY_RETRIES - 1:
-                raise
-        except httpx.TransportError:
-            if attempt == _BUSY_RETRIES - 1:
-                raise
-        time.sleep(delay * random.uniform(0.5, 1.5))
-        delay = min(delay * 2, 0.25)
-    raise AssertionError("unreachable")
-
-
-def _acquire(name: str, lease_s: float) -> str | None:
-    """A lease on one slot of the global limit `name`, waiting while it is full."""
-    response = _take(name, "concurrency", lease_s)
-    if response is None:
-        return None
-    body = response.json()
-    return body.get("lease_id") if body.get("limits") else None  # no limit: no lease
-
-
-def _take(name: str, mode: str, lease_s: float | None = None) -> Any:
-    """Occupy one slot of the global limit `name` ("concurrency" with a lease, or
-    "rate_limit", whose slots decay on their own), waiting while it is full. None when the
-    server's limit API cannot be used."""
-    import httpx
-
-    wait = 0.05
-    while True:
-        try:
-            body = {"names": [name], "slots": 1, "mode": mode}
-            if lease_s is None:
-                response = _post("/v2/concurrency_limits/increment", body)
-            else:
-                body["lease_duration"] = lease_s
-                response = _post("/v2/concurrency_limits/increment-with-lease", body)
-        except httpx.HTTPStatusError as exc:
-            if exc.response.status_code != 423:  # 423 Locked: the limit is full for now
-                return _unlimited(name, exc)
-            retry_after = float(exc.response.headers.get("Retry-After") or wait)
-            time.sleep(min(retry_after, 0.25) * random.uniform(0.5, 1.0))  # polling is cheap
-            continue
-        except httpx.HTTPError as exc:  # timeouts, a server restarting
-            return _unlimited(name, exc)
-        return response
-
-
-def _unlimited(name: str, exc: Exception) -> None:
-    # The local bound still holds; a hiccup of the server's limit API must not fail a run.
-    log.warning("global concurrency limit %s unavailable (%s); local bound only", name, exc)
-    return None
-
-
-def _release(lease: str | None) -> None:
-    if lease is None:
-        return
-    try:
-        _post("/v2/concurrency_limits/decrement-with-lease", {"lease_id": str(lease)})
-    except Exception as exc:  # an expired lease was already freed by the server
-        log.warning("could not release concurrency lease %s: %s", lease, exc)
+            park(name, lease)

@@ -9,9 +9,8 @@ from prefect.context import TaskRunContext
 
 from dsstar.agents import prompt_hash
 from dsstar.llm import LLMConfig, Message, complete
-from dsstar.settings import Settings
 
-from ._common import digest, is_transient, key_part
+from ._common import current_settings, digest, is_transient, key_part
 from .limits import pace, slot
 
 __all__ = ["ask"]
@@ -51,7 +50,7 @@ def ask(
 ) -> dict[str, Any]:
     """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency.
     At most `concurrency` requests (default: DSSTAR_LLM_CONCURRENCY) are in flight at once."""
-    settings = Settings()
+    settings = current_settings()
     api_key = settings.api_key  # read here, never passed as a (recorded) task parameter
     lease_s = float(config.get("timeout") or settings.llm_timeout) + 60
     with slot("llm", concurrency or settings.llm_concurrency, lease_s):

@@ -70,6 +70,28 @@ def test_only_new_or_changed_files_are_hashed(tmp_path):
     }
 
 
+def test_formats_come_from_the_index_until_a_file_changes(tmp_path):
+    lake = make_lake(tmp_path / "lake")
+    path = lake / "orders.csv"
+    catalog, source = open_catalog(tmp_path, lake)
+    assert {f.path: f.format for f in catalog.files(source)}["orders.csv"] == "csv"
+
+    # JSON of the same size under the same mtime: a warm listing reads no file, so the
+    # indexed format stands (as the indexed hash does)...
+    stat, size = path.stat(), path.stat().st_size
+    path.write_text(('{"id": [1, 2]}' + " " * size)[:size])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    catalog, source = open_catalog(tmp_path, lake)
+    assert {f.path: f.format for f in catalog.files(source)}["orders.csv"] == "csv"
+    assert catalog.hashed == 0
+
+    touch(path)  # ...until the file's mtime moves: then it is read and hashed again
+    catalog, source = open_catalog(tmp_path, lake)
+    formats = {f.path: f.format for f in catalog.files(source)}
+    assert formats == {"orders.csv": "json", "a/notes.md": "markdown", "a/b/regions.json": "json"}
+    assert catalog.hashed == 1
+
+
 def test_profiles_are_computed_once_per_content(tmp_path):
     lake = make_lake(tmp_path / "lake")
     computed: list[list[str]] = []

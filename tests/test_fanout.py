@@ -129,6 +129,9 @@ def test_a_lake_larger_than_the_limits_never_exceeds_them(env, llm, tmp_path, fr
     # The run created the server's global limits with its own values, since none existed.
     assert read_limit("dsstar-llm").limit == 2
     assert read_limit("dsstar-exec").limit == 2
+    # Leases handed from one analysis to the next all went back when the command ended.
+    assert read_limit("dsstar-llm").active_slots == 0
+    assert read_limit("dsstar-exec").active_slots == 0
 
 
 def test_runs_take_their_slots_from_the_servers_global_limit(env, llm, tmp_path, fresh_limits):

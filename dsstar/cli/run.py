@@ -129,6 +129,9 @@ def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
     from dsstar.flows._runners import build_task_runner
     from dsstar.flows.ds_star import completed_result, ds_star
 
+    from ..llm import preload
+
+    preload()  # litellm's import overlaps the flow run's start
     error: BaseException | None = None
     stop = _stop_hook(settings, run_id, as_json)
     try:

@@ -6,8 +6,8 @@ and tests); `profile_files` reads inside the sandbox, as generated code does."""
 
 from __future__ import annotations
 
-from ._base import MAX_ROWS
-from ._core import profile_file
+from typing import Any
+
 from ._detect import ARCHIVE_KINDS, FORMATS, archive_kind, detect_format
 from .isolated import ProfileLimits, profile_files, script_source
 
@@ -22,3 +22,17 @@ __all__ = [
     "profile_files",
     "script_source",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The readers import pandas (about 0.8 s): only profiling in this process needs them,
+    # not listing a lake, detecting formats or reading cached profiles.
+    if name == "MAX_ROWS":
+        from ._base import MAX_ROWS
+
+        return MAX_ROWS
+    if name == "profile_file":
+        from ._core import profile_file
+
+        return profile_file
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

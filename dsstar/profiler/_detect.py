@@ -123,11 +123,15 @@ def _zip_has(path: str, prefix: str) -> bool:
         return False
 
 
+_CONTROL_BYTES = bytes([*range(9), *range(14, 32)])  # control bytes that text rarely holds
+
+
 def _looks_binary(head: bytes) -> bool:
     if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return True
-    controls = sum(b < 9 or 13 < b < 32 for b in head[:4096])
-    return controls > len(head[:4096]) * 0.1
+    sample = head[:4096]
+    controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
+    return controls > len(sample) * 0.1
 
 
 def _json_kind(text: str, named: str | None) -> str | None:

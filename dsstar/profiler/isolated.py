@@ -15,11 +15,14 @@ from functools import cache
 from pathlib import Path
 
 from ..sandbox import Limits, run_script
-from . import _base, _core, _detect, _docs, _tables
+from . import _detect
 
 __all__ = ["ProfileLimits", "profile_files", "script_source"]
 
-_MODULES = (_base, _detect, _tables, _docs, _core)  # each only imports the ones before it
+# Their sources make the sandboxed script; they are read from disk, not imported, since
+# they import pandas and this module is loaded by every command that lists a lake.
+_MODULES = ("_base", "_detect", "_tables", "_docs", "_core")  # each imports only earlier ones
+_MARK = "@@dsstar-profile@@ "  # what _core prints before each result (a test checks both agree)
 _RELATIVE_IMPORT = re.compile(r"^from \.\w* import (\([^)]*\)|[^\n]*)\n", re.M)
 
 
@@ -39,7 +42,7 @@ class ProfileLimits:
 def _library() -> str:
     parts = ["from __future__ import annotations\n"]
     for module in _MODULES:
-        source = Path(module.__file__).read_text(encoding="utf-8")
+        source = (Path(_detect.__file__).parent / f"{module}.py").read_text(encoding="utf-8")
         source = source.replace("from __future__ import annotations\n", "")
         parts.append(_RELATIVE_IMPORT.sub("", source))
     return "\n".join(parts)
@@ -62,10 +65,10 @@ def _parse(output: str) -> tuple[dict[str, str], str | None]:
     done: dict[str, str] = {}
     started: str | None = None
     for line in output.split("\n"):
-        if not line.startswith(_core.MARK):
+        if not line.startswith(_MARK):
             continue
         try:
-            record = json.loads(line[len(_core.MARK) :])
+            record = json.loads(line[len(_MARK) :])
         except ValueError:  # a line cut by the output bound
             continue
         if "start" in record:
@@ -110,7 +113,7 @@ def _run_batch(
 
 
 def _tail(output: str) -> str:
-    lines = [ln for ln in output.strip().split("\n") if not ln.startswith(_core.MARK)]
+    lines = [ln for ln in output.strip().split("\n") if not ln.startswith(_MARK)]
     return " ".join(lines[-3:])[:500]
 
 

@@ -291,6 +291,8 @@ def test_time_columns_state_the_years_they_cover(tmp_path):
     one = tmp_path / "day.parquet"
     pd.DataFrame({"ts": pd.to_datetime(["2023-01-05", "2023-11-30"]), "x": [1, 2]}).to_parquet(one)
     assert "year 2023" in profile_file(one)
+
+
 def test_the_sandboxed_script_and_its_reader_share_the_result_mark():
     from dsstar.profiler import _core, isolated
 

@@ -228,7 +228,7 @@ def test_three_runs_share_one_llm_budget_and_rate(env, llm, sales, fresh_limits)
     ]
     results = [run.communicate(timeout=600) for run in runs]
     for run, (out, err) in zip(runs, results, strict=True):
-        assert run.returncode == 0, err[-3000:]
+        assert run.returncode == 0, (out[-2000:], err[-3000:])
         assert json.loads(out)["answer"] == ANSWER
     assert 1 <= gauge.peak <= 2  # never above the server's limit, whatever each run allowed
     assert read_limit("dsstar-llm").active_slots == 0

@@ -91,7 +91,9 @@ def test_a_rejected_key_fails_at_once_without_retries(env, llm, sales):
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: ") and "DSSTAR_API_KEY" in lines[-1]
-    assert len(lines) == 2 and lines[0].startswith("run ")  # the run id, then the error
+    assert lines[0].startswith("run ")  # the run id first, the error last
+    # Between them only progress lines (stderr is not a terminal): no traceback, no retries.
+    assert all(" · " in line for line in lines[1:-1]), lines
     result = json.loads(done.stdout)
     assert result["status"] == "failed" and "DSSTAR_API_KEY" in result["error"]
     assert all(r["status"] == 401 for r in llm.requests)

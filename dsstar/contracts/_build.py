@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import re
 from importlib.metadata import version
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ._read import Table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["MAX_SET_SIZE", "build_suite", "gx_version", "kind_of"]
 
@@ -32,6 +33,8 @@ def gx_version() -> str:
 
 def kind_of(series: pd.Series) -> str:
     """number, bool, datetime or text: the canonical kinds a contract tells apart."""
+    import pandas as pd  # here, not above: commands that only read stored contracts skip it
+
     if pd.api.types.is_bool_dtype(series):
         return "bool"
     if pd.api.types.is_numeric_dtype(series):

@@ -11,8 +11,10 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["MAX_ROWS", "TABULAR_FORMATS", "Table", "canonical", "read_tables"]
 
@@ -45,6 +47,8 @@ def read_tables(path: Path, fmt: str, max_rows: int = MAX_ROWS) -> list[Table]:
 
 def canonical(frame: pd.DataFrame) -> pd.DataFrame:
     """Every column as float64, bool, datetime64 or str (missing values stay missing)."""
+    import pandas as pd  # here, not above: commands that only read stored contracts skip it
+
     out = {}
     for column in frame.columns:
         series = frame[column]
@@ -69,6 +73,8 @@ def _text(value: object) -> object:
 
 
 def _csv(path: Path, rows: int, sep: str = ",") -> list[tuple[str | None, pd.DataFrame]]:
+    import pandas as pd
+
     return [(None, pd.read_csv(path, sep=sep, nrows=rows, encoding_errors="replace"))]
 
 
@@ -77,6 +83,8 @@ def _tsv(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
 
 
 def _excel(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    import pandas as pd
+
     sheets = pd.read_excel(path, sheet_name=None, nrows=rows)
     return [(str(name), frame) for name, frame in sheets.items()]
 
@@ -97,6 +105,8 @@ def _parquet(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
 
 def _json(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     """Only a list of flat-ish records is a table; any other JSON shape gets no contract."""
+    import pandas as pd
+
     if path.stat().st_size > MAX_JSON_BYTES:
         return []
     data = json.loads(path.read_bytes())
@@ -106,10 +116,14 @@ def _json(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
 
 
 def _jsonl(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    import pandas as pd
+
     return [(None, pd.read_json(path, lines=True, nrows=rows))]
 
 
 def _sqlite(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    import pandas as pd
+
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         names = [
             r[0]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ContractError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Failure", "validate_frame"]
 

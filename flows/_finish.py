@@ -31,6 +31,7 @@ def finish(
         solution=final.code if final is not None else None,
         answer=answer,
         status=status.value,
+        figures=final.result.figures if final is not None else None,
     )
     figures = run.add_figures("final", final) if final is not None else []
     objects = final_objects(final, answer, status.value, plan, notebook)

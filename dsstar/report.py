@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FIGURE_SUFFIXES", "RESULT_KEYS", "agent_usage", "run_figures", "run_result"]
+__all__ = ["RESULT_KEYS", "agent_usage", "run_figures", "run_result"]
 
 RESULT_KEYS = (
     "run_id",
@@ -42,9 +42,6 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
     if record.get("error"):
         result["error"] = record["error"]
     return result
-
-
-FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg", ".pdf", ".html")
 
 
 def agent_usage(calls: list[Any]) -> list[dict[str, Any]]:

@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Callable
 from typing import Any
 
 from .agents.router import Route
 from .guidance import Choice, Guidance
 from .runtime import Round, Script
+from .sandbox import ExecResult
 from .storage import analysis_key, round_key
 from .verdict import Verdict
 
 __all__ = [
     "analysis_objects",
+    "figure_entries",
+    "figure_objects",
     "final_objects",
     "guidance_key",
     "guidance_objects",
@@ -40,7 +45,7 @@ def analysis_objects(analyses: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def round_objects(round: Round) -> dict[str, Any]:
-    """rounds/NN/plan.json, code.py, output.txt and verdict.json (in this order)."""
+    """rounds/NN/plan.json, code.py, output.txt, verdict.json (in this order), figures/."""
     folder = f"rounds/{round_key(round.number)}"
     return {
         f"{folder}/plan.json": list(round.plan),
@@ -52,7 +57,21 @@ def round_objects(round: Round) -> dict[str, Any]:
             "execution_ok": round.script.result.ok,
             "attempts": round.script.attempts,
         },
-    }
+    } | figure_objects(folder, round.script.result)
+
+
+def figure_objects(folder: str, result: ExecResult) -> dict[str, bytes]:
+    """<folder>/figures/<name>: the figure files the script saved in its working directory."""
+    return {f"{folder}/figures/{f['name']}": base64.b64decode(f["data"]) for f in result.figures}
+
+
+def figure_entries(folder: str, result: ExecResult, uri: Callable[[str], str]) -> list[dict]:
+    """How run.json lists those figures: where (rounds/NN or final), name, bytes, URI."""
+    return [
+        {"where": folder, "name": f["name"], "bytes": f["bytes"],
+         "uri": uri(f"{folder}/figures/{f['name']}")}
+        for f in result.figures
+    ]  # fmt: skip
 
 
 def route_objects(number: int, route: Route) -> dict[str, Any]:
@@ -104,12 +123,17 @@ def reuse_objects(script: Script, verdict: Verdict, reply: str) -> dict[str, Any
 def final_objects(
     final: Script | None, answer: str | None, status: str, plan: list[str], notebook: str
 ) -> dict[str, Any]:
-    """final/solution.py (when there is one), answer.json and notebook.ipynb."""
+    """final/solution.py (when there is one), answer.json, notebook.ipynb and figures/."""
     solution = {"final/solution.py": final.code} if final is not None else {}
-    return solution | {
-        "final/answer.json": {"answer": answer, "status": status, "plan": plan},
-        "final/notebook.ipynb": notebook,
-    }
+    figures = figure_objects("final", final.result) if final is not None else {}
+    return (
+        solution
+        | {
+            "final/answer.json": {"answer": answer, "status": status, "plan": plan},
+            "final/notebook.ipynb": notebook,
+        }
+        | figures
+    )
 
 
 def round_item(round: Round, calls: list[dict[str, Any]], seconds: float) -> dict[str, Any]:

@@ -43,8 +43,8 @@ def read_run(store: Store, run_id: str) -> dict[str, Any]:
 def run_report(store: Store, run_id: str, database_url: str | None = None) -> dict[str, Any]:
     """Everything `dsstar runs show` reports: run.json, each round's verifier reply, the
     figures the run saved, cost per agent (from the ledger, when it holds the run) and the
-    files the run's scripts saved beside the layout (figures, e.g. plots)."""
-    from .report import FIGURE_SUFFIXES, agent_usage, run_figures
+    figure files (charts) its scripts saved, as run.json lists them."""
+    from .report import agent_usage, run_figures
 
     record = read_run(store, run_id)
     rounds = [row["round"] for row in record.get("round_table") or []]
@@ -66,18 +66,11 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
             agents = agent_usage(Ledger(database_url).calls(run_id)) or None
         except DSStarError:
             agents = None  # the ledger is optional for a report: storage has the rest
-    folders = ["", "final", *(f"rounds/{round_key(n)}" for n in rounds)]
-    saved = [
-        store.uri(f"runs/{run_id}/{folder}/{name}".replace("//", "/"))
-        for folder in folders
-        for name in store.listdir(f"runs/{run_id}/{folder}".rstrip("/"))
-        if name.lower().endswith(FIGURE_SUFFIXES)
-    ]
     return record | {
         "verdict_replies": {str(n): r for n, r in replies.items()},
         "figures": run_figures(record),
         "agents": agents,
-        "saved_files": saved,
+        "saved_figures": record.get("saved_figures") or [],
     }
 
 
@@ -105,7 +98,8 @@ def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
 
 
 def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:
-    """Everything stored for one round: plan, code, output, verdict and route."""
+    """Everything stored for one round: plan, code, output, verdict, route and the URIs of
+    the figure files its script saved (top level of figures/)."""
     folder = f"runs/{run_id}/rounds/{round_key(number)}"
     found: dict[str, Any] = {"round": number}
     for name in ROUND_FILES:
@@ -120,6 +114,8 @@ def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:
             found[key] = text
     if len(found) == 1:
         raise UsageError(f"run {run_id} has no round {number}")
+    names = store.listdir(f"{folder}/figures")
+    found["figures"] = [store.uri(f"{folder}/figures/{name}") for name in names]
     return found
 
 

@@ -121,6 +121,15 @@ class Settings(BaseSettings):
     exec_disk_mb: int = Field(
         1024, ge=8, description="Most MB one script may write to /tmp and its working directory."
     )
+    exec_figures: int = Field(
+        8,
+        ge=0,
+        description="Most figure files (png, jpg, svg, pdf, html; top level of a script's"
+        " working directory and one folder down) kept with a round and the answer; 0 keeps none.",
+    )
+    exec_figures_mb: float = Field(
+        4.0, ge=0, description="Most MB of figure files kept from one script, all together."
+    )
     exec_cpu_seconds: float | None = Field(
         None, gt=0, description="CPU seconds per script process (default: exec timeout + 2)."
     )

@@ -83,7 +83,7 @@ def _storage_hint(url: str) -> str:
 
 
 class Store:
-    """Reads and writes text and JSON objects under one storage URL."""
+    """Reads and writes text, JSON and byte objects under one storage URL."""
 
     def __init__(self, url: str) -> None:
         self.url = normalize_location(url)  # runs resumed from another directory find it
@@ -119,6 +119,14 @@ class Store:
         try:
             self.fs.pipe_file(self._path(key), clean(text).encode("utf-8"))
         except Exception as exc:  # fsspec backends raise their own families (OSError, botocore...)
+            raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
+        return self.uri(key)
+
+    def write_bytes(self, key: str, data: bytes) -> str:
+        """Store `data` as it is (a figure file)."""
+        try:
+            self.fs.pipe_file(self._path(key), bytes(data))
+        except Exception as exc:  # fsspec backends raise their own families
             raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
         return self.uri(key)
 

@@ -31,7 +31,9 @@ def finish(
         solution=final.code if final is not None else None,
         answer=answer,
         status=status.value,
+        figures=final.result.figures if final is not None else None,
     )
+    figures = run.add_figures("final", final) if final is not None else []
     objects = final_objects(final, answer, status.value, plan, notebook)
     uris = dict(zip(objects, run.save(objects, "final"), strict=True))
     solution_uri = uris.get("final/solution.py")
@@ -49,6 +51,7 @@ def finish(
         "answer": uris["final/answer.json"],
         "notebook": uris["final/notebook.ipynb"],
     }
+    links |= {f"figure {f['name']}": f["uri"] for f in figures}
     publish_summary(run.run_id, run.record, {k: v for k, v in links.items() if v})
     return result
 

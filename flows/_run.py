@@ -14,8 +14,15 @@ from prefect.runtime import flow_run
 
 from dsstar.ledger import Ledger, RunRow, question_key
 from dsstar.report import run_result
-from dsstar.run_record import analysis_objects, round_item, round_objects, round_row, usage
-from dsstar.runtime import Round
+from dsstar.run_record import (
+    analysis_objects,
+    figure_entries,
+    round_item,
+    round_objects,
+    round_row,
+    usage,
+)
+from dsstar.runtime import Round, Script
 from dsstar.scratch import owner
 from dsstar.settings import Settings
 from dsstar.storage import Store, check_run_id, round_key
@@ -95,6 +102,7 @@ class Run:
         round as kept (with the calls and seconds it took since the last one) and the URIs."""
         start_calls, start_time = self._round_start
         item = round_item(round, self._calls()[start_calls:], time.monotonic() - start_time)
+        item["figures"] = self.add_figures(f"rounds/{round_key(round.number)}", round.script)
         self.rounds.append(item)
         self.note(
             round_table=[round_row(r) for r in self.rounds], heartbeat_at=_now(), **self.totals()
@@ -106,6 +114,15 @@ class Run:
         )
         self._round_start = (self._call_count(), time.monotonic())
         return item, uris
+
+    def add_figures(self, folder: str, script: Script) -> list[dict[str, Any]]:
+        """List the figures `script` saved (stored under <folder>/figures/) in run.json."""
+        entries = figure_entries(
+            folder, script.result, lambda k: self.store.uri(f"{self.prefix}/{k}")
+        )
+        kept = [f for f in self.record.get("saved_figures") or [] if f["where"] != folder]
+        self.note(saved_figures=kept + entries)  # a resumed run replaces a round's list
+        return entries
 
     # -- the end -----------------------------------------------------------------------------
 

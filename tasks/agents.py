@@ -55,6 +55,8 @@ class RunSpec:
                 "output_bytes": settings.exec_output_bytes,
                 "processes": settings.exec_processes,
                 "disk_mb": settings.exec_disk_mb,
+                "figures": settings.exec_figures,
+                "figures_mb": settings.exec_figures_mb,
                 "cpu_s": settings.exec_cpu_seconds,
                 "warm": settings.exec_pool,
             },

@@ -28,12 +28,14 @@ __all__ = ["publish_round", "publish_rounds_table", "publish_summary", "write_ob
     cache_policy=None,
 )
 def write_objects(label: str, storage: str, objects: dict[str, Any]) -> list[str]:
-    """Write every `key -> text or JSON value` pair; returns their URIs."""
+    """Write every `key -> text, bytes or JSON value` pair; returns their URIs."""
     store = Store(storage)
     return [
-        store.write_text(key, value) if isinstance(value, str) else store.write_json(key, value)
+        store.write_text(key, value) if isinstance(value, str)
+        else store.write_bytes(key, value) if isinstance(value, bytes)
+        else store.write_json(key, value)
         for key, value in objects.items()
-    ]
+    ]  # fmt: skip
 
 
 def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
@@ -49,6 +51,8 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
         f"**Plan**\n\n{plan}\n\n**Code**\n\n```python\n{item['code']}\n```\n\n"
         f"**Output (head)**\n\n```\n{output}\n```\n\nStored at `{uri}`\n"
     )
+    for figure in item.get("figures") or []:
+        markdown += f"\nFigure `{figure['name']}` ({figure['bytes']:,} bytes): `{figure['uri']}`"
     create_markdown_artifact(
         key=artifact_key(f"{run_id}-round-{item['number']:02d}"),
         markdown=clean(markdown),

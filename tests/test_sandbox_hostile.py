@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -238,3 +239,44 @@ def test_output_before_a_hang_or_crash_is_kept(data, how, tmp_path):
                 how, tmp_path)  # fmt: skip
     assert not crash.ok and "before the crash" in crash.output
     assert crash.exit_code == -9 and "SIGKILL" in crash.output
+
+
+def test_figure_files_never_follow_links_block_or_grow(data, how, tmp_path):
+    code = (
+        "import os\n"
+        "os.symlink('/etc/passwd', 'chart.png')\n"
+        "os.symlink('data/table.csv', 'table.png')\n"
+        "os.mkdir('sub'); os.symlink('/etc/passwd', 'sub/deep.svg')\n"
+        "os.symlink('/etc', 'etc')  # a folder link is not followed either\n"
+        "try:\n"
+        "    os.link('data/table.csv', 'hard.png')\n"
+        "except OSError as exc:\n"
+        "    print('no hard link', type(exc).__name__)\n"
+        "os.mkfifo('x.png'); os.mkfifo('sub/y.svg')\n"
+        "with open('big.png', 'wb') as f:\n"
+        "    f.truncate(1 << 30)  # sparse: 1 GB long, nothing written\n"
+        "open('real.png', 'wb').write(b'\\x89PNG real')\n"
+        "print('made')\n"
+    )
+    result = run(code, data, how, tmp_path, disk_mb=2048)
+    assert result.ok and "made" in result.output, result.output
+    assert "no hard link" in result.output  # the data is another mount
+    assert [(f["name"], f["bytes"]) for f in result.figures] == [("real.png", 9)]
+    assert "figure file(s) were not kept" in result.output  # big.png, over the budget
+    assert len(json.dumps(result.to_dict())) < 10_000
+
+
+def test_a_flood_of_figure_files_stays_within_the_bounds(data, how, tmp_path):
+    code = (
+        "import os\n"
+        "os.mkdir('more')\n"
+        "for i in range(1000):\n"
+        "    open(f'f{i:04d}.png', 'wb').write(b'p' * 10_000)\n"
+        "    open(f'more/g{i:04d}.svg', 'wb').write(b's' * 10_000)\n"
+        "print('flooded')\n"
+    )
+    result = run(code, data, how, tmp_path)
+    assert result.ok, result.output
+    assert [f["name"] for f in result.figures] == [f"f{i:04d}.png" for i in range(8)]
+    few = run(code, data, how, tmp_path, figures=1000, figures_mb=0.05)
+    assert len(few.figures) == 5 and sum(f["bytes"] for f in few.figures) <= 0.05 * 2**20

@@ -71,7 +71,8 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """A run's report: question, answer, plan, the rounds with their verdicts, cost per
-    agent and the figures the run saved; with --round N, that round's plan, code and output.
+    agent, the run's totals and the figure files (charts) its scripts saved, with their
+    storage URIs; with --round N, that round's plan, code, output and figures.
     """
     from ..runs import read_round, run_report
     from ..storage import Store, check_run_id
@@ -132,8 +133,14 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
     out.rule("figures")
     for name, value in (record.get("figures") or {}).items():
         out.print(f"{name}: {_figure(name, value)}")
-    for saved in record.get("saved_files") or []:
-        out.print(f"saved: {shown(saved)}")
+    saved = record.get("saved_figures") or []
+    out.rule("saved figures")
+    for item in saved:
+        where = shown(item["where"])
+        out.print(f"{where}: {shown(item['name'])} ({item['bytes']:,} bytes) {shown(item['uri'])}",
+                  markup=False, highlight=False)  # fmt: skip
+    if not saved:
+        out.print("(none: charts a script saves in its working directory are kept here)")
 
 
 def _print_agents(out: Any, agents: list[dict[str, Any]] | None) -> None:
@@ -178,6 +185,8 @@ def _print_round(found: dict[str, Any]) -> None:
     out.print(shown(found.get("output", "")), markup=False, highlight=False)
     if "verdict" in found:
         out.rule(f"verdict: {verdict_label(found['verdict'].get('sufficient'))}")
+    for uri in found.get("figures") or []:
+        out.print(f"figure: {shown(uri)}", markup=False, highlight=False)
 
 
 @app.command()

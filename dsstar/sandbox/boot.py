@@ -8,7 +8,8 @@ Roles:
   stdin (a unix socket); each child gets its own mount namespace and fresh working directory,
   runs exactly one script and exits.
 In both, a root supervisor forks the script under the sandbox uid, reaps every orphan, kills
-what the script left behind and writes the exit status as JSON to a status pipe.
+what the script left behind and writes the exit status, with the figure files the script saved
+(keep.py, whose source modes.py puts before this one), as JSON to a status pipe.
 """
 
 import ctypes
@@ -206,8 +207,22 @@ def supervise(spec, status_fd, start_script, keep_fds=()):
     if _has_children():  # as subreaper, every process the script left is a child here
         kill_leftovers(spec["uid"])
         _reap(None)
-    os.write(status_fd, json.dumps(status).encode())
+    if isinstance(status, dict):
+        status.update(_figures(spec))
+    blob = json.dumps(status).encode()
+    while blob:  # the host reads the pipe to its end: no size limit
+        blob = blob[os.write(status_fd, blob) :]
     os.close(status_fd)
+
+
+def _figures(spec):
+    """The figure files the script left in its working directory (keep.py, prepended)."""
+    caps = spec["limits"]
+    try:
+        workdir = spec.get("workdir", WORK)
+        return collect(workdir, caps.get("figures", 0), caps.get("figure_bytes", 0))  # noqa: F821
+    except Exception as exc:  # noqa: BLE001 - a report without figures beats no report
+        return {"figures": [], "left_out": 0, "figure_error": repr(exc)}
 
 
 def _has_children():

@@ -40,7 +40,10 @@ _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 _HOST_ETC = ("localtime", "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl/certs",
              "ca-certificates", "nsswitch.conf", "mime.types", "alternatives", "fonts")  # fmt: skip
 _PASSTHROUGH_ENV = ("LANG", "LC_ALL", "TZ")
-_BOOT = (Path(__file__).parent / "boot.py").read_text(encoding="utf-8")
+# keep.py (standard library only) defines `collect`, which boot.py's supervisor calls.
+_BOOT = "\n".join(
+    (Path(__file__).parent / name).read_text(encoding="utf-8") for name in ("keep.py", "boot.py")
+)
 _FIX = (
     "install bubblewrap (apt-get install bubblewrap), allow user namespaces"
     " (sysctl -w kernel.unprivileged_userns_clone=1 user.max_user_namespaces=10000), or run"

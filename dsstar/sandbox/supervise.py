@@ -9,6 +9,7 @@ setsid grandchildren included.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
@@ -26,7 +27,16 @@ from typing import Any
 from .modes import is_root
 from .types import ExecResult, Limits
 
-__all__ = ["UID_BASE", "UID_SLOTS", "kill_tree", "kill_uid", "result", "uid_slot", "watch"]
+__all__ = [
+    "UID_BASE",
+    "UID_SLOTS",
+    "kept_figures",
+    "kill_tree",
+    "kill_uid",
+    "result",
+    "uid_slot",
+    "watch",
+]
 
 UID_BASE = 1_200_000  # far from real accounts and the usual subordinate uid ranges
 UID_SLOTS = 256
@@ -245,6 +255,12 @@ def result(
         hits.add("output")
     output = stdout + ("\n" if stdout and not stdout.endswith("\n") else "") + stderr
     output += "".join(_message(hit, limits) for hit in sorted(hits))
+    figures = kept_figures(report, limits)
+    if report.get("left_out"):
+        output += (
+            f"\n[dsstar] {report['left_out']} figure file(s) were not kept: at most"
+            f" {limits.figures} files and {limits.figures_mb:g} MB, regular files only."
+        )
     if exit_code is not None and exit_code < 0 and not hits:
         output += f"\n[dsstar] the script was terminated by {signal.Signals(-exit_code).name}."
     return ExecResult(
@@ -257,8 +273,32 @@ def result(
         sandbox=mode,
         stdout=stdout,
         limits_hit=sorted(hits),
+        figures=figures,
         **extra,
     )
+
+
+def kept_figures(report: dict[str, Any], limits: Limits) -> list[dict[str, Any]]:
+    """The figures the supervisor reported, checked again here: safe relative names, valid
+    base64, within the count and the byte budget."""
+    kept: list[dict[str, Any]] = []
+    budget = int(limits.figures_mb * 1024 * 1024)
+    for item in report.get("figures") or []:
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name.isprintable() or len(name) > 200:
+            continue
+        if len(kept) >= limits.figures:
+            continue
+        parts = name.split("/")
+        if len(parts) > 2 or any(p in ("", ".", "..") or "\\" in p for p in parts):
+            continue
+        try:
+            size = len(base64.b64decode(item.get("data", ""), validate=True))
+        except (ValueError, TypeError):
+            continue
+        if size + sum(f["bytes"] for f in kept) <= budget:
+            kept.append({"name": name, "bytes": size, "data": item["data"]})
+    return kept
 
 
 def _message(hit: str, limits: Limits) -> str:

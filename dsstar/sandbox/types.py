@@ -19,6 +19,8 @@ class Limits:
     disk_mb: int = 1024  # /tmp plus the working directory
     cpu_s: float | None = None  # CPU seconds of each process; None: the wall timeout + 2
     warm: bool = True  # start from the warm interpreter pool when it can be built
+    figures: int = 8  # figure files (png, jpg, svg, pdf, html) kept from the working directory
+    figures_mb: float = 4.0  # their bytes together
 
     @property
     def cpu_seconds(self) -> int:
@@ -31,6 +33,8 @@ class Limits:
             "cpu": self.cpu_seconds,
             "disk": self.disk_mb * 1024 * 1024,
             "processes": self.processes,
+            "figures": self.figures,
+            "figure_bytes": int(self.figures_mb * 1024 * 1024),
         }
 
 
@@ -49,6 +53,9 @@ class ExecResult:
     limits_hit: list[str] = field(default_factory=list)  # e.g. ['memory', 'processes']
     start: str = "cold"  # 'warm' (forked from the pool) or 'cold' (a fresh interpreter)
     note: str = ""  # why a cold start was used although the pool was asked for
+    # Figure files the script saved: {'name' (relative), 'bytes', 'data' (base64)}, bounded
+    # by Limits.figures and figures_mb.
+    figures: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

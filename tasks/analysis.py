@@ -70,7 +70,8 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     every attempt fails, the built-in profiler's description stands in, marked as such."""
     # The analysis task is the unit of caching and retry: its LLM call and scripts run
     # inline, not as task runs of their own (a lake of 1,560 files means 3,120 fewer).
-    run_spec = RunSpec(**spec)
+    # An analyzer prints a description; any chart it saves is not kept.
+    run_spec = RunSpec(**{**spec, "limits": {**spec["limits"], "figures": 0}})
     calls = TaskCalls(run_spec, inline=True)
     sandbox_path = f"data/{file['path']}"
     code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", _request(file)))

@@ -1,0 +1,99 @@
+"""The sandbox's filesystem, built by the root of its new mount namespace. Standard library only.
+
+modes.py puts this source before boot.py's (both run as one `python -c` program): mode
+'unshare' builds the same read-only root as bwrap does and pivots into it, and every script
+gets a fresh tmpfs working directory with the data mounted read-only at `data/`.
+"""
+
+import ctypes
+import os
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH, CLONE_NEWNS = 4096, 16384, 1 << 18, 2, 0x20000
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+WORK, SCRIPT = "/sandbox", "/sandbox/script.py"
+
+
+def _c(value):
+    return None if value is None else value.encode()
+
+
+def _check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(src, target, fstype=None, flags=0, data=None):
+    _check(LIBC.mount(_c(src), _c(target), _c(fstype), ctypes.c_ulong(flags), _c(data)), target)
+
+
+def bind(src, target, readonly=True):
+    mount(src, target, None, MS_BIND | MS_REC)
+    if readonly:
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def prctl(option, value):
+    _check(LIBC.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl {option}")
+
+
+def build_root(spec):
+    """Mode 'unshare': build the same read-only root as bwrap does, then pivot into it."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    new = spec["newroot"]
+    mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for src, dst in spec["binds"]:
+        target = new + dst
+        if os.path.isdir(src):
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            open(target, "a").close()
+        bind(src, target)
+    for link, target in spec["symlinks"]:
+        os.symlink(target, new + link)
+    for path in ("/proc", "/dev", "/tmp", WORK, "/.scratch"):
+        os.makedirs(new + path, exist_ok=True)
+    mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("tmpfs", new + "/dev", "tmpfs", MS_NOSUID, "mode=0755,size=64k")
+    for name in ("null", "zero", "full", "random", "urandom"):
+        open(f"{new}/dev/{name}", "a").close()
+        bind(f"/dev/{name}", f"{new}/dev/{name}", readonly=False)
+    os.makedirs(new + "/dev/shm")
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
+        os.symlink(target, f"{new}/dev/{name}")
+    os.chdir(new)
+    _check(LIBC.syscall(PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
+    _check(LIBC.umount2(b".", MNT_DETACH), "umount old root")  # the host tree is gone
+    os.chdir("/")
+    mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def prepare_workdir(spec, code):
+    """A fresh tmpfs, capped at the disk limit, holds the working directory and /tmp."""
+    uid, disk = spec["uid"], spec["limits"]["disk"]
+    if spec["mode"] == "none":
+        return  # the host made a plain folder; there is no namespace to mount in
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    mount("tmpfs", "/.scratch", "tmpfs", MS_NOSUID | MS_NODEV, f"size={disk},mode=0755{owner}")
+    for name in ("work", "tmp", "shm"):
+        os.mkdir(f"/.scratch/{name}", 0o700)
+        if uid is not None:
+            os.chown(f"/.scratch/{name}", uid, uid)
+    bind("/.scratch/work", WORK, readonly=False)
+    bind("/.scratch/tmp", "/tmp", readonly=False)
+    bind("/.scratch/shm", "/dev/shm", readonly=False)
+    _check(LIBC.umount2(b"/.scratch", MNT_DETACH), "umount scratch")
+    os.mkdir(WORK + "/data", 0o755)  # owned by root: the script cannot replace it
+    bind("/.data", WORK + "/data")
+    with open(SCRIPT, "w", encoding="utf-8", errors="surrogatepass") as handle:
+        handle.write(code)
+    if uid is not None:
+        os.chown(SCRIPT, uid, uid)

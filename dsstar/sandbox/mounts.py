@@ -7,6 +7,7 @@ gets a fresh tmpfs working directory with the data mounted read-only at `data/`.
 
 import ctypes
 import os
+import sys
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
@@ -87,6 +88,10 @@ def prepare_workdir(spec, code):
         os.mkdir(f"/.scratch/{name}", 0o700)
         if uid is not None:
             os.chown(f"/.scratch/{name}", uid, uid)
+    for path in _python_under_tmp():  # carried into the fresh /tmp by the recursive bind
+        inside = "/.scratch/tmp" + path[len("/tmp") :]
+        os.makedirs(inside, 0o755, exist_ok=True)
+        bind(path, inside)
     bind("/.scratch/work", WORK, readonly=False)
     bind("/.scratch/tmp", "/tmp", readonly=False)
     bind("/.scratch/shm", "/dev/shm", readonly=False)
@@ -97,3 +102,12 @@ def prepare_workdir(spec, code):
         handle.write(code)
     if uid is not None:
         os.chown(SCRIPT, uid, uid)
+
+
+def _python_under_tmp():
+    """The interpreter's folders that live under /tmp (a virtualenv made there, as in a clone
+    made with mktemp): the script's fresh /tmp would hide them, so they are bound into it at
+    the same paths, read-only."""
+    executable_root = os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))
+    folders = {sys.prefix, sys.base_prefix, executable_root}
+    return sorted(path for path in folders if path.startswith("/tmp/"))

@@ -18,7 +18,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import JSON, Column, Text, make_url
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
@@ -118,11 +118,26 @@ def _engine(url: str) -> Engine:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         with engine.begin() as connection:
+            _lock_schema(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
     except (SQLAlchemyError, ImportError, ValueError) as exc:
         raise LedgerError(f"cannot open the ledger at {_masked(url)}: {_reason(exc)}") from exc
     return engine
+
+
+# Any fixed number: the key of the PostgreSQL advisory lock that serializes migrations.
+_SCHEMA_LOCK = 0x64737374
+
+
+def _lock_schema(connection: Connection) -> None:
+    """Runs started together may all open a ledger that does not exist yet. The first takes
+    the database's lock for the whole migration; the others wait (up to the connect timeout)
+    and then find the schema current, instead of failing on a table being created."""
+    if connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, taken before any read
+    elif connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK})")
 
 
 def _masked(url: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from typing import Any
 
 import fsspec
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from .errors import StorageError, UsageError
 from .locations import normalize_location
@@ -116,17 +118,23 @@ class Store:
 
     def write_text(self, key: str, text: str) -> str:
         """Store `text` as UTF-8; what cannot be encoded (lone surrogates) is replaced."""
-        try:
-            self.fs.pipe_file(self._path(key), clean(text).encode("utf-8"))
-        except Exception as exc:  # fsspec backends raise their own families (OSError, botocore...)
-            raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
-        return self.uri(key)
+        return self.write_bytes(key, clean(text).encode("utf-8"))
 
     def write_bytes(self, key: str, data: bytes) -> str:
-        """Store `data` as it is (a figure file)."""
+        """Store `data` whole: readers see the old object or the new one, never a part."""
+        path = self._path(key)
         try:
-            self.fs.pipe_file(self._path(key), bytes(data))
-        except Exception as exc:  # fsspec backends raise their own families
+            if not isinstance(self.fs, LocalFileSystem):
+                self.fs.pipe_file(path, bytes(data))  # an object store replaces in one step
+            else:  # a file written in place can be read half-way: write beside it, then rename
+                partial = f"{path}.{secrets.token_hex(4)}.part"
+                try:
+                    self.fs.pipe_file(partial, bytes(data))
+                    os.replace(partial, path)
+                finally:
+                    if os.path.lexists(partial):
+                        os.unlink(partial)
+        except Exception as exc:  # fsspec backends raise their own families (OSError, botocore...)
             raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
         return self.uri(key)
 

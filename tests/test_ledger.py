@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
 import pytest
 import sqlalchemy
 from scenarios import ANSWER, two_rounds
@@ -55,6 +57,38 @@ def test_schema_is_migrated_once_and_versioned(database_url):
         assert [row[0] for row in version] == ["0001"]
         tables = set(sqlalchemy.inspect(connection).get_table_names())
     assert {"dsstar_run", "dsstar_round", "dsstar_llm_call", "dsstar_answer"} <= tables
+
+
+def _open_at_once(url: str, barrier, results) -> None:
+    from dsstar import ledger
+
+    ledger._engine.cache_clear()  # a forked child opens its own engine, as a new process does
+    barrier.wait()
+    try:
+        Ledger(url)
+        results.put("ok")
+    except Exception as exc:  # the parent reports what each process met
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_a_new_ledger_at_once_all_find_one_schema(database_url):
+    """Nightly runs started together share a ledger that does not exist yet: each of them
+    opens it, and none fails on a table another one is creating."""
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(6), context.Queue()
+    workers = [
+        context.Process(target=_open_at_once, args=(database_url, barrier, results))
+        for _ in range(6)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [results.get(timeout=5) for _ in workers] == ["ok"] * 6
+    engine = sqlalchemy.create_engine(database_url)
+    with engine.connect() as connection:
+        versions = connection.execute(sqlalchemy.text("SELECT * FROM dsstar_alembic_version"))
+        assert [row[0] for row in versions] == ["0001"]
 
 
 def test_records_history_and_reuse_lookup(database_url):

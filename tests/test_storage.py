@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,32 @@ def test_json_round_trip(store: Store) -> None:
     assert store.read_json("runs/r1/run.json") == data
     store.write_json("runs/r1/run.json", {"overwritten": 1})
     assert store.read_json("runs/r1/run.json") == {"overwritten": 1}
+
+
+def test_a_reader_never_sees_a_half_written_local_file(store: Store, tmp_path: Path) -> None:
+    """Runs that share a store (a benchmark's tasks, a night's questions) read what the others
+    write: a local file is replaced in one step, so a reader gets the old or the new JSON."""
+    key = "contracts/lake/sales.csv.json"
+    documents = [{"rows": list(range(n, n + 50_000))} for n in (0, 1)]
+    store.write_json(key, documents[0])
+    done = threading.Event()
+
+    def rewrite() -> None:
+        for n in range(20):
+            Store(store.url).write_json(key, documents[n % 2])
+        done.set()
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    seen = 0
+    while not done.is_set():
+        assert store.read_json(key)["rows"][0] in (0, 1)  # raises StorageError when torn
+        seen += 1
+    writer.join()
+    assert seen > 1
+    assert sorted(p.name for p in (tmp_path / "store" / "contracts" / "lake").iterdir()) == [
+        "sales.csv.json"
+    ]  # no temporary file is left beside it
 
 
 def test_exists_and_listdir(store: Store) -> None:

@@ -14,6 +14,7 @@ analyzer answers with a tiny script that prints something about the file), runs 
   the warm lookup, without interpreter start and imports).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/lake.py [--files 1560] [--big-mb 400]
+        [--prefect-database postgresql+asyncpg://postgres@127.0.0.1:PORT/prefect]
 """
 
 from __future__ import annotations
@@ -231,6 +232,12 @@ def main() -> None:
     parser.add_argument("--llm-concurrency", type=int, default=8)
     parser.add_argument("--skip-big", action="store_true", help="Skip the 400 MB lake.")
     parser.add_argument("--skip-describe", action="store_true", help="Only the 400 MB lake.")
+    parser.add_argument(
+        "--prefect-database",
+        metavar="URL",
+        help="The Prefect server's database, e.g. postgresql+asyncpg://user@host:5432/prefect"
+        " (an empty database); default: SQLite in the work folder.",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="dsstar-lake-bench-"))
@@ -245,7 +252,10 @@ def main() -> None:
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONPATH": str(REPO),
     }
-    print(f"cpus {os.cpu_count()}; work folder {work}", flush=True)
+    if args.prefect_database:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = args.prefect_database
+    database = "PostgreSQL" if args.prefect_database else "SQLite"
+    print(f"cpus {os.cpu_count()}; Prefect server on {database}; work folder {work}", flush=True)
     server_proc = start_server(work / "prefect", port, env)
     server = psutil.Process(server_proc.pid)
     gauge = Gauge()

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from fake_llm import Error, text_of
 from scenarios import describe_script, fence
+from shared_data import KRAMABENCH, needs_kramabench
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path("/work/shared/bench/kramabench")
-WORKLOAD = json.loads((ROOT / "workload" / "legal.json").read_text()) if ROOT.exists() else []
+LEGAL = KRAMABENCH / "workload" / "legal.json"
+WORKLOAD = json.loads(LEGAL.read_text()) if LEGAL.exists() else []
 FIRST_FIVE = WORKLOAD[:5]
 WRONG = {"legal-easy-5": "5000"}  # the scripted model gets this one wrong
 FAILS_FIRST = "legal-easy-4"  # its finalyzer call is refused during the first call
@@ -47,14 +48,14 @@ def script_model(llm, refuse: str | None) -> None:
 
 
 def bench(out: Path) -> subprocess.CompletedProcess:
-    argv = ["bench", "run", "--suite", "kramabench", "--root", str(ROOT), "--domain", "legal",
+    argv = ["bench", "run", "--suite", "kramabench", "--root", str(KRAMABENCH), "--domain", "legal",
             "--limit", "5", "--out", str(out), "--parallel", "2", "--json"]  # fmt: skip
     return subprocess.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
                           text=True, timeout=1200, env=os.environ.copy())  # fmt: skip
 
 
 @pytest.mark.timeout(1800)  # three bench calls; the first analyzes 132 files in the sandbox
-@pytest.mark.skipif(not ROOT.exists(), reason="KramaBench's legal domain is not on this machine")
+@needs_kramabench
 def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(env, llm, tmp_path):
     out = tmp_path / "bench"
     script_model(llm, refuse=FAILS_FIRST)

@@ -15,7 +15,6 @@ from dsstar.bench import score, score_files
 from dsstar.bench.dabstep import question_scorer
 from dsstar.bench.kramabench import score_task, text_overlap
 
-KRAMA = Path("/work/shared/bench/kramabench")
 WORKLOAD = Path(__file__).resolve().parent / "data" / "kramabench_legal_sample.json"
 
 

@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from shared_data import KRAMABENCH, needs_kramabench
 
 from dsstar.bench import dabstep_tasks, kramabench_tasks, score, select, write_outputs
 from dsstar.bench.report import agent_totals
 from dsstar.errors import UsageError
-
-KRAMA = Path("/work/shared/bench/kramabench")
 
 
 def dabstep_files(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -43,11 +42,11 @@ def test_dabstep_tasks_carry_question_guidelines_level_and_known_truth(tmp_path)
         dabstep_tasks(tasks, tmp_path / "missing", None)
 
 
-@pytest.mark.skipif(not KRAMA.exists(), reason="KramaBench's legal domain is not on this machine")
+@needs_kramabench
 def test_kramabench_tasks_read_the_workload_and_the_input_folder():
-    found = kramabench_tasks(KRAMA, "legal")
+    found = kramabench_tasks(KRAMABENCH, "legal")
     assert len(found) == 30 and found[0].task_id == "legal-hard-1"
-    assert found[0].data == str(KRAMA / "data" / "legal" / "input")
+    assert found[0].data == str(KRAMABENCH / "data" / "legal" / "input")
     assert found[0].truth["answer_type"] == "numeric_exact"
     assert "number only" in found[0].guidelines
     assert [t.task_id for t in select(found, None, 5)] == [t.task_id for t in found[:5]]
@@ -56,7 +55,7 @@ def test_kramabench_tasks_read_the_workload_and_the_input_folder():
     with pytest.raises(UsageError, match="unknown task ids: nope"):
         select(found, ["nope"], None)
     with pytest.raises(UsageError, match="no workload"):
-        kramabench_tasks(KRAMA, "astronomy")
+        kramabench_tasks(KRAMABENCH, "astronomy")
 
 
 def test_outputs_hold_the_submission_the_scores_and_the_report(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import _wait_http
+from shared_data import KRAMABENCH
 
 from dsstar.data import DataSource
 from dsstar.llm import LLMConfig
@@ -360,20 +361,6 @@ def test_flow_context_shows_a_folder_once_with_its_members() -> None:
 
 
 # --- recall on the shared KramaBench legal slice, with the real profiler ---------------------
-
-
-def _kramabench() -> Path:
-    """DSSTAR_KRAMABENCH, else shared/bench/kramabench beside the checkout (or above it)."""
-    if os.environ.get("DSSTAR_KRAMABENCH"):
-        return Path(os.environ["DSSTAR_KRAMABENCH"])
-    here = Path(__file__).resolve()
-    for parent in here.parents[1:]:
-        if (parent / "shared" / "bench" / "kramabench").is_dir():
-            return parent / "shared" / "bench" / "kramabench"
-    return here.parents[2] / "shared" / "bench" / "kramabench"
-
-
-KRAMABENCH = _kramabench()
 
 
 WILDFIRE = Path(__file__).resolve().parents[1] / "benchmarks" / "kramabench_wildfire"

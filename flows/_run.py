@@ -12,6 +12,7 @@ from typing import Any
 from dsstar.tasks.record import write_objects
 from prefect.runtime import flow_run
 
+from dsstar.form import SECRET_FIELDS
 from dsstar.ledger import Ledger, RunRow, question_key
 from dsstar.report import run_result
 from dsstar.run_record import (
@@ -61,7 +62,7 @@ class Run:
             "flow_run_id": str(flow_run.id) if flow_run.id else None,
             # Secrets never reach storage: the API key and the database URL (which may hold a
             # password) are left out; a resumed run reads them from its environment again.
-            "settings": settings.model_dump(mode="json", exclude={"api_key", "database_url"}),
+            "settings": settings.model_dump(mode="json", exclude=SECRET_FIELDS),
         }
         run = cls(run_id=run_id, store=store, record=record, ledger=Ledger(settings.database_url))
         run.save({"run.json": record}, "run")

@@ -24,7 +24,7 @@ from dsstar import progress
 from dsstar.bench import BenchTask, agent_totals, score, table_rows, write_outputs
 from dsstar.bench.report import render_report
 from dsstar.errors import DSStarError
-from dsstar.form import RunForm, RunOptions
+from dsstar.form import SECRET_FIELDS, RunForm, RunOptions
 from dsstar.ledger import Ledger
 from dsstar.questions import Question
 from dsstar.settings import Settings
@@ -118,7 +118,7 @@ def ds_star_bench(
     if pending:  # only a task that still runs needs the descriptions
         questions = [Question(**task.params()) for task in pending]
         analysis_calls = share_analyses(questions, settings, f"{bench_id}-analysis")
-    shared = settings.model_dump(mode="json", exclude={"api_key", "database_url"})
+    shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
     with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="bench") as pool:
         # Each thread runs in a copy of this flow's context: the runs are its subflows.
         futures = {

@@ -16,7 +16,7 @@ from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
 from dsstar.errors import DSStarError, UsageError
-from dsstar.form import RunForm, explain, form_parameters, options_form
+from dsstar.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
 from dsstar.questions import Question, load_questions
 from dsstar.settings import Settings
 from dsstar.storage import Store
@@ -74,7 +74,7 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     questions = load_questions(questions_file)
     batch = default_run_id()  # stable across retries of this flow run: they resume
     analysis_calls = share_analyses(questions, settings, batch)
-    shared = settings.model_dump(mode="json", exclude={"api_key", "database_url"})
+    shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
     futures = [
         answer.submit(f"{batch}-q{n}", asdict(q), shared) for n, q in enumerate(questions, 1)
     ]

@@ -18,6 +18,7 @@ from ._app import (
     app,
     check_data,
     console,
+    err,
     fail_usage,
     load_settings,
 )
@@ -66,10 +67,11 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
         sys.stdout.write(json.dumps({"data": location, "contracts": documents}) + "\n")
         return
     if not documents:
-        console(stderr=True).print(f"no contracts stored for {location}", highlight=False)
+        err.print(f"no contracts stored for {location}")
+    out = console()
     for document in documents:
-        console().rule(f"{document.get('path')} ({document['uri']})")
-        console().print_json(json.dumps(document.get("tables")))
+        out.rule(f"{document.get('path')} ({document['uri']})")
+        out.print_json(json.dumps(document.get("tables")))
 
 
 @contracts_app.command()
@@ -110,12 +112,11 @@ def validate(
             observed = json.dumps(failure["observed"], default=str)
             print(f"FAILED {failure['path']}: {failure['expectation']} observed {observed}")
         for item in report["files"]:
-            console(stderr=True).print(f"{item['status']:9} {item['path']} ({item['seconds']}"
-                                       " s)", highlight=False, markup=False)  # fmt: skip
+            err.print(f"{item['status']:9} {item['path']} ({item['seconds']} s)")
         if data_docs:
             for label in ("data_docs", "summary"):
                 shown = report.get(label) or "(no contracts to render)"
-                console(stderr=True).print(f"{label}: {shown}", highlight=False)
+                err.print(f"{label}: {shown}")
     if report["failed"]:
         raise typer.Exit(EXIT_FAILED)
 

@@ -14,10 +14,10 @@ import importlib.machinery
 import sys
 from pathlib import Path
 
-__all__ = ["install", "top_folder"]
+__all__ = ["SOURCE_ROOT", "install", "top_folder"]
 
 PACKAGE = Path(__file__).resolve().parent
-_SOURCE_ROOT = PACKAGE.parent
+SOURCE_ROOT = PACKAGE.parent  # the folder holding the package: a checkout, or site-packages
 _TOP_PACKAGES = ("flows", "tasks")
 
 
@@ -25,7 +25,7 @@ def top_folder(name: str) -> Path:
     """The folder `name` of the layout: inside the installed package, else at the top of the
     source tree."""
     installed = PACKAGE / name
-    return installed if installed.is_dir() else _SOURCE_ROOT / name
+    return installed if installed.is_dir() else SOURCE_ROOT / name
 
 
 class _SourceTreeFinder(importlib.abc.MetaPathFinder):
@@ -37,14 +37,14 @@ class _SourceTreeFinder(importlib.abc.MetaPathFinder):
         if fullname not in self.names:
             return None
         # The last part of the name is looked up in the given folder: flows -> <root>/flows.
-        return importlib.machinery.PathFinder.find_spec(fullname, [str(_SOURCE_ROOT)])
+        return importlib.machinery.PathFinder.find_spec(fullname, [str(SOURCE_ROOT)])
 
 
 def install() -> None:
     """In a source tree, make dsstar.flows and dsstar.tasks importable; installed, do nothing."""
     if (PACKAGE / _TOP_PACKAGES[0]).is_dir():
         return  # an installed copy: the packages are inside dsstar/
-    if not all((_SOURCE_ROOT / name / "__init__.py").is_file() for name in _TOP_PACKAGES):
+    if not all((SOURCE_ROOT / name / "__init__.py").is_file() for name in _TOP_PACKAGES):
         return
     if not any(isinstance(finder, _SourceTreeFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _SourceTreeFinder())

@@ -9,19 +9,15 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-import dsstar
+from dsstar._layout import SOURCE_ROOT
 from dsstar.locations import is_remote
 from dsstar.settings import Settings
 
 __all__ = ["build_task_runner", "default_task_runner", "shared_storage_warning"]
 
-# Ray workers must import dsstar (and with it dsstar.flows and dsstar.tasks): the folder that
-# holds the package, a source tree's root or the site-packages of an install.
-_REPO = str(Path(dsstar.__file__).resolve().parents[1])
 logger = logging.getLogger("dsstar.runners")
 
 
@@ -88,7 +84,8 @@ def _ray(settings: Settings) -> TaskRunner:
 
     if settings.ray_address:
         return RayTaskRunner(address=settings.ray_address)
-    path = os.pathsep.join(p for p in (_REPO, os.environ.get("PYTHONPATH")) if p)
+    # Ray workers must import dsstar (and with it dsstar.flows and dsstar.tasks).
+    path = os.pathsep.join(p for p in (str(SOURCE_ROOT), os.environ.get("PYTHONPATH")) if p)
     return RayTaskRunner(
         init_kwargs={
             "num_cpus": settings.task_workers,

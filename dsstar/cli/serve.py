@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from .._layout import SOURCE_ROOT
 from ..errors import DSStarError, UsageError
 from ..questions import load_questions
 from ._app import (
@@ -80,7 +81,7 @@ def serve(
     prefect_serve(on_demand, nightly, limit=limit)
 
 
-PROJECT = Path(__file__).resolve().parents[2]  # the folder holding deployments/ and flows/
+PROJECT = SOURCE_ROOT  # in a checkout, the folder holding deployments/ and flows/
 
 
 def questions_path(name: str) -> Path:

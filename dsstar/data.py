@@ -20,7 +20,7 @@ from fsspec.core import url_to_fs
 from .errors import DataError
 from .lake import ArchiveLimits, Skipped, build_view
 from .lake.archives import sha256_of
-from .locations import is_remote, local_path, normalize_location
+from .locations import is_remote, local_path
 from .profiler import ProfileLimits, detect_format
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "DataSource",
     "Skipped",
     "archive_limits",
-    "normalize_location",  # lives in dsstar.locations; kept here for existing imports
     "profile_limits",
 ]
 

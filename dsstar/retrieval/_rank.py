@@ -10,12 +10,12 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ._sources import MIN_MEMBERS, Source, group_sources
-from ._text import document_text, name_years, path_words, span_years, tokenize
+from ._text import YEAR, document_text, name_years, path_words, span_years, tokenize
 
 __all__ = ["Hit", "Similarity", "rank", "rank_sources", "reciprocal_rank_fusion", "source_text"]
 
 RRF_K = 60  # the usual constant: damps the head of each ranking so no single one dominates
-_YEAR = re.compile(r"(?:1[7-9]|20)\d\d")  # a question word that names a year
+_YEAR = re.compile(YEAR)  # a question word that names a year
 _MAX_MEMBER_NAMES = 200  # member names indexed for a folder source (state names, dates...)
 
 # Similarity of the question to each source text, e.g. embedding cosine similarity.

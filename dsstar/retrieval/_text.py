@@ -43,11 +43,11 @@ def tokenize(text: str) -> list[str]:
     return stemmer.stemWords(words) if stemmer is not None else words  # type: ignore[attr-defined]
 
 
-_YEAR = r"((?:1[7-9]|20)\d\d)"
+YEAR = r"((?:1[7-9]|20)\d\d)"  # a year the lakes' files and questions speak of
 # A range of years or dates: "2002-2014", "Jan2016-Dec2022", "20131129_to_20140128", and
 # the profiler's "years 2001-2024". Digits on either side would make it a longer number.
 _RANGE = re.compile(
-    rf"(?<!\d){_YEAR}(?:\d\d){{0,2}}(?:-|_to_|\.\.|\u2013)[A-Za-z]{{0,9}}{_YEAR}(?:\d\d){{0,2}}(?!\d)"
+    rf"(?<!\d){YEAR}(?:\d\d){{0,2}}(?:-|_to_|\.\.|\u2013)[A-Za-z]{{0,9}}{YEAR}(?:\d\d){{0,2}}(?!\d)"
 )
 _MAX_SPAN = 300  # a wider "span" is a mistake, not a time series: it stands for no year
 
@@ -94,7 +94,7 @@ def span_years(text: str) -> list[str]:
 # A year that closes a file name: files split by period are named so ("boardings_2023.parquet",
 # "water-body-testing-2013.csv"); a leading year ("2024_CSN_Report_Count.csv") is more often
 # an edition than the period the rows cover, so it stays a plain word.
-_CLOSING_YEAR = re.compile(r"(?<!\d)((?:1[7-9]|20)\d\d)$")
+_CLOSING_YEAR = re.compile(rf"(?<!\d){YEAR}$")
 
 
 def name_years(path: str) -> list[str]:

@@ -282,7 +282,7 @@ def kept_figures(report: dict[str, Any], limits: Limits) -> list[dict[str, Any]]
     """The figures the supervisor reported, checked again here: safe relative names, valid
     base64, within the count and the byte budget."""
     kept: list[dict[str, Any]] = []
-    budget = int(limits.figures_mb * 1024 * 1024)
+    budget = limits.figure_bytes
     for item in report.get("figures") or []:
         name = item.get("name") if isinstance(item, dict) else None
         if not isinstance(name, str) or not name.isprintable() or len(name) > 200:

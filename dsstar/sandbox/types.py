@@ -26,6 +26,10 @@ class Limits:
     def cpu_seconds(self) -> int:
         return int(self.cpu_s if self.cpu_s is not None else self.timeout_s + 2)
 
+    @property
+    def figure_bytes(self) -> int:
+        return int(self.figures_mb * 1024 * 1024)
+
     def boot(self) -> dict[str, int]:
         """The caps the program inside the sandbox applies, in bytes and seconds."""
         return {
@@ -34,7 +38,7 @@ class Limits:
             "disk": self.disk_mb * 1024 * 1024,
             "processes": self.processes,
             "figures": self.figures,
-            "figure_bytes": int(self.figures_mb * 1024 * 1024),
+            "figure_bytes": self.figure_bytes,
         }
 
 

@@ -59,8 +59,10 @@ class FlowRuntime(TaskCalls):
         if not self.settings.ask_human:
             return None
         key = f"{self.run.prefix}/{guidance_key(checkpoint.round)}"
-        if self.run.store.exists(key):  # a resumed run: the earlier answer stands, so the
-            return read_guidance(self.run.store.read_json(key))  # guided calls are cached
+        try:  # a resumed run: the earlier answer stands, so the guided calls are cached
+            return read_guidance(self.run.store.read_json(key))
+        except FileNotFoundError:
+            pass
         # The Prefect UI's form (the run pauses), or the terminal prompt of `dsstar run`.
         progress.emit("human", round=checkpoint.round, timeout_s=self.settings.human_timeout)
         guidance = ask_human(checkpoint, self.settings.human_timeout)

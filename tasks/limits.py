@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ._leases import Lease, acquire, park, release_parked, reuse, take
@@ -81,16 +81,17 @@ def ensure_limit(kind: str, size: int, *, reset: bool = False) -> str:
     return name
 
 
-def _ensure_once(url: str, kind: str, size: int) -> str:
-    name = LIMIT_NAMES[kind]
+def _ensure_once(url: str, name: str, create: Callable[[], object]) -> str:
+    """Call `create` for the limit `name` of the server at `url` once per process: one
+    creation request, not one per thread of the first wave."""
     with _lock:
         if (url, name) in _ensured:
             return name
-    with _ensuring:  # one creation request, not one per thread of the first wave
+    with _ensuring:
         with _lock:
             if (url, name) in _ensured:
                 return name
-        ensure_limit(kind, size)
+        create()
         with _lock:
             _ensured.add((url, name))
     return name
@@ -138,13 +139,7 @@ def pace(rpm: int | None) -> None:
             _next_start[rpm] = start + 60 / rpm
         time.sleep(start - now)
         return
-    with _lock:
-        known = (url, RATE_NAME) in _ensured
-    if not known:
-        ensure_rate(rpm)
-        with _lock:
-            _ensured.add((url, RATE_NAME))
-    take(RATE_NAME, "rate_limit")
+    take(_ensure_once(url, RATE_NAME, lambda: ensure_rate(rpm)), "rate_limit")
 
 
 @contextmanager
@@ -159,7 +154,7 @@ def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
             yield
             return
         # The local slot is taken first, so a lone run never waits on the server's polling.
-        name = _ensure_once(url, kind, size)
+        name = _ensure_once(url, LIMIT_NAMES[kind], lambda: ensure_limit(kind, size))
         lease = reuse(name) or Lease.granted(acquire(name, lease_s), lease_s)
         try:
             yield

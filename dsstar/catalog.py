@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -88,50 +87,29 @@ class Catalog:
         self._index_key = f"catalog/roots/{_short(root)}.json"
         self._index = self._load_index()
         self._changed = False
-        self._formats: dict[str, tuple[int, int, str]] = {}  # detected, not indexed yet
         self.hashed = 0  # files whose content was hashed by this catalog (new or changed)
         self.computed = 0  # profiles computed (not found in the catalog)
 
     # -- listing ---------------------------------------------------------------------------
 
-    def _known(self, path: Path, relative: str) -> tuple[os.stat_result, list[Any] | None]:
-        """The file's stat, and its index entry when its size and mtime are unchanged."""
+    def identify(self, path: Path, relative: str) -> tuple[str, str]:
+        """A file's sha256 and format: the indexed ones while its size and mtime (and, for
+        the format, the detector) are unchanged, else computed now and indexed."""
         stat = path.stat()
         known = self._index.get(relative)
-        if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
-            return stat, known
-        return stat, None
-
-    def format_of(self, path: Path, relative: str) -> str:
-        """A file's format: the indexed one when the file and the detector are unchanged,
-        else detected from its head now (and indexed with its hash by `digest`)."""
-        stat, known = self._known(path, relative)
-        if known and len(known) >= 5 and known[4] == _detector_version():
-            return known[3]
-        found = detect_format(str(path))
-        self._formats[relative] = (stat.st_size, stat.st_mtime_ns, found)
-        return found
-
-    def digest(self, path: Path, relative: str) -> str:
-        """The sha256 of a file under the root: the indexed one when its size and mtime are
-        unchanged, else hashed now (and indexed)."""
-        stat, known = self._known(path, relative)
-        if known:
-            sha = known[2]
-        else:
-            sha = sha256_file(path)
+        if not (known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns):
+            known = [stat.st_size, stat.st_mtime_ns, sha256_file(path)]
             self.hashed += 1
-            self._index[relative] = [stat.st_size, stat.st_mtime_ns, sha]
-            self._changed = True
-        detected = self._formats.pop(relative, None)
-        if detected and detected[:2] == (stat.st_size, stat.st_mtime_ns):
-            self._index[relative] = [*self._index[relative][:3], detected[2], _detector_version()]
-            self._changed = True
-        return sha
+        if len(known) >= 5 and known[4] == _detector_version():
+            return known[2], known[3]
+        found = detect_format(str(path))
+        self._index[relative] = [*known[:3], found, _detector_version()]
+        self._changed = True
+        return known[2], found
 
     def files(self, source: DataSource) -> list[DataFile]:
         """Every file of `source`, hashing only new or changed ones; the index is saved."""
-        files = source.files(digest=self.digest, format_of=self.format_of)
+        files = source.files(identify=self.identify)
         present = {f.path for f in files}
         gone = [path for path in self._index if path not in present]
         for path in gone:

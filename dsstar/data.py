@@ -68,6 +68,11 @@ class DataFile:
         return f"data/{self.path}"
 
 
+def _identify(path: Path, relative: str) -> tuple[str, str]:
+    """A file's sha256 and format, read from the file itself."""
+    return sha256_of(path), detect_format(str(path))
+
+
 class DataSource:
     """The data root of a run, materialized as a local read-only view."""
 
@@ -116,28 +121,18 @@ class DataSource:
         """Entries of the data root that are not in the view, with the reason for each."""
         return self._view[1]
 
-    def files(
-        self,
-        digest: Callable[[Path, str], str] | None = None,
-        format_of: Callable[[Path, str], str] | None = None,
-    ) -> list[DataFile]:
+    def files(self, identify: Callable[[Path, str], tuple[str, str]] = _identify) -> list[DataFile]:
         """Every file of the view, sorted by path. Raises DataError when there is none.
-        `digest(path, relative_path)` gives a file's sha256 (default: hash its bytes) and
-        `format_of(path, relative_path)` its format (default: detect it from its head); the
-        catalog passes ones that reuse what it knows of unchanged files."""
+        `identify(path, relative_path)` gives a file's sha256 and format (default: hash its
+        bytes and detect the format from its head); the catalog passes one that reuses what
+        it knows of unchanged files."""
         view = self.mount_dir
         paths = sorted(p for p in view.rglob("*") if p.is_file())
         files = []
         for p in paths:
             relative = p.relative_to(view).as_posix()
-            files.append(
-                DataFile(
-                    path=relative,
-                    size=p.stat().st_size,
-                    format=format_of(p, relative) if format_of else detect_format(str(p)),
-                    sha256=digest(p, relative) if digest else sha256_of(p),
-                )
-            )
+            sha, found = identify(p, relative)
+            files.append(DataFile(path=relative, size=p.stat().st_size, format=found, sha256=sha))
         if not files:
             why = f" ({len(self.skipped)} entries skipped)" if self.skipped else ""
             raise DataError(f"no files found under {self.url}{why}")

@@ -27,6 +27,7 @@ from dsstar.errors import DSStarError
 from dsstar.form import SECRET_FIELDS, RunForm, RunOptions
 from dsstar.ledger import Ledger
 from dsstar.questions import Question
+from dsstar.report import agent_usage
 from dsstar.settings import Settings
 from dsstar.storage import Store
 
@@ -173,14 +174,8 @@ def _outcome(
     run_id = record.get("run_id") or ""
     agents: dict[str, dict[str, Any]] = {}
     try:
-        for call in ledger.calls(run_id) if run_id else []:
-            usage = agents.setdefault(
-                call.agent, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-            )
-            usage["calls"] += 1
-            usage["input_tokens"] += call.input_tokens
-            usage["output_tokens"] += call.output_tokens
-            usage["cost_usd"] += call.cost_usd or 0.0
+        for usage in agent_usage(ledger.calls(run_id) if run_id else []):
+            agents[usage.pop("agent")] = usage | {"cost_usd": usage["cost_usd"] or 0.0}
     except DSStarError:
         pass  # the ledger is down: the report shows totals from run.json only
     solution = None

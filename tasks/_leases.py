@@ -108,9 +108,8 @@ def _reap() -> None:
 
 
 def release_parked(tries: int = _BUSY_RETRIES) -> None:
-    """Give every parked lease back to the server now (at the end of a fan-out or process;
-    at exit with one try each, so a server that is gone does not hold the exit up: an
-    unreturned lease expires on its own)."""
+    """Give every parked lease back to the server now. At exit it has one try each, so a
+    server that is gone does not hold the exit up: an unreturned lease expires on its own."""
     with _lock:
         due = [lease for leases in _parked.values() for lease in leases]
         _parked.clear()

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ._leases import Lease, acquire, park, release_parked, reuse, take
+from ._leases import Lease, acquire, park, reuse, take
 
 __all__ = [
     "LIMIT_NAMES",
@@ -27,7 +27,6 @@ __all__ = [
     "ensure_limit",
     "ensure_rate",
     "pace",
-    "release_parked",
     "server_url",
     "slot",
 ]

@@ -10,6 +10,7 @@
     ├── StorageError             the artifact store cannot be read or written
     ├── ContractError            a data contract (GX suite) cannot be built, read or checked
     ├── LedgerError              the run ledger's database cannot be reached or migrated
+    ├── SlotWaitError            no shared concurrency slot came free within DSSTAR_SLOT_WAIT
     └── AgentError               an agent's replies never became usable (e.g. no plan step)
 
     Interrupted                  SIGINT or SIGTERM asked a command to stop (a BaseException,
@@ -33,6 +34,7 @@ __all__ = [
     "LLMFatalError",
     "LLMTransientError",
     "LedgerError",
+    "SlotWaitError",
     "StorageError",
     "UsageError",
 ]
@@ -84,6 +86,11 @@ class LedgerError(DSStarError):
 
 class AgentError(DSStarError):
     """An agent never produced a usable reply, so the run cannot continue."""
+
+
+class SlotWaitError(DSStarError):
+    """A shared concurrency limit stayed full for longer than the run may wait; the message
+    names the limit, what holds it and the command that frees it."""
 
 
 class Interrupted(BaseException):

@@ -142,19 +142,28 @@ class Settings(BaseSettings):
         default_factory=lambda: os.cpu_count() or 1,
         ge=1,
         description="Most generated scripts running at once (default: the CPU count). Under a"
-        " Prefect server the runs share the global concurrency limit 'dsstar-exec'.",
+        " shared Prefect server (PREFECT_API_URL) the runs share the global concurrency limit"
+        " 'dsstar-exec'.",
     )
     llm_concurrency: int = Field(
         8,
         ge=1,
-        description="Most LLM requests in flight at once. Under a Prefect server the runs share"
-        " the global concurrency limit 'dsstar-llm'.",
+        description="Most LLM requests in flight at once. Under a shared Prefect server"
+        " (PREFECT_API_URL) the runs share the global concurrency limit 'dsstar-llm'.",
     )
     llm_rpm: int | None = Field(
         None,
         ge=1,
         description="Most LLM requests started per minute (unset: no rate limit). Under a"
-        " Prefect server the runs share the global rate limit 'dsstar-llm-rpm'.",
+        " shared Prefect server (PREFECT_API_URL) the runs share the global rate limit"
+        " 'dsstar-llm-rpm'.",
+    )
+    slot_wait: float = Field(
+        600.0,
+        gt=0,
+        description="Most seconds a run waits for a slot of a shared concurrency limit"
+        " (dsstar-llm, dsstar-exec) before it fails, naming the limit, what holds it and"
+        " `dsstar limits`, which frees it.",
     )
     sandbox: str = Field(
         "auto",

@@ -42,8 +42,7 @@ def execute(
     """Run `code` in the sandbox with the data folder mounted read-only at `data/`. At most
     `max_parallel` scripts (default: DSSTAR_MAX_PARALLEL) run at once."""
     settings = current_settings()
-    lease_s = float(limits.get("timeout_s") or settings.exec_timeout) + 60
-    with slot("exec", max_parallel or settings.max_parallel, lease_s):
+    with slot("exec", max_parallel or settings.max_parallel, run_id, settings.slot_wait):
         result = run_script(
             code,
             data_dir=Path(data_dir),

@@ -1,11 +1,17 @@
 """How much runs at once: LLM requests in flight and scripts running.
 
 Every process keeps its own bound (a semaphore per kind and size), so one run never exceeds
-its `--llm-concurrency` and `--max-parallel`, whatever the lake size. Under a Prefect server
-(PREFECT_API_URL set) every slot is also taken from a global concurrency limit, `dsstar-llm`
-or `dsstar-exec`, so that all the runs of that server share one budget. `dsstar serve`
-creates (or resets) those limits; a run creates one with its own value when it is missing,
-and otherwise leaves the server's value alone (it can be changed in the Prefect UI).
+its `--llm-concurrency` and `--max-parallel`, whatever the lake size. Under a shared Prefect
+server (PREFECT_API_URL set by the user) every slot is also taken from a global concurrency
+limit, `dsstar-llm` or `dsstar-exec`, so that all the runs of that server share one budget.
+`dsstar serve` creates (or resets) those limits; a run creates one with its own value when
+it is missing, and otherwise leaves the server's value alone (it can be changed in the
+Prefect UI). How a slot held by a process that died comes back: see `_leases`.
+
+A command's own temporary server (`dsstar.cli._server`) serves that one process, so its
+runs keep to their local bound and take no server slot: such a server keeps its leases in
+memory while the counts live in the database every run of the user shares, and a slot
+counted there by a server that is gone could never be given back.
 
 With DSSTAR_LLM_RPM, LLM requests are also paced: at most that many start per minute,
 shared the same way through a rate limit `dsstar-llm-rpm` (a global limit whose slots decay
@@ -14,16 +20,21 @@ at RPM/60 per second), or kept in the process without a server.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-from ._leases import Lease, acquire, park, reuse, take
+from . import _holders
+from ._leases import acquire, park, reuse, take
 
 __all__ = [
     "LIMIT_NAMES",
+    "PRIVATE_API_ENV",
     "RATE_NAME",
+    "holder_records",
     "ensure_limit",
     "ensure_rate",
     "pace",
@@ -33,6 +44,8 @@ __all__ = [
 
 LIMIT_NAMES = {"llm": "dsstar-llm", "exec": "dsstar-exec"}
 RATE_NAME = "dsstar-llm-rpm"
+# Set by a command to the URL of the temporary server it started for itself.
+PRIVATE_API_ENV = "DSSTAR_PRIVATE_API_URL"
 
 _lock = threading.Lock()
 _semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}
@@ -42,10 +55,19 @@ _next_start: dict[int, float] = {}  # requests per minute -> when the next local
 
 
 def server_url() -> str | None:
-    """The Prefect API in use, or None for the ephemeral (in-process) server."""
+    """The shared Prefect API whose global limits runs take part in; None for Prefect's
+    in-process server and for this command's own temporary one."""
     from prefect.settings import get_current_settings
 
-    return get_current_settings().api.url or None
+    url = get_current_settings().api.url or None
+    return None if url and url == os.environ.get(PRIVATE_API_ENV) else url
+
+
+def holder_records(url: str) -> Path:
+    """The folder of this machine's holder records for the server at `url`."""
+    from prefect.settings import get_current_settings
+
+    return _holders.folder(Path(get_current_settings().home), url)
 
 
 def _semaphore(kind: str, size: int) -> threading.BoundedSemaphore:
@@ -142,11 +164,10 @@ def pace(rpm: int | None) -> None:
 
 
 @contextmanager
-def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
-    """Hold one of `size` slots of `kind` in this process and, under a Prefect server, one
-    slot of the server's global limit, for the duration of the block. The server's slot is
-    leased for `lease_s` seconds (longer than the block can last), so the slots of a process
-    that dies come back on their own."""
+def slot(kind: str, size: int, run_id: str = "", wait_s: float | None = None) -> Iterator[None]:
+    """Hold one of `size` slots of `kind` in this process and, under a shared Prefect
+    server, one slot of the server's global limit, for the duration of the block. Waiting
+    longer than `wait_s` for the server's slot raises SlotWaitError."""
     with _semaphore(kind, size):
         url = server_url()
         if not url:
@@ -154,8 +175,56 @@ def slot(kind: str, size: int, lease_s: float) -> Iterator[None]:
             return
         # The local slot is taken first, so a lone run never waits on the server's polling.
         name = _ensure_once(url, LIMIT_NAMES[kind], lambda: ensure_limit(kind, size))
-        lease = reuse(name) or Lease.granted(acquire(name, lease_s), lease_s)
+        lease = reuse(name) or acquire(name, holder_records(url), run_id, wait_s)
         try:
             yield
         finally:
-            park(name, lease)
+            park(lease)
+
+
+def inspect(*, free: bool = True, reset: bool = False) -> dict[str, object]:
+    """The shared limits of the Prefect API in use, what holds each slot, and what was
+    freed: slots of recorded holders that are gone (`free`), or every slot (`reset`)."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import get_current_settings
+
+    from ._leases import free_gone
+
+    url = get_current_settings().api.url or ""
+    records = holder_records(url)
+    freed = free_gone(records) if free and not reset else []
+    rows = []
+    with get_client(sync_client=True) as client:
+        for name in (*LIMIT_NAMES.values(), RATE_NAME):
+            try:
+                limit = client.read_global_concurrency_limit_by_name(name)
+            except ObjectNotFound:
+                continue
+            if reset and limit.active_slots:
+                update = GlobalConcurrencyLimitUpdate(active_slots=0)
+                client.update_global_concurrency_limit(name, update)
+                limit.active_slots = 0
+            holders = [] if reset else _holders.read(records, name)
+            rows.append(
+                {
+                    "name": name,
+                    "limit": limit.limit,
+                    "active": limit.active_slots,
+                    "holders": [
+                        {**vars(h), "alive": h.alive(), "description": h.describe()}
+                        for h in holders
+                    ],
+                }
+            )
+    if reset:
+        for path in records.glob("*.json"):
+            path.unlink(missing_ok=True)
+    return {
+        "api": url,
+        "shared": server_url() is not None,
+        "limits": rows,
+        "freed": [{**vars(h), "description": h.describe()} for h in freed],
+        "reset": reset,
+    }

@@ -52,8 +52,7 @@ def ask(
     At most `concurrency` requests (default: DSSTAR_LLM_CONCURRENCY) are in flight at once."""
     settings = current_settings()
     api_key = settings.api_key  # read here, never passed as a (recorded) task parameter
-    lease_s = float(config.get("timeout") or settings.llm_timeout) + 60
-    with slot("llm", concurrency or settings.llm_concurrency, lease_s):
+    with slot("llm", concurrency or settings.llm_concurrency, run_id, settings.slot_wait):
         pace(settings.llm_rpm)
         reply = complete(
             LLMConfig(**config),

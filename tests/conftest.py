@@ -195,3 +195,17 @@ def postgres_url():
     yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/dsstar"
     run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
     shutil.rmtree(data, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the figures tests measured (soak and benchmark-like tests record them as the
+    user property `figures`; they reach here from xdist workers too)."""
+    shown = False
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for name, value in getattr(report, "user_properties", ()):
+                if name == "figures" and getattr(report, "when", "call") == "call":
+                    if not shown:
+                        terminalreporter.section("measured figures")
+                        shown = True
+                    terminalreporter.write_line(str(value))

@@ -106,6 +106,11 @@ class LiveProgress:
         elif kind == "llm_done":
             self.state["tokens"] += event["input_tokens"] + event["output_tokens"]
             self.state["cost"] += event.get("cost_usd") or 0.0
+        elif kind == "slot_wait":
+            waited = int(event["waited"])
+            where = self.state["where"] = (
+                f"waiting {waited} s for a {event['limit']} slot ({event['detail']})"
+            )
         elif kind == "human":
             self.state["where"] = f"round {event['round']:02d} waiting for a person"
         elif kind == "round":

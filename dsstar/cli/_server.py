@@ -79,7 +79,9 @@ class EphemeralServer:
 
 def ensure_api() -> EphemeralServer | None:
     """Start a server for this process when Prefect has no API URL configured (neither in the
-    environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL."""
+    environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL.
+    It is marked private (DSSTAR_PRIVATE_API_URL): runs take no slot of its global limits,
+    whose counts would outlive it in the database all runs of the user share."""
     if os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux"):
         return None  # configured; or no PR_SET_PDEATHSIG here: Prefect's own server then
     from prefect.context import refresh_global_settings_context
@@ -88,7 +90,7 @@ def ensure_api() -> EphemeralServer | None:
     if get_current_settings().api.url:
         return None
     server = EphemeralServer()
-    os.environ["PREFECT_API_URL"] = server.url
+    os.environ["PREFECT_API_URL"] = os.environ["DSSTAR_PRIVATE_API_URL"] = server.url
     refresh_global_settings_context()
     return server
 

@@ -1,0 +1,68 @@
+"""`dsstar limits`: the shared concurrency limits, what holds them, and freeing them."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from ._app import JsonOpt, app, console, err, prefect_api, prefect_quietly
+from ._output import json_line, shown
+
+
+@app.command()
+def limits(
+    reset: Annotated[
+        bool,
+        typer.Option(
+            "--reset",
+            help="Free every slot of every dsstar limit, held or not. Runs that hold one now"
+            " keep running, so for a while more may run at once than the limit allows.",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the shared concurrency limits (dsstar-llm, dsstar-exec, dsstar-llm-rpm) of the
+    Prefect API in use, and the run and process that holds each slot, as recorded on this
+    machine. Slots held by processes that are gone are given back.
+
+    Only a shared server (PREFECT_API_URL) has such limits in use: without one, each run
+    keeps to its own --max-parallel and --llm-concurrency and holds no shared slot."""
+    prefect_quietly(False)
+    with prefect_api():
+        from ..tasks.limits import inspect
+
+        state = inspect(reset=reset)
+    if as_json:
+        sys.stdout.write(json_line(state))
+        return
+    out = console()
+    if reset:
+        err.print(Text("warning: every slot was freed; runs holding one keep running", "yellow"))
+    if not state["shared"]:
+        out.print(
+            Text(
+                "No shared Prefect server (PREFECT_API_URL is unset): each run keeps to its own"
+                " bounds and holds no shared slot. Below, the counts kept in this user's"
+                " Prefect database, unused by such runs."
+            )
+        )
+    for freed in state["freed"]:
+        out.print(Text(f"freed a {freed['limit']} slot of {freed['description']}"))
+    if not state["limits"]:
+        out.print(Text("no dsstar limits on this server"))
+    for row in state["limits"]:
+        out.print(Text(f"{row['name']}: {row['active']}/{row['limit']} held"))
+        for holder in row["holders"]:
+            out.print(Text(f"  {shown(holder['description'])}"))
+        unknown = row["active"] - len(row["holders"])
+        if unknown > 0 and row["name"] != "dsstar-llm-rpm":
+            out.print(
+                Text(
+                    f"  {unknown} by holders not recorded on this machine (another machine,"
+                    " or a run of an older dsstar); their leases expire on the server, or"
+                    " `dsstar limits --reset` frees them"
+                )
+            )

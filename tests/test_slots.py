@@ -1,0 +1,329 @@
+"""Runs never wedge on a concurrency slot: not after a crash, not after many runs, not on a
+PREFECT_HOME that older versions left slots counted in. A wait for a slot says who holds
+it and ends with a stated error; `dsstar limits` frees what is held by processes that are
+gone. The chaos soak plays 30 events on one PREFECT_HOME, on a command's temporary server,
+on a long-lived server over SQLite and on one over PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from dsstar.tasks.limits import LIMIT_NAMES, RATE_NAME
+from soak import EVENTS, Soak, processes_of, runs_left_running
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def base_env(tmp_path: Path, llm, home: Path) -> dict[str, str]:
+    """The environment of a user's shell: one PREFECT_HOME for every run, no server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSSTAR_", "PREFECT_API"))}
+    env.update(
+        {
+            "PREFECT_HOME": str(home),
+            "DSSTAR_MODEL": "openai/gpt-4o-mini",
+            "DSSTAR_API_BASE": llm.base_url,
+            "DSSTAR_API_KEY": "sk-test-not-secret",
+            "DSSTAR_STORAGE": str(tmp_path / "storage"),
+            "DSSTAR_WORK_DIR": str(tmp_path / "work"),
+            "DSSTAR_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
+            "DSSTAR_LLM_RETRY_DELAY": "0.05",
+            "DSSTAR_MAX_PARALLEL": "2",
+            "DSSTAR_EXEC_TIMEOUT": "90",
+        }
+    )
+    (tmp_path / "work").mkdir(exist_ok=True)
+    return env
+
+
+def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port)],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    import urllib.request
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
+                return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(log.read_text()[-3000:]) from None
+            time.sleep(0.5)
+
+
+def limits_state(env: dict[str, str]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "dsstar", "limits", "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def held(state: dict) -> dict[str, int]:
+    return {row["name"]: row["active"] for row in state["limits"] if row["name"] != RATE_NAME}
+
+
+def seed_stuck_counts(env: dict[str, str]) -> None:
+    """What a crash under an older dsstar left in the user's Prefect database: dsstar-exec
+    and dsstar-llm counted full, with no lease anywhere."""
+    code = (
+        "from dsstar.cli._server import ensure_api\n"
+        "s = ensure_api(); s.wait_ready()\n"
+        "from prefect import get_client\n"
+        "from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate as C\n"
+        "with get_client(sync_client=True) as c:\n"
+        "    for name, size in (('dsstar-exec', 2), ('dsstar-llm', 8)):\n"
+        "        c.create_global_concurrency_limit(C(name=name, limit=size, active_slots=size))\n"
+        "s.stop()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+
+
+def report(request, title: str, soak: Soak, extra: dict) -> None:
+    """Hand the soak's figures to the terminal summary (see conftest)."""
+    timed = [f["analysis_done_s"] for f in soak.figures if f.get("analysis_done_s")]
+    lines = [f"{title}: {len(soak.figures)} runs"]
+    lines += [
+        f"  {f['run']:>6} {f['event']:<26} exit {f['exit']}"
+        + (
+            f"  start to scripts done {f['analysis_done_s']:.1f} s"
+            if f.get("analysis_done_s")
+            else ""
+        )
+        for f in soak.figures
+    ]
+    if timed:
+        lines.append(
+            f"  start to scripts done: median {sorted(timed)[len(timed) // 2]:.1f} s,"
+            f" max {max(timed):.1f} s"
+        )
+    lines += [f"  {key}: {value}" for key, value in extra.items()]
+    request.node.user_properties.append(("figures", "\n".join(lines)))
+
+
+# -- the three reproductions, each from a fresh PREFECT_HOME, as a user's first runs ----------
+
+
+def test_kill9_during_scripts_on_a_home_with_stuck_counts_blocks_no_later_run(tmp_path, llm, sales):
+    home = tmp_path / "home"
+    env = base_env(tmp_path, llm, home)
+    seed_stuck_counts(env)  # the machine of the report: full limits, nobody holding them
+    soak = Soak(llm, env, sales)
+    soak.event(0, "verified")  # was: waits forever on dsstar-exec
+    soak.event(1, "kill-script")  # killed while its script runs, then resumed
+    soak.event(2, "verified")
+    assert all(f["exit"] == 0 for f in soak.figures)
+    assert processes_of(home) == []
+
+
+def test_nine_runs_in_a_row_leave_nothing_held(tmp_path, llm, sales):
+    home = tmp_path / "home"
+    env = base_env(tmp_path, llm, home)
+    soak = Soak(llm, env, sales)
+    for number, kind in enumerate(["verified"] * 4 + ["failing-script"] + ["verified"] * 4):
+        soak.event(number, kind)
+    assert len(soak.figures) == 9
+    assert all(count == 0 for count in held(limits_state(env)).values())
+
+
+def test_sigterm_then_the_next_run_finishes(tmp_path, llm, sales):
+    home = tmp_path / "home"
+    env = base_env(tmp_path, llm, home)
+    soak = Soak(llm, env, sales)
+    proc, _ = soak.start("t0", "verified")
+    time.sleep(8)  # as `timeout 120 dsstar run` would, in the middle of the run
+    proc.send_signal(signal.SIGTERM)
+    code, _, err = soak.finish(proc)
+    assert code in (0, 143), err[-2000:]
+    soak.event(1, "verified")
+    assert soak.figures[-1]["exit"] == 0
+
+
+# -- waits that say why, and `dsstar limits` -----------------------------------------------
+
+HOLD = """
+import sys, time
+from dsstar.tasks.limits import slot
+with slot("exec", 1, "holder-run"):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.fixture
+def one_exec_slot():
+    """The session's server with dsstar-exec at one slot (dropped again afterwards)."""
+    from dsstar.tasks.limits import ensure_limit
+    from prefect import get_client
+
+    def drop() -> None:
+        with get_client(sync_client=True) as client:
+            for name in [*LIMIT_NAMES.values(), RATE_NAME]:
+                try:
+                    client.delete_global_concurrency_limit_by_name(name)
+                except Exception:  # ObjectNotFound: nothing to drop
+                    pass
+
+    drop()
+    ensure_limit("exec", 1, reset=True)
+    yield
+    drop()
+
+
+def test_a_wait_names_its_holders_ends_with_a_stated_error_and_limits_frees_it(
+    env, llm, sales, one_exec_slot
+):
+    from scenarios import always_first_time
+
+    always_first_time(llm)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "holding"
+    run_env = {**os.environ, "DSSTAR_SLOT_WAIT": "25"}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", "Who?"],
+        capture_output=True, text=True, env=run_env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    waiting = [line for line in done.stderr.splitlines() if "for a dsstar-exec slot" in line]
+    assert waiting, done.stderr[-3000:]
+    assert f"1/1 held: run holder-run pid {holder.pid}" in waiting[0]
+    assert "no dsstar-exec slot came free within 25 s" in done.stderr
+    assert "dsstar limits" in done.stderr
+    assert time.monotonic() - started < 120
+
+    listed = subprocess.run(
+        [sys.executable, "-m", "dsstar", "limits"], capture_output=True, text=True, timeout=120
+    )
+    assert "dsstar-exec: 1/1 held" in listed.stdout
+    assert f"run holder-run pid {holder.pid}" in listed.stdout
+    holder.kill()
+    holder.wait()
+    freed = subprocess.run(
+        [sys.executable, "-m", "dsstar", "limits"], capture_output=True, text=True, timeout=120
+    )
+    assert f"freed a dsstar-exec slot of run holder-run pid {holder.pid} (gone)" in freed.stdout
+    assert "dsstar-exec: 0/1 held" in freed.stdout
+
+
+def test_a_slot_of_a_killed_holder_comes_back_within_seconds(env, llm, sales, one_exec_slot):
+    """The holder's lease would live on the server for up to a minute; the next run proves
+    the holder dead by its record and takes the slot at once."""
+    from scenarios import always_first_time
+
+    always_first_time(llm)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "holding"
+    holder.kill()
+    holder.wait()
+    run_env = {**os.environ, "DSSTAR_SLOT_WAIT": "30"}
+    done = subprocess.run(
+        [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", "Who?",
+         "--json"],
+        capture_output=True, text=True, env=run_env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "for a dsstar-exec slot" not in done.stderr  # freed before a wait was shown
+
+
+def test_reset_frees_every_slot(env, one_exec_slot):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        reset = subprocess.run(
+            [sys.executable, "-m", "dsstar", "limits", "--reset"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert reset.returncode == 0, reset.stderr
+        assert "warning: every slot was freed" in reset.stderr
+        assert "dsstar-exec: 0/1 held" in reset.stdout
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# -- the chaos soak -------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["temporary-server", "sqlite-server", "postgres-server"])
+def soak_env(request, tmp_path, llm):
+    """One PREFECT_HOME for the whole soak, and the Prefect API its runs use."""
+    home = tmp_path / "home"
+    env = base_env(tmp_path, llm, home)
+    server = None
+    if request.param != "temporary-server":
+        from conftest import _free_port
+
+        port = _free_port()
+        server_env = dict(env)
+        if request.param == "postgres-server":
+            database = request.getfixturevalue("postgres_url")
+            server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = prefect_database(database)
+        server = start_server(server_env, port, tmp_path / "server.log")
+        env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
+    yield request.param, env, home, server
+    if server is not None:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def prefect_database(ledger_url: str) -> str:
+    """A new database for Prefect on the tests' PostgreSQL cluster (asyncpg, as Prefect wants)."""
+    import uuid
+
+    import psycopg
+
+    name = f"prefect_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ledger_url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    base = ledger_url.rsplit("/", 1)[0].replace("+psycopg", "+asyncpg")
+    return f"{base}/{name}"
+
+
+@pytest.mark.timeout(2400)
+def test_chaos_soak(request, soak_env, tmp_path, llm, sales):
+    mode, env, home, server = soak_env
+    soak = Soak(llm, env, sales)
+    started = time.monotonic()
+    for number, kind in enumerate(EVENTS):
+        if kind == "kill-server" and server is not None:
+            kind = "kill-llm"  # a long-lived server is not the run's to kill
+        soak.event(number, kind)
+
+    keep = {server.pid} if server else set()
+    left = processes_of(home, keep)
+    state = limits_state(env)
+    running = runs_left_running(Path(env["DSSTAR_STORAGE"]))
+    scratch = [p.name for p in (Path(env["DSSTAR_WORK_DIR"]) / "dsstar-cache").glob("p*")]
+    report(
+        request,
+        f"chaos soak on a {mode}",
+        soak,
+        {
+            "wall time": f"{time.monotonic() - started:.0f} s",
+            "slots held at the end": held(state),
+            "processes left": len(left),
+            "run.json still running": len(running),
+            "scratch folders left": len(scratch),
+        },
+    )
+    assert all(count == 0 for count in held(state).values()), state
+    assert left == []
+    assert running == []
+    assert scratch == []
+    if server is None:
+        shutil.rmtree(home, ignore_errors=True)

@@ -70,6 +70,7 @@ class Lease:
     id: str | None  # None: the server has no such limit (or its API failed): nothing to free
     name: str = ""
     records: Path | None = None  # the folder of its holder record
+    holder: _holders.Holder | None = None
     reusable_until: float = 0.0  # time.monotonic() after which no block may start under it
     parked: float = 0.0
     renewed: float = field(default_factory=time.monotonic)
@@ -141,29 +142,40 @@ def _keep() -> None:
 
 
 def _renew(lease: Lease) -> None:
-    import httpx
-
     lease_id, started = lease.id, time.monotonic()
     if lease_id is None:
         return
+    renewed, lease.renewed = lease.renewed, started  # tried now: next try in RENEW_S
+    known = _known(lease_id)
+    if known and lease.holder is not None and lease.records is not None:
+        lease.holder.renewed = time.time()  # so a run that finds us dead can tell lost leases
+        _holders.write(lease.records, lease.holder)
+    if known is not False:
+        return
+    # The server no longer knows the lease. Renewed in time, it cannot have expired: the
+    # server lost it (a restart with in-memory lease storage) and our slot is still
+    # counted, with nothing left to free it. Take it off the count ourselves.
+    if started - renewed < LEASE_S - RENEW_S:
+        _decrement(lease.name)
+    _forget(lease)
+    lease.id = None
+
+
+def _known(lease_id: str) -> bool | None:
+    """Renew the lease; whether the server still knows it (None: could not tell)."""
+    import httpx
+
     try:
         post(f"/v2/concurrency_limits/leases/{lease_id}/renew", {"lease_duration": LEASE_S})
     except httpx.HTTPStatusError as exc:
-        if exc.response.status_code != 404:
-            log.warning("could not renew concurrency lease %s: %s", lease_id, exc)
-            return
-        # The server no longer knows the lease. Renewed in time, it cannot have expired:
-        # the server lost it (a restart with in-memory lease storage) and our slot is still
-        # counted, with nothing left to free it. Take it off the count ourselves.
-        if started - lease.renewed < LEASE_S - RENEW_S:
-            _decrement(lease.name)
-        _forget(lease)
-        lease.id = None
-        return
+        if exc.response.status_code in (404, 410):  # 410 Gone: expired, revoked or lost
+            return False
+        log.warning("could not renew concurrency lease %s: %s", lease_id, exc)
+        return None
     except httpx.HTTPError as exc:  # a server restarting: try again at the next round
         log.warning("could not renew concurrency lease %s: %s", lease_id, exc)
-        return
-    lease.renewed = started
+        return None
+    return True
 
 
 def release_all(tries: int = _BUSY_RETRIES) -> None:
@@ -241,9 +253,10 @@ def acquire(name: str, records: Path, run_id: str, wait_s: float) -> Lease:
     response = take(name, "concurrency", records=records, wait_s=wait_s)
     body = response.json() if response is not None else {}
     lease_id = body.get("lease_id") if body.get("limits") else None  # no limit: no lease
-    lease = Lease(lease_id, name, records, time.monotonic() + _REUSE_S)
+    lease = Lease(lease_id, name, records, reusable_until=time.monotonic() + _REUSE_S)
     if lease_id is not None:
-        _holders.write(records, _holders.me(name, lease_id, run_id))
+        lease.holder = _holders.me(name, lease_id, run_id)
+        _holders.write(records, lease.holder)
         with _lock:
             _held[lease_id] = lease
         _start_keeper()
@@ -322,18 +335,11 @@ def free_gone(records: Path, name: str | None = None) -> list[_holders.Holder]:
 
 
 def _free_lease_of(holder: _holders.Holder) -> None:
-    import httpx
-
-    try:  # a renewal tells whether the server still knows the lease
-        post(f"/v2/concurrency_limits/leases/{holder.lease_id}/renew", {"lease_duration": 60})
-    except httpx.HTTPStatusError as exc:
-        if exc.response.status_code == 404 and time.time() - holder.renewed < LEASE_S - 5:
-            _decrement(holder.limit)  # counted, but the server lost its lease (see _renew)
-        return
-    except httpx.HTTPError as exc:
-        log.warning("could not free the slot of %s: %s", holder.describe(), exc)
-        return
-    post("/v2/concurrency_limits/decrement-with-lease", {"lease_id": holder.lease_id})
+    known = _known(holder.lease_id)
+    if known:
+        post("/v2/concurrency_limits/decrement-with-lease", {"lease_id": holder.lease_id})
+    elif known is False and time.time() - holder.renewed < LEASE_S - RENEW_S:
+        _decrement(holder.limit)  # counted, but the server lost its lease (see _renew)
 
 
 def _decrement(name: str) -> None:

@@ -108,6 +108,7 @@ class TaskCalls:
             config=self.spec.llm[agent],
             run_id=self.spec.run_id,
             concurrency=self.spec.llm_concurrency,
+            storage=self.spec.storage,
         )
         self.calls.append(reply)
         progress.emit("llm_done", **reply)

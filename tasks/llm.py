@@ -9,6 +9,8 @@ from prefect.context import TaskRunContext
 
 from dsstar.agents import prompt_hash
 from dsstar.llm import LLMConfig, Message, complete
+from dsstar.replies import Replies
+from dsstar.storage import Store
 
 from ._common import current_settings, digest, is_transient, key_part
 from .limits import pace, slot
@@ -47,9 +49,17 @@ def ask(
     config: dict[str, Any],
     run_id: str,
     concurrency: int | None = None,
+    storage: str | None = None,
 ) -> dict[str, Any]:
     """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency.
-    At most `concurrency` requests (default: DSSTAR_LLM_CONCURRENCY) are in flight at once."""
+    At most `concurrency` requests (default: DSSTAR_LLM_CONCURRENCY) are in flight at once.
+    With `storage`, the reply is kept in the run's store as it arrives, and a request the
+    run already had answered (before a crash) is answered from there."""
+    replies = Replies(Store(storage), run_id) if storage else None
+    key = replies.key(label, config, messages) if replies else ""
+    kept = replies.replay(key) if replies else None
+    if kept is not None:
+        return kept
     settings = current_settings()
     api_key = settings.api_key  # read here, never passed as a (recorded) task parameter
     with slot("llm", concurrency or settings.llm_concurrency, run_id, settings.slot_wait):
@@ -61,4 +71,7 @@ def ask(
             run_id=run_id,
             api_key=api_key.get_secret_value() if api_key else None,
         )
-    return {"agent": agent, "label": label, "run_id": run_id, **reply.to_dict()}
+    record = {"agent": agent, "label": label, "run_id": run_id, **reply.to_dict()}
+    if replies:
+        replies.keep(key, record)
+    return record

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from dsstar.tasks.limits import RATE_NAME
 from fake_llm import Error, FakeLLM, text_of
-from scenarios import FINAL_ONLY_ANSWER, JOIN, describe_script, fence
+from scenarios import FINAL_ONLY_ANSWER, JOIN, answered, asked, describe_script, fence
 
-SLOW = "import time\ntime.sleep(60)\n"
+SLOW = "import time\ntime.sleep(12)\n"  # killed after 2 s; a resumed run waits it out
 FAILING = "raise RuntimeError('the first try at the script fails')\n"
 
 # The 30 events of a soak: what each does to its run, in order.
@@ -33,11 +34,19 @@ EVENTS = [
     "verified", "failing-script", "verified", "kill-script", "verified", "kill-llm",
     "verified", "sigint-llm", "verified", "sigterm-script", "failed-run", "verified",
     "concurrent", "kill-server", "verified", "kill-script", "failing-script", "sigterm-llm",
-    "verified", "kill-llm", "concurrent", "failed-run", "kill-script", "verified",
+    "verified", "kill-analysis", "concurrent", "failed-run", "kill-script", "verified",
     "kill-server", "sigint-llm", "verified", "kill-llm", "failing-script", "verified",
 ]  # fmt: skip
 SERVER_APP = "prefect.server.api.server:create_app"  # a command's temporary server
-KILLS = {"kill-script", "kill-llm", "kill-server", "sigint-llm", "sigterm-llm", "sigterm-script"}
+KILLS = {
+    "kill-analysis",
+    "kill-script",
+    "kill-llm",
+    "kill-server",
+    "sigint-llm",
+    "sigterm-llm",
+    "sigterm-script",
+}
 
 
 def tag_of(request: dict[str, Any]) -> tuple[str, str] | None:
@@ -75,6 +84,9 @@ class Soak:
             time.sleep(3)  # the signal lands while the reply is awaited
             return Error(503, "gone")
         if agent == "analyzer":
+            if trapped and kind == "kill-analysis" and "orders_2024" in text_of(request):
+                self.fired[run_id].set()
+                return describe_script(request).replace("from pathlib", SLOW + "from pathlib")
             return describe_script(request)
         if agent == "planner":
             return "Compute revenue per region and find its manager."
@@ -124,13 +136,16 @@ class Soak:
         proc, started = self.start(run_id, kind)
         if kind in KILLS:
             assert self.fired[run_id].wait(180), f"{kind}: the trap never fired"
-            time.sleep(2 if kind.endswith("-script") else 0.5)
+            time.sleep(0.5 if kind.endswith("-llm") else 2)
             self.armed.discard(run_id)
             self.strike(proc, kind)
             code, out, err = self.finish(proc)
             assert code != 0, f"{kind}: the run finished anyway\n{err[-2000:]}"
+            before = self.requests_of(run_id)
             resumed = self.cli("resume", run_id, "--json")
             self.expect_ok(run_id, resumed, time.monotonic(), f"{kind}, resumed")
+            again = answered(before) & asked(self.requests_of(run_id)[len(before) :])
+            assert not again, f"{kind}: resume asked again {[agent for agent, _ in again]}"
         elif kind == "failed-run":
             code, out, err = self.finish(proc)
             assert code == 1, f"failed-run exited {code}\n{err[-2000:]}"
@@ -138,6 +153,9 @@ class Soak:
             self.figures.append({"event": kind, "run": run_id, "exit": code})
         else:
             self.expect_ok(run_id, proc, started, kind)
+
+    def requests_of(self, run_id: str) -> list[dict[str, Any]]:
+        return [r for r in self.llm.calls() if r["run"] == run_id]
 
     def strike(self, proc: subprocess.Popen, kind: str) -> None:
         if kind.startswith("kill-server"):
@@ -189,3 +207,141 @@ def processes_of(home: Path, keep: set[int] = frozenset()) -> list[str]:
         except (OSError, psutil.Error):
             continue
     return left
+
+
+def base_env(tmp_path: Path, llm, home: Path) -> dict[str, str]:
+    """The environment of a user's shell: one PREFECT_HOME for every run, no server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSSTAR_", "PREFECT_API"))}
+    env.update(
+        {
+            "PREFECT_HOME": str(home),
+            "DSSTAR_MODEL": "openai/gpt-4o-mini",
+            "DSSTAR_API_BASE": llm.base_url,
+            "DSSTAR_API_KEY": "sk-test-not-secret",
+            "DSSTAR_STORAGE": str(tmp_path / "storage"),
+            "DSSTAR_WORK_DIR": str(tmp_path / "work"),
+            "DSSTAR_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
+            "DSSTAR_LLM_RETRY_DELAY": "0.05",
+            "DSSTAR_MAX_PARALLEL": "2",
+            "DSSTAR_EXEC_TIMEOUT": "90",
+        }
+    )
+    (tmp_path / "work").mkdir(exist_ok=True)
+    return env
+
+
+def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port)],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    import urllib.request
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
+                return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(log.read_text()[-3000:]) from None
+            time.sleep(0.5)
+
+
+def limits_state(env: dict[str, str]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "dsstar", "limits", "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def held(state: dict) -> dict[str, int]:
+    return {row["name"]: row["active"] for row in state["limits"] if row["name"] != RATE_NAME}
+
+
+def report(request, title: str, soak: Soak, extra: dict) -> None:
+    """Hand the soak's figures to the terminal summary (see conftest)."""
+    timed = [f["analysis_done_s"] for f in soak.figures if f.get("analysis_done_s")]
+    lines = [f"{title}: {len(soak.figures)} runs"]
+    lines += [
+        f"  {f['run']:>6} {f['event']:<26} exit {f['exit']}"
+        + (
+            f"  start to scripts done {f['analysis_done_s']:.1f} s"
+            if f.get("analysis_done_s")
+            else ""
+        )
+        for f in soak.figures
+    ]
+    if timed:
+        lines.append(
+            f"  start to scripts done: median {sorted(timed)[len(timed) // 2]:.1f} s,"
+            f" max {max(timed):.1f} s"
+        )
+    lines += [f"  {key}: {value}" for key, value in extra.items()]
+    request.node.user_properties.append(("figures", "\n".join(lines)))
+
+
+def prefect_database(ledger_url: str) -> str:
+    """A new database for Prefect on the tests' PostgreSQL cluster (asyncpg, as Prefect wants)."""
+    import uuid
+
+    import psycopg
+
+    name = f"prefect_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ledger_url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    base = ledger_url.rsplit("/", 1)[0].replace("+psycopg", "+asyncpg")
+    return f"{base}/{name}"
+
+
+def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
+    """The whole soak on one PREFECT_HOME: `mode` is "temporary-server" (no PREFECT_API_URL,
+    as a user's first runs), "sqlite-server" or "postgres-server" (a long-lived `prefect
+    server start` on that home). Ends with the checks of a machine left clean."""
+    from conftest import _free_port
+
+    home = tmp_path / "home"
+    env = base_env(tmp_path, llm, home)
+    server = None
+    if mode != "temporary-server":
+        port = _free_port()
+        server_env = dict(env)
+        if mode == "postgres-server":
+            database = prefect_database(request.getfixturevalue("postgres_url"))
+            server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = database
+        server = start_server(server_env, port, tmp_path / "server.log")
+        env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
+    try:
+        soak = Soak(llm, env, data)
+        started = time.monotonic()
+        for number, kind in enumerate(EVENTS):
+            if kind == "kill-server" and server is not None:
+                kind = "kill-llm"  # a long-lived server is not the run's to kill
+            soak.event(number, kind)
+        left = processes_of(home, {server.pid} if server else set())
+        state = limits_state(env)
+        running = runs_left_running(Path(env["DSSTAR_STORAGE"]))
+        scratch = [p.name for p in (Path(env["DSSTAR_WORK_DIR"]) / "dsstar-cache").glob("p*")]
+        report(
+            request,
+            f"chaos soak on a {mode}",
+            soak,
+            {
+                "wall time": f"{time.monotonic() - started:.0f} s",
+                "slots held at the end": held(state),
+                "processes left": len(left),
+                "run.json still running": len(running),
+                "scratch folders left": len(scratch),
+            },
+        )
+        assert all(count == 0 for count in held(state).values()), state
+        assert left == []
+        assert running == []
+        assert scratch == []
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)

@@ -6,9 +6,7 @@ on a long-lived server over SQLite and on one over PostgreSQL."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,64 +15,11 @@ from pathlib import Path
 
 import pytest
 from dsstar.tasks.limits import LIMIT_NAMES, RATE_NAME
-from soak import EVENTS, Soak, processes_of, runs_left_running
+from soak import Soak, base_env, held, limits_state, processes_of
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def base_env(tmp_path: Path, llm, home: Path) -> dict[str, str]:
-    """The environment of a user's shell: one PREFECT_HOME for every run, no server."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSSTAR_", "PREFECT_API"))}
-    env.update(
-        {
-            "PREFECT_HOME": str(home),
-            "DSSTAR_MODEL": "openai/gpt-4o-mini",
-            "DSSTAR_API_BASE": llm.base_url,
-            "DSSTAR_API_KEY": "sk-test-not-secret",
-            "DSSTAR_STORAGE": str(tmp_path / "storage"),
-            "DSSTAR_WORK_DIR": str(tmp_path / "work"),
-            "DSSTAR_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
-            "DSSTAR_LLM_RETRY_DELAY": "0.05",
-            "DSSTAR_MAX_PARALLEL": "2",
-            "DSSTAR_EXEC_TIMEOUT": "90",
-        }
-    )
-    (tmp_path / "work").mkdir(exist_ok=True)
-    return env
-
-
-def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    import urllib.request
-
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
-                return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(log.read_text()[-3000:]) from None
-            time.sleep(0.5)
-
-
-def limits_state(env: dict[str, str]) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "dsstar", "limits", "--json"],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def held(state: dict) -> dict[str, int]:
-    return {row["name"]: row["active"] for row in state["limits"] if row["name"] != RATE_NAME}
 
 
 def seed_stuck_counts(env: dict[str, str]) -> None:
@@ -91,28 +36,6 @@ def seed_stuck_counts(env: dict[str, str]) -> None:
         "s.stop()\n"
     )
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
-
-
-def report(request, title: str, soak: Soak, extra: dict) -> None:
-    """Hand the soak's figures to the terminal summary (see conftest)."""
-    timed = [f["analysis_done_s"] for f in soak.figures if f.get("analysis_done_s")]
-    lines = [f"{title}: {len(soak.figures)} runs"]
-    lines += [
-        f"  {f['run']:>6} {f['event']:<26} exit {f['exit']}"
-        + (
-            f"  start to scripts done {f['analysis_done_s']:.1f} s"
-            if f.get("analysis_done_s")
-            else ""
-        )
-        for f in soak.figures
-    ]
-    if timed:
-        lines.append(
-            f"  start to scripts done: median {sorted(timed)[len(timed) // 2]:.1f} s,"
-            f" max {max(timed):.1f} s"
-        )
-    lines += [f"  {key}: {value}" for key, value in extra.items()]
-    request.node.user_properties.append(("figures", "\n".join(lines)))
 
 
 # -- the three reproductions, each from a fresh PREFECT_HOME, as a user's first runs ----------
@@ -256,74 +179,36 @@ def test_reset_frees_every_slot(env, one_exec_slot):
         holder.wait()
 
 
-# -- the chaos soak -------------------------------------------------------------------------
+def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path, llm):
+    """A long-lived server restarted with in-memory lease storage forgets every lease while
+    the counts stay in its database. The holder finds out at its next renewal and takes
+    its slot off the count; when it ends there is nothing left to give back."""
+    from conftest import _free_port
+    from soak import start_server
 
-
-@pytest.fixture(params=["temporary-server", "sqlite-server", "postgres-server"])
-def soak_env(request, tmp_path, llm):
-    """One PREFECT_HOME for the whole soak, and the Prefect API its runs use."""
     home = tmp_path / "home"
     env = base_env(tmp_path, llm, home)
-    server = None
-    if request.param != "temporary-server":
-        from conftest import _free_port
-
-        port = _free_port()
-        server_env = dict(env)
-        if request.param == "postgres-server":
-            database = request.getfixturevalue("postgres_url")
-            server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = prefect_database(database)
-        server = start_server(server_env, port, tmp_path / "server.log")
-        env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
-    yield request.param, env, home, server
-    if server is not None:
+    port = _free_port()
+    env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
+    server = start_server(env, port, tmp_path / "server.log")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        assert held(limits_state(env))["dsstar-exec"] == 1
         server.terminate()
         server.wait(timeout=30)
-
-
-def prefect_database(ledger_url: str) -> str:
-    """A new database for Prefect on the tests' PostgreSQL cluster (asyncpg, as Prefect wants)."""
-    import uuid
-
-    import psycopg
-
-    name = f"prefect_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ledger_url.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    base = ledger_url.rsplit("/", 1)[0].replace("+psycopg", "+asyncpg")
-    return f"{base}/{name}"
-
-
-@pytest.mark.timeout(2400)
-def test_chaos_soak(request, soak_env, tmp_path, llm, sales):
-    mode, env, home, server = soak_env
-    soak = Soak(llm, env, sales)
-    started = time.monotonic()
-    for number, kind in enumerate(EVENTS):
-        if kind == "kill-server" and server is not None:
-            kind = "kill-llm"  # a long-lived server is not the run's to kill
-        soak.event(number, kind)
-
-    keep = {server.pid} if server else set()
-    left = processes_of(home, keep)
-    state = limits_state(env)
-    running = runs_left_running(Path(env["DSSTAR_STORAGE"]))
-    scratch = [p.name for p in (Path(env["DSSTAR_WORK_DIR"]) / "dsstar-cache").glob("p*")]
-    report(
-        request,
-        f"chaos soak on a {mode}",
-        soak,
-        {
-            "wall time": f"{time.monotonic() - started:.0f} s",
-            "slots held at the end": held(state),
-            "processes left": len(left),
-            "run.json still running": len(running),
-            "scratch folders left": len(scratch),
-        },
-    )
-    assert all(count == 0 for count in held(state).values()), state
-    assert left == []
-    assert running == []
-    assert scratch == []
-    if server is None:
-        shutil.rmtree(home, ignore_errors=True)
+        # Counted in the database, with no lease behind it: without the holder's help the
+        # count would stay at 1 for good.
+        server = start_server(env, port, tmp_path / "server2.log")
+        deadline = time.monotonic() + 60
+        while held(limits_state(env))["dsstar-exec"] and time.monotonic() < deadline:
+            time.sleep(2)
+        assert held(limits_state(env))["dsstar-exec"] == 0
+        assert holder.poll() is None  # the holder goes on, it only stopped counting
+    finally:
+        holder.kill()
+        holder.wait()
+        server.terminate()
+        server.wait(timeout=30)

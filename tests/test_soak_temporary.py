@@ -1,0 +1,13 @@
+"""The chaos soak (tests/soak.py) on a command's temporary server:
+30 events on one PREFECT_HOME, each killed run resumed; at the end no slot is counted and
+nothing is left behind."""
+
+import pytest
+from soak import play
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.timeout(2400)
+def test_chaos_soak_on_a_temporary_server(request, tmp_path, llm, sales):
+    play(request, "temporary-server", tmp_path, llm, sales)

@@ -63,7 +63,7 @@ NOTICE_S = 10.0  # a wait longer than this is shown, with who holds the slots
 _SWEEP_S = 2.0  # how often a waiting run looks for slots held by processes that are gone
 
 
-@dataclass
+@dataclass(eq=False)  # a lease is itself: compared by identity
 class Lease:
     """A slot of a global limit held by this process."""
 
@@ -74,6 +74,9 @@ class Lease:
     reusable_until: float = 0.0  # time.monotonic() after which no block may start under it
     parked: float = 0.0
     renewed: float = field(default_factory=time.monotonic)
+    # Renewal and release of one lease never overlap: a renewal that found a just-released
+    # lease gone would take its slot off the count a second time.
+    busy: threading.Lock = field(default_factory=threading.Lock)
 
 
 _held: dict[str, Lease] = {}  # lease id -> lease, in use or parked
@@ -131,7 +134,11 @@ def _keep() -> None:
                     idle = now - lease.parked >= _IDLE_S or now >= lease.reusable_until
                     (due if idle else keep).append(lease)
                 _parked[name] = keep
-            renew = [lease for lease in _held.values() if now - lease.renewed >= RENEW_S]
+            renew = [
+                lease
+                for lease in _held.values()
+                if now - lease.renewed >= RENEW_S and lease not in due
+            ]
             if not due and not renew:
                 _wake.wait(_IDLE_S / 2)
                 continue
@@ -142,9 +149,13 @@ def _keep() -> None:
 
 
 def _renew(lease: Lease) -> None:
-    lease_id, started = lease.id, time.monotonic()
-    if lease_id is None:
-        return
+    with lease.busy:
+        if lease.id is not None and lease.id in _held:
+            _renew_held(lease, lease.id)
+
+
+def _renew_held(lease: Lease, lease_id: str) -> None:
+    started = time.monotonic()
     renewed, lease.renewed = lease.renewed, started  # tried now: next try in RENEW_S
     known = _known(lease_id)
     if known and lease.holder is not None and lease.records is not None:
@@ -365,9 +376,12 @@ def _forget(lease: Lease, *, record: bool = True) -> None:
 
 
 def _release(lease: Lease, tries: int = _BUSY_RETRIES) -> None:
-    lease_id = lease.id
-    if lease_id is None:
-        return
+    with lease.busy:
+        if lease.id is not None and lease.id in _held:
+            _release_held(lease, lease.id, tries)
+
+
+def _release_held(lease: Lease, lease_id: str, tries: int) -> None:
     try:
         post("/v2/concurrency_limits/decrement-with-lease", {"lease_id": lease_id}, tries)
     except Exception as exc:  # noqa: BLE001 - the server frees it when the lease expires

@@ -3,15 +3,15 @@ mixing clean runs with failing scripts, failed runs, signals, SIGKILLs of the CL
 model calls and during scripts, SIGKILLs of the temporary server and concurrent runs.
 
 Each event is a real CLI in a subprocess against the scripted model server. The model's
-replies are chosen by the tag in the question (`[soak 07 kill-script]`), so a resumed run
-(same question) gets the same kind of replies, with the trap disarmed.
+replies are chosen by the run id each request carries (X-DSStar-Run), so a resumed run gets
+the same kind of replies as before, with the trap disarmed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,11 +49,6 @@ KILLS = {
 }
 
 
-def tag_of(request: dict[str, Any]) -> tuple[str, str] | None:
-    found = re.search(r"\[soak (\S+) (\S+)\]", text_of(request))
-    return (found.group(1), found.group(2)) if found else None
-
-
 @dataclass
 class Soak:
     """The soak's model server, environment and the figures it measured."""
@@ -61,8 +56,9 @@ class Soak:
     llm: FakeLLM
     env: dict[str, str]
     data: Path
+    kinds: dict[str, str] = field(default_factory=dict)  # run id -> its event
     armed: set[str] = field(default_factory=set)  # run ids whose trap has not fired yet
-    first_planner: dict[str, float] = field(default_factory=dict)
+    planner_at: dict[str, list[float]] = field(default_factory=dict)  # run id -> times
     fired: dict[str, threading.Event] = field(default_factory=dict)
     figures: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -71,20 +67,20 @@ class Soak:
         self.llm.set_handler(self.reply)
 
     def reply(self, request: dict[str, Any]) -> Any:
-        agent, tag = request["agent"], tag_of(request)
-        run_id, kind = tag if tag else ("", "verified")
+        agent, run_id = request["agent"], request["run"]  # X-DSStar-Run names the run
+        kind = self.kinds.get(run_id, "verified")
         if agent == "planner":
             with self.lock:
-                self.first_planner.setdefault(run_id, time.monotonic())
+                self.planner_at.setdefault(run_id, []).append(time.monotonic())
         trapped = run_id in self.armed
         if trapped and kind == "failed-run" and agent == "planner":
-            return Error(401, "invalid api key (scripted)")
-        if trapped and kind.endswith("-llm") and agent == "planner":
+            return ""  # never a usable step: the run fails (exit 1)
+        if trapped and (kind.endswith("-llm") or kind == "kill-server") and agent == "planner":
             self.fired[run_id].set()
             time.sleep(3)  # the signal lands while the reply is awaited
             return Error(503, "gone")
         if agent == "analyzer":
-            if trapped and kind == "kill-analysis" and "orders_2024" in text_of(request):
+            if trapped and kind == "kill-analysis" and f"fresh_{run_id}" in text_of(request):
                 self.fired[run_id].set()
                 return describe_script(request).replace("from pathlib", SLOW + "from pathlib")
             return describe_script(request)
@@ -110,7 +106,13 @@ class Soak:
 
     def start(self, run_id: str, kind: str) -> tuple[subprocess.Popen, float]:
         question = f"Which region sold most, and who manages it? [soak {run_id} {kind}]"
-        argv = ["run", "--data", str(self.data), "--question", question, "--json"]
+        self.kinds[run_id] = kind
+        data = self.data
+        if kind == "kill-analysis":  # a file never analyzed before (analyses are cached)
+            data = self.data.parent / f"data-{run_id}"
+            shutil.copytree(self.data, data)
+            (data / f"fresh_{run_id}.csv").write_text(f"run,note\n{run_id},new\n")
+        argv = ["run", "--data", str(data), "--question", question, "--json"]
         return self.cli(*argv, "--run-id", run_id), time.monotonic()
 
     def cli(self, *argv: str) -> subprocess.Popen:
@@ -125,6 +127,12 @@ class Soak:
 
     def event(self, number: int, kind: str) -> None:
         """Play one event; afterwards every run it started has finished (resumed if needed)."""
+        started, count = time.monotonic(), len(self.figures)
+        self._event(number, kind)
+        self.figures[-1]["event_s"] = time.monotonic() - started
+        assert len(self.figures) > count
+
+    def _event(self, number: int, kind: str) -> None:
         if kind == "concurrent":
             runs = [self.start(f"s{number:02d}{c}", "verified") for c in "abc"]
             for (proc, started), c in zip(runs, "abc", strict=True):
@@ -176,8 +184,10 @@ class Soak:
         assert code == 0, f"{kind} ({run_id}) exited {code}\n{err[-3000:]}"
         result = json.loads(out)
         assert result["status"] == "verified", result
-        planner = self.first_planner.get(run_id)
-        to_scripts = planner - started if planner and planner > started else None
+        # The planner is asked once every analysis script has run: a run stuck on a slot
+        # never gets there.
+        after = [at for at in self.planner_at.get(run_id, []) if at > started]
+        to_scripts = after[0] - started if after else None
         self.figures.append(
             {"event": kind, "run": run_id, "exit": code, "analysis_done_s": to_scripts}
         )
@@ -265,16 +275,14 @@ def held(state: dict) -> dict[str, int]:
 def report(request, title: str, soak: Soak, extra: dict) -> None:
     """Hand the soak's figures to the terminal summary (see conftest)."""
     timed = [f["analysis_done_s"] for f in soak.figures if f.get("analysis_done_s")]
-    lines = [f"{title}: {len(soak.figures)} runs"]
-    lines += [
-        f"  {f['run']:>6} {f['event']:<26} exit {f['exit']}"
-        + (
-            f"  start to scripts done {f['analysis_done_s']:.1f} s"
-            if f.get("analysis_done_s")
-            else ""
-        )
-        for f in soak.figures
-    ]
+    lines = [f"{title}: {len(soak.figures)} runs (each killed one resumed)"]
+    for f in soak.figures:
+        line = f"  {f['run']:>6} {f['event']:<26} exit {f['exit']}"
+        if f.get("analysis_done_s"):
+            line += f"  start to scripts done {f['analysis_done_s']:5.1f} s"
+        if f.get("event_s"):
+            line += f"  event {f['event_s']:5.1f} s"
+        lines.append(line)
     if timed:
         lines.append(
             f"  start to scripts done: median {sorted(timed)[len(timed) // 2]:.1f} s,"
@@ -317,7 +325,11 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
     try:
         soak = Soak(llm, env, data)
         started = time.monotonic()
-        for number, kind in enumerate(EVENTS):
+        # SOAK_EVENTS=kill-server,verified replays a few events while working on one.
+        events = (
+            os.environ.get("SOAK_EVENTS", "").split(",") if "SOAK_EVENTS" in os.environ else EVENTS
+        )
+        for number, kind in enumerate(events):
             if kind == "kill-server" and server is not None:
                 kind = "kill-llm"  # a long-lived server is not the run's to kill
             soak.event(number, kind)

@@ -146,12 +146,17 @@ class Soak:
             assert self.fired[run_id].wait(180), f"{kind}: the trap never fired"
             time.sleep(0.5 if kind.endswith("-llm") else 2)
             self.armed.discard(run_id)
+            struck = time.monotonic()
             self.strike(proc, kind)
             code, out, err = self.finish(proc)
+            stopped = time.monotonic() - struck
             assert code != 0, f"{kind}: the run finished anyway\n{err[-2000:]}"
+            # A CLI whose server died stops at once (it used to retry for minutes).
+            assert stopped < 60, f"{kind}: the CLI took {stopped:.0f} s to stop\n{err[-2000:]}"
             before = self.requests_of(run_id)
             resumed = self.cli("resume", run_id, "--json")
             self.expect_ok(run_id, resumed, time.monotonic(), f"{kind}, resumed")
+            self.figures[-1]["stopped_s"] = stopped
             again = answered(before) & asked(self.requests_of(run_id)[len(before) :])
             assert not again, f"{kind}: resume asked again {[agent for agent, _ in again]}"
         elif kind == "failed-run":
@@ -182,6 +187,8 @@ class Soak:
     def expect_ok(self, run_id: str, proc: subprocess.Popen, started: float, kind: str) -> None:
         code, out, err = self.finish(proc)
         assert code == 0, f"{kind} ({run_id}) exited {code}\n{err[-3000:]}"
+        # No run waits on a slot after any event: a wait of 10 s would be on its stderr.
+        assert " slot (" not in err, f"{kind} ({run_id}) waited for a slot\n{err[-3000:]}"
         result = json.loads(out)
         assert result["status"] == "verified", result
         # The planner is asked once every analysis script has run: a run stuck on a slot
@@ -280,6 +287,8 @@ def report(request, title: str, soak: Soak, extra: dict) -> None:
         line = f"  {f['run']:>6} {f['event']:<26} exit {f['exit']}"
         if f.get("analysis_done_s"):
             line += f"  start to scripts done {f['analysis_done_s']:5.1f} s"
+        if f.get("stopped_s") is not None:
+            line += f"  stopped {f['stopped_s']:4.1f} s after the kill"
         if f.get("event_s"):
             line += f"  event {f['event_s']:5.1f} s"
         lines.append(line)

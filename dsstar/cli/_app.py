@@ -256,6 +256,7 @@ def prefect_api() -> Iterator[None]:
     atexit.register(server.stop)  # after Prefect's own exit handlers have flushed to it
     with stopping.on_stop(server.stop):
         server.wait_ready()
+        server.watch()
         yield
 
 

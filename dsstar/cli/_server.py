@@ -10,9 +10,11 @@ which stops it in order.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -34,6 +36,7 @@ class EphemeralServer:
 
     def __init__(self) -> None:
         self.port = _free_port()
+        self.stopping = False
         self.url = f"http://127.0.0.1:{self.port}/api"
         import prefect
 
@@ -66,8 +69,28 @@ class EphemeralServer:
                     raise RuntimeError("the temporary Prefect server did not start") from None
                 time.sleep(0.1)
 
+    def watch(self) -> None:
+        """Stop this command (as SIGTERM would: the run is marked interrupted and can be
+        resumed) if the server exits under it. Without its API a run cannot go on, and
+        Prefect's clients would retry every call for minutes before giving up."""
+
+        def wait() -> None:
+            code = self.process.wait()
+            if self.stopping:
+                return
+            print(
+                f"error: the temporary Prefect server exited (code {code}) under this command;"
+                " stopping it",
+                file=sys.stderr,
+                flush=True,
+            )
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=wait, name="dsstar-server-watch", daemon=True).start()
+
     def stop(self, *_: object) -> None:
         """Terminate the server (politely, then not)."""
+        self.stopping = True
         if self.process.poll() is None:
             self.process.terminate()
             try:

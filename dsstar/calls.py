@@ -70,7 +70,8 @@ class Agents:
     def verify(
         self, label: str, question: str, plan: list[str], script: Script
     ) -> tuple[Verdict, str]:
-        """The verifier's decision on `plan` as `script` implements it, and its reply."""
+        """The verifier's decision on `plan` as `script` implements it, and its reply. A reply
+        that says neither Yes nor No is asked again once, then reads as No."""
         messages = agents.verifier.render(
             question=question,
             plan=plan,
@@ -79,7 +80,12 @@ class Agents:
             max_output_chars=self.budget.max_output_chars,
         )
         reply = self.calls.ask("verifier", f"verifier {label}", messages)
-        return Verdict.of(agents.verifier.parse(reply)), reply
+        sufficient = agents.verifier.read(reply)
+        if sufficient is None:  # neither Yes nor No: asked once more, like the router
+            again = agents.verifier.render_again(messages, reply)
+            reply = self.calls.ask("verifier", f"verifier {label} #1", again)
+            sufficient = agents.verifier.read(reply)
+        return Verdict.of(bool(sufficient)), reply
 
     def route(
         self,

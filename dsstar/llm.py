@@ -128,6 +128,11 @@ class LLMReply:
     output_tokens: int
     cost_usd: float | None
     latency_s: float
+    # What a reasoning model thought before answering (litellm's `reasoning_content`): stored
+    # with the call, never read as the answer.
+    reasoning: str = ""
+    # Input tokens the provider served from its prompt cache (billed at a discount).
+    cached_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -215,7 +220,8 @@ def complete(
         raise LLMTransientError(f"model {config.model!r} returned no choices")
     # Whatever the model sent (a lone surrogate from a JSON escape, say) leaves here as valid
     # text, so prompts built from it, storage and the ledger can always encode it.
-    text = clean(response.choices[0].message.content or "")
+    message = response.choices[0].message
+    text = clean(message.content or "")
     usage = getattr(response, "usage", None)
     return LLMReply(
         text=text,
@@ -224,7 +230,33 @@ def complete(
         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost_usd=_cost(response),
         latency_s=round(latency, 3),
+        reasoning=clean(_reasoning(message)),
+        cached_tokens=_cached_tokens(usage),
     )
+
+
+def _reasoning(message: Any) -> str:
+    """The model's thinking, as litellm hands it over: `reasoning_content` (DeepSeek, Gemini,
+    OpenAI o-series through some gateways) or Anthropic's `thinking_blocks`."""
+    said = getattr(message, "reasoning_content", None)
+    if isinstance(said, str) and said:
+        return said
+    blocks = getattr(message, "thinking_blocks", None) or []
+    texts = [b.get("thinking", "") if isinstance(b, dict) else "" for b in blocks]
+    return "\n\n".join(t for t in texts if t)
+
+
+def _cached_tokens(usage: Any) -> int:
+    """Input tokens read from the provider's prompt cache (OpenAI and Gemini report them in
+    `prompt_tokens_details`, Anthropic as `cache_read_input_tokens`)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    if not cached:
+        cached = getattr(usage, "cache_read_input_tokens", None)
+    try:
+        return int(cached or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def embed(

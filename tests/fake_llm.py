@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Error", "FakeLLM", "Reply", "Responder", "text_of"]
+__all__ = ["Error", "FakeLLM", "Reasoned", "Reply", "Responder", "text_of"]
 
 _ERROR_TYPES = {
     400: ("invalid_request_error", "invalid_request"),
@@ -50,7 +50,16 @@ class Error:
         return {"error": {"message": self.message, "type": etype, "code": code}}
 
 
-Reply = str | Error
+@dataclass(frozen=True)
+class Reasoned:
+    """A reply from a reasoning model: the answer in ``content``, its thinking sent apart in
+    ``reasoning_content`` (as DeepSeek, and Gemini or o-series models through gateways, do)."""
+
+    content: str
+    reasoning: str
+
+
+Reply = str | Error | Reasoned
 Responder = Callable[[dict[str, Any]], Reply]
 
 
@@ -200,8 +209,13 @@ class FakeLLM:
             self.requests.append(req)
 
 
-def _completion(model: str, content: str, prompt_tokens: int) -> dict[str, Any]:
+def _completion(model: str, reply: str | Reasoned, prompt_tokens: int) -> dict[str, Any]:
     """Build a non-streaming ``chat.completion`` response body."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply}
+    if isinstance(reply, Reasoned):
+        message = {"role": "assistant", "content": reply.content}
+        message["reasoning_content"] = reply.reasoning
+    content = message["content"]
     completion_tokens = max(1, len(content) // 4)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
@@ -211,7 +225,7 @@ def _completion(model: str, content: str, prompt_tokens: int) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
+                "message": message,
                 "finish_reason": "stop",
             }
         ],
@@ -223,11 +237,11 @@ def _completion(model: str, content: str, prompt_tokens: int) -> dict[str, Any]:
     }
 
 
-def _chunks(model: str, content: str, prompt_tokens: int) -> list[dict[str, Any]]:
+def _chunks(model: str, reply: str | Reasoned, prompt_tokens: int) -> list[dict[str, Any]]:
     """Build the ``chat.completion.chunk`` sequence for a streamed reply."""
-    full = _completion(model, content, prompt_tokens)
+    full = _completion(model, reply, prompt_tokens)
     base = {k: full[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    delta = {"role": "assistant", "content": content}
+    delta = full["choices"][0]["message"]
     return [
         base | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
         base

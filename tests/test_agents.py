@@ -22,10 +22,10 @@ from dsstar.agents._base import (
     PROMPTS_DIR,
     FileInfo,
     clip,
-    extract_code,
     prompt_hash,
     render,
 )
+from dsstar.agents._reading import extract_code
 from dsstar.bench import judge
 
 QUESTION = "What was the total revenue of the North region in 2024?"
@@ -100,6 +100,13 @@ CASES: dict[str, tuple[Callable[[], list[dict[str, str]]], list[str]]] = {
     "verifier": (
         lambda: verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),
         [QUESTION, CODE, OUTPUT, *NUMBERED_PLAN],
+    ),
+    "verifier_again": (
+        lambda: verifier.render_again(
+            verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),
+            "It depends on what the question means.",
+        )[-1:],
+        ["did not say clearly", '"Yes"', '"No"'],
     ),
 }
 
@@ -196,7 +203,7 @@ def test_extract_code(reply: str, code: str | None) -> None:
         ("no.", False),
         ("Maybe", False),
         ("", False),
-        ("The answer is yes", False),
+        ("The answer is yes", True),  # a label before the verdict
         ("Yesterday's data is missing", False),
     ],
 )
@@ -329,6 +336,7 @@ def test_router_reads_add_step_sentences(reply: str) -> None:
         ("**Step 3.**", 3),
         ("`Step 1`", 1),
         ("  step 2 \n", 2),
+        ("The wrong step is the second.", 2),  # spelled out
         ("Step 7 is wrong!", None),  # outside the plan
         ("Step 0", None),
     ],
@@ -345,7 +353,6 @@ def test_router_reads_backtracks(reply: str, wrong_step: int | None) -> None:
         "Maybe",
         "I think step 2 needs another look",
         "Step 2 is fine.",
-        "The wrong step is the second.",
         "Do not add a step.",
         "Step 2 and 3",
         "\ud800",

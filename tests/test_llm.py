@@ -7,7 +7,7 @@ import socket
 import time
 
 import pytest
-from fake_llm import Error, FakeLLM
+from fake_llm import Error, FakeLLM, Reasoned
 from pydantic import ValidationError
 
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError
@@ -41,6 +41,14 @@ def test_reply_text_tokens_latency_and_cost(llm: FakeLLM) -> None:
     assert 0.2 <= reply.latency_s < 30
     assert reply.cost_usd is not None and 0 < reply.cost_usd < 0.01
     assert reply.to_dict()["text"] == reply.text
+
+
+def test_reasoning_content_is_stored_apart_from_the_answer(llm: FakeLLM) -> None:
+    thought = "The output already has the total, so the plan is sufficient."
+    llm.script("planner", Reasoned("Yes", thought))
+    reply = call(llm)
+    assert reply.text == "Yes"  # what the agent reads
+    assert reply.reasoning == thought and reply.to_dict()["reasoning"] == thought
 
 
 def test_unknown_model_has_no_cost(llm: FakeLLM) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import PROMPT_CODE_CHARS, FileInfo, clip, extract_code
+from ._base import PROMPT_CODE_CHARS, FileInfo, clip
 from ._base import render as _render
+from ._reading import extract_code
 
 __all__ = ["parse", "render_initial", "render_next"]
 

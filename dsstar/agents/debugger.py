@@ -5,8 +5,9 @@ sheet names, table schemas)."""
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import PROMPT_CODE_CHARS, FileInfo, clip, extract_code
+from ._base import PROMPT_CODE_CHARS, FileInfo, clip
 from ._base import render as _render
+from ._reading import extract_code
 
 __all__ = ["parse", "render_analyzer", "render_solution"]
 

@@ -118,8 +118,11 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     if outcome.status is Status.STOPPED:  # a person stopped the run: no answer
         return finish(run, outcome.status, outcome.plan, None)
 
-    # 5. Finalize: a script that prints only the answer, in the required format.
-    final = loop.finalize(runtime, problem, budget, outcome.plan, outcome.script)
+    # 5. Finalize: a script that states the answer in the required format, told how the
+    #    rounds ended.
+    final = loop.finalize(
+        runtime, problem, budget, outcome.plan, outcome.script, outcome.status, outcome.reason
+    )
     return finish(run, outcome.status, outcome.plan, final)
 
 

@@ -101,6 +101,12 @@ CASES: dict[str, tuple[Callable[[], list[dict[str, str]]], list[str]]] = {
         lambda: verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),
         [QUESTION, CODE, OUTPUT, *NUMBERED_PLAN],
     ),
+    "coder_again": (
+        lambda: coder.render_again(
+            coder.render_initial(question=QUESTION, files=FILES, step=PLAN[0]), "I would sum it."
+        )[-1:],
+        ["held no code", "```python"],
+    ),
     "verifier_again": (
         lambda: verifier.render_again(
             verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),
@@ -369,6 +375,32 @@ def test_router_asks_again_with_the_unclear_reply_and_a_reminder() -> None:
     assert again[: len(first)] == first
     assert again[len(first)] == {"role": "assistant", "content": "Hmm, hard to say."}
     assert again[-1]["role"] == "user" and "Step N is wrong!" in again[-1]["content"]
+
+
+def test_the_debugger_without_a_script_gets_the_plan_and_the_base_code() -> None:
+    text = debugger.render_solution(
+        question=QUESTION, code="", error=ERROR, files=FILES, plan=PLAN, base_code=CODE,
+        guidelines=GUIDELINES,
+    )[0]["content"]  # fmt: skip
+    assert all(step in text for step in NUMBERED_PLAN) and CODE in text and GUIDELINES in text
+    assert "had no code block" in text and "implements the whole plan" in text
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        ("verified", "verified that the plan"),
+        ("max_rounds", "ran out"),
+        ("accepted", "accepted the plan"),
+        ("not_applicable", "cannot answer the question: no such merchant"),
+    ],
+)
+def test_the_finalyzer_is_told_the_status(status: str, said: str) -> None:
+    text = finalyzer.render(
+        question=QUESTION, guidelines=GUIDELINES, files=FILES, plan=PLAN, code=CODE,
+        output=OUTPUT, status=status, reason="no such merchant",
+    )[0]["content"]  # fmt: skip
+    assert said in text and 'print("FINAL ANSWER:", answer)' in text
 
 
 # -- step 1 wrong: planned from the last result --------------------------------------------------

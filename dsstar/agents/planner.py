@@ -47,12 +47,17 @@ def render_next(
     last_output: str,
     max_output_chars: int = PROMPT_OUTPUT_CHARS,
     guidance: str = "",
+    dropped: list[str] | None = None,
+    why: str = "",
 ) -> list[Message]:
     """Ask for the one step that best moves the plan forward, given the last execution result
     (and the user's guidance, when a person gave some after the last round).
 
-    With an empty plan (step 1 was judged wrong and dropped) this asks for a new first step,
-    still conditioned on the last result, as in Algorithm 1 of the paper."""
+    After a backtrack, `dropped` are the steps cut from the plan and `why` the router's
+    reply: the last output came from the script that still implemented them, and the
+    planner is told so, lest it propose the same wrong step again. With an empty plan (step
+    1 was wrong) this asks for a new first step, still conditioned on the last result, as
+    in Algorithm 1 of the paper."""
     return _render(
         "planner_next",
         question=question,
@@ -60,6 +65,9 @@ def render_next(
         plan=plan,
         last_output=clip(last_output, max_output_chars),
         guidance=clip(guidance, GUIDANCE_CHARS),
+        dropped=[clip(step, PLAN_STEP_CHARS) for step in dropped or []],
+        first_dropped=len(plan) + 1,
+        why=clip(why, GUIDANCE_CHARS),
     )
 
 

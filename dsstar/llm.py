@@ -31,6 +31,7 @@ __all__ = [
     "embed",
     "missing_keys",
     "preload",
+    "provider_of",
     "require_model",
 ]
 
@@ -162,6 +163,20 @@ def missing_keys(model: str) -> list[str]:
     if found.get("keys_in_environment"):
         return []
     return [k for k in found.get("missing_keys") or [] if not k.endswith(("_BASE", "_URL"))]
+
+
+def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | None]:
+    """The provider litellm routes `model` to and that provider's default address; raises
+    ConfigError, naming the fix, when litellm cannot route it (`gpt-4o-typo`)."""
+    try:
+        _name, provider, _key, base = _litellm().get_llm_provider(model, api_base=api_base)
+    except Exception as exc:  # litellm raises BadRequestError for an unknown bare name
+        raise ConfigError(
+            f"litellm cannot route the model {model!r}: name it as provider/model, e.g."
+            " openai/gpt-4o, gemini/gemini-2.5-pro, anthropic/claude-sonnet-4-5 or"
+            " openai/<served-name> with --api-base (--model, DSSTAR_MODEL, --agent-model)."
+        ) from exc
+    return str(provider), base
 
 
 def config_for(settings: Settings, agent: str) -> LLMConfig:

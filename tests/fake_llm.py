@@ -93,6 +93,7 @@ class FakeLLM:
         self._intercept: Callable[[dict[str, Any]], Reply | None] | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._keys: set[str] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> FakeLLM:
@@ -157,12 +158,24 @@ class FakeLLM:
             self._intercept = fn
         return self
 
+    def require_key(self, *keys: str) -> FakeLLM:
+        """Answer 401 to any request (models list included) whose bearer key is not one of
+        ``keys``, as a real provider does; no arguments: accept every key again."""
+        with self._lock:
+            self._keys = set(keys) or None
+        return self
+
+    def _key_refused(self, headers: Any) -> bool:
+        auth = headers.get("Authorization") or ""
+        return self._keys is not None and auth.removeprefix("Bearer ").strip() not in self._keys
+
     def reset(self) -> FakeLLM:
         """Forget every script, responder and recorded request (for a server shared by tests)."""
         with self._lock:
             self._queues.clear()
             self._defaults.clear()
             self._fallback = self._handler = self._intercept = None
+            self._keys = None
             self.requests.clear()
         return self
 
@@ -286,7 +299,9 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
             self._send_json(404, {"error": err | {"code": "not_found"}})
 
         def do_GET(self) -> None:
-            if self.path.split("?")[0].rstrip("/") in ("/v1/models", "/models"):
+            if llm._key_refused(self.headers):
+                self._send_json(401, Error(401, "Incorrect API key provided").body())
+            elif self.path.split("?")[0].rstrip("/") in ("/v1/models", "/models"):
                 model = {"id": "test-model", "object": "model", "owned_by": "fake-llm"}
                 self._send_json(200, {"object": "list", "data": [model]})
             else:
@@ -295,6 +310,9 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if llm._key_refused(self.headers):
+                self._send_json(401, Error(401, "Incorrect API key provided").body())
+                return
             if self.path.split("?")[0].rstrip("/") in ("/v1/embeddings", "/embeddings"):
                 self._embeddings(raw)
                 return

@@ -93,9 +93,9 @@ _LABEL = re.compile(
     r"|sufficient)[*_`]*\s*(?:[:=\-\u2014\u2013]|\bis\b)\s*[*_`\"']*\s*(yes|no)\b",
     re.I,
 )
-_LEADING = re.compile(
-    r"^(yes|no)\b(?=[*_`\"']*\s*(?:$|[,.;:!\u2014\u2013-]|\s+[\u2014\u2013-]))", re.I
-)
+# "Yes", "No.", "Yes, ...", "No - ...": a verdict word not followed by more words ("No errors
+# occurred" is not a verdict).
+_LEADING = re.compile(r"^(yes|no)\b(?![ \t]*[A-Za-z0-9])", re.I)
 # A last line that concludes after a colon or dash: "Therefore: **No**", "So - yes".
 _CONCLUDES = re.compile(r"[:\u2014\u2013-]\s*[*_`\"']*(yes|no)$", re.I)
 # "The plan is sufficient", "is not yet sufficient", "insufficient", "isn't sufficient".

@@ -57,7 +57,9 @@ class Settings(BaseSettings):
         2.0, ge=0, description="First retry delay in seconds; doubles on each further retry."
     )
 
-    max_rounds: int = Field(20, ge=1, description="Most refinement rounds after round 00 (M of the paper) before finalizing.")
+    max_rounds: int = Field(
+        20, ge=1, description="Most refinement rounds after round 00 (the paper's M)."
+    )
     max_debug_attempts: int = Field(
         3, ge=0, description="Most debugger attempts to repair one failing script."
     )

@@ -42,9 +42,7 @@ class Status(StrEnum):
 
 
 # The statuses of a run that produced an answer (exit code 0).
-ANSWERED = frozenset(
-    {Status.VERIFIED, Status.MAX_ROUNDS, Status.ACCEPTED, Status.NOT_APPLICABLE}
-)
+ANSWERED = frozenset({Status.VERIFIED, Status.MAX_ROUNDS, Status.ACCEPTED, Status.NOT_APPLICABLE})
 
 
 def verdict_label(sufficient: bool | None) -> str:

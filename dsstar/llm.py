@@ -28,6 +28,7 @@ __all__ = [
     "Message",
     "complete",
     "config_for",
+    "count_tokens",
     "embed",
     "missing_keys",
     "preload",
@@ -163,6 +164,15 @@ def missing_keys(model: str) -> list[str]:
     if found.get("keys_in_environment"):
         return []
     return [k for k in found.get("missing_keys") or [] if not k.endswith(("_BASE", "_URL"))]
+
+
+def count_tokens(model: str, text: str) -> int:
+    """Tokens of `text` for `model`, with litellm's tokenizer for it (tiktoken for OpenAI
+    models, its own for others); about 4 characters a token when it has none."""
+    try:
+        return int(_litellm().token_counter(model=model, text=text))
+    except Exception:  # an unknown tokenizer must not stop a run: the estimate will do
+        return len(text) // 4 + 1
 
 
 def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | None]:

@@ -100,6 +100,23 @@ class Settings(BaseSettings):
     max_description_chars: int = Field(
         6000, ge=200, description="Longer file descriptions are cut to this many characters."
     )
+    max_document_chars: int = Field(
+        40_000,
+        ge=200,
+        description="Documentation files (Markdown, text, README, HTML prose) reach the agents"
+        " as their own text, whole up to this many characters (DABStep's manual is 22 KB).",
+    )
+    context_tokens: int = Field(
+        64_000,
+        ge=1000,
+        description="Most tokens of file descriptions in one prompt, counted with the model's"
+        " tokenizer; beyond it the room is shared by relevance and cut files say so.",
+    )
+    max_question_chars: int = Field(
+        20_000,
+        ge=100,
+        description="A longer question or guidelines is refused before any call.",
+    )
     max_output_chars: int = Field(
         8000,
         ge=200,

@@ -180,6 +180,10 @@ def test_dabstep_real_tasks_score_in_full_and_resume_without_rework(env, llm, tm
     }
     assert submission["1273"] == "0.120132" and submission["1305"] == "0.123217"
     assert submission["empty-1"] == "" and submission["na-1"] == "Not Applicable"
+    # The manual reached the planner and the coder whole, its rule for null fields included.
+    null_rule = "If a field is set to null it means that it applies to all possible values"
+    for agent in ("planner", "coder"):
+        assert all(null_rule in text_of(r) for r in llm.calls(agent))
 
     scored = dsstar("bench", "score", "--suite", "dabstep", "--answers",
                     str(out / "submission.jsonl"), "--truth", str(truth), "--json")  # fmt: skip

@@ -95,7 +95,12 @@ class Agents:
         return code
 
     def verify(
-        self, label: str, question: str, plan: list[str], script: Script
+        self,
+        label: str,
+        question: str,
+        plan: list[str],
+        script: Script,
+        files: list[FileInfo] | None = None,
     ) -> tuple[Verdict, str]:
         """The verifier's decision on `plan` as `script` implements it, and its reply. A reply
         that says neither Yes nor No is asked again once, then reads as No."""
@@ -105,6 +110,7 @@ class Agents:
             code=script.code,
             output=script.result.output,
             max_output_chars=self.budget.max_output_chars,
+            files=files,
         )
         reply = self.calls.ask("verifier", f"verifier {label}", messages)
         sufficient = agents.verifier.read(reply)

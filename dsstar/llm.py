@@ -18,6 +18,7 @@ from typing import Any
 # litellm downloads a price map at import unless told otherwise; runs must work offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from .caching import cache_marked, cached_tokens, reasoning_of  # noqa: E402
 from .errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .text import clean  # noqa: E402
@@ -214,7 +215,7 @@ def complete(
     kwargs: dict[str, Any] = {
         "model": config.model,
         # A prompt may quote file names or data that cannot be encoded; send what can be.
-        "messages": [_clean_message(m) for m in messages],
+        "messages": cache_marked([_clean_message(m) for m in messages], config.model),
         "timeout": config.timeout,
         "num_retries": 0,
         "max_retries": 0,
@@ -255,33 +256,9 @@ def complete(
         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost_usd=_cost(response),
         latency_s=round(latency, 3),
-        reasoning=clean(_reasoning(message)),
-        cached_tokens=_cached_tokens(usage),
+        reasoning=clean(reasoning_of(message)),
+        cached_tokens=cached_tokens(usage),
     )
-
-
-def _reasoning(message: Any) -> str:
-    """The model's thinking, as litellm hands it over: `reasoning_content` (DeepSeek, Gemini,
-    OpenAI o-series through some gateways) or Anthropic's `thinking_blocks`."""
-    said = getattr(message, "reasoning_content", None)
-    if isinstance(said, str) and said:
-        return said
-    blocks = getattr(message, "thinking_blocks", None) or []
-    texts = [b.get("thinking", "") if isinstance(b, dict) else "" for b in blocks]
-    return "\n\n".join(t for t in texts if t)
-
-
-def _cached_tokens(usage: Any) -> int:
-    """Input tokens read from the provider's prompt cache (OpenAI and Gemini report them in
-    `prompt_tokens_details`, Anthropic as `cache_read_input_tokens`)."""
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    if not cached:
-        cached = getattr(usage, "cache_read_input_tokens", None)
-    try:
-        return int(cached or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def embed(

@@ -115,7 +115,7 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
     number, opened_by = 0, None
     while True:
         label = f"r{number:02d}"
-        verdict, reply = ask.verify(label, problem.question, plan.steps, script)
+        verdict, reply = ask.verify(label, problem.question, plan.steps, script, problem.files)
         rt.record_round(Round(number, plan.steps, script, verdict, reply, opened_by))
         if verdict.sufficient:
             return Outcome(Status.VERIFIED, plan.steps, script)

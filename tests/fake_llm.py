@@ -94,6 +94,7 @@ class FakeLLM:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._keys: set[str] | None = None
+        self._prompts: list[str] = []  # for the prompt cache OpenAI keeps by itself
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> FakeLLM:
@@ -165,6 +166,16 @@ class FakeLLM:
             self._keys = set(keys) or None
         return self
 
+    def _cached_tokens(self, prompt: str) -> int:
+        """Tokens of `prompt` a provider would serve from its prompt cache, as OpenAI counts
+        them: the longest prefix shared with an earlier prompt, from 1,024 tokens on, in steps
+        of 128 (a token being 4 characters here)."""
+        with self._lock:
+            shared = max((_common_prefix(prompt, p) for p in self._prompts), default=0)
+            self._prompts.append(prompt)
+        tokens = shared // 4
+        return tokens // 128 * 128 if tokens >= 1024 else 0
+
     def _key_refused(self, headers: Any) -> bool:
         auth = headers.get("Authorization") or ""
         return self._keys is not None and auth.removeprefix("Bearer ").strip() not in self._keys
@@ -176,6 +187,7 @@ class FakeLLM:
             self._defaults.clear()
             self._fallback = self._handler = self._intercept = None
             self._keys = None
+            self._prompts.clear()
             self.requests.clear()
         return self
 
@@ -222,7 +234,17 @@ class FakeLLM:
             self.requests.append(req)
 
 
-def _completion(model: str, reply: str | Reasoned, prompt_tokens: int) -> dict[str, Any]:
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _completion(
+    model: str, reply: str | Reasoned, prompt_tokens: int, cached: int = 0
+) -> dict[str, Any]:
     """Build a non-streaming ``chat.completion`` response body."""
     message: dict[str, Any] = {"role": "assistant", "content": reply}
     if isinstance(reply, Reasoned):
@@ -246,6 +268,7 @@ def _completion(model: str, reply: str | Reasoned, prompt_tokens: int) -> dict[s
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
         },
     }
 
@@ -349,12 +372,13 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 return
             llm._record(req)
             model = str(body.get("model", "test-model"))
-            chars = sum(len(_content_text(m.get("content"))) for m in req["messages"])
-            prompt_tokens = max(1, chars // 4)
+            prompt = text_of(req)
+            prompt_tokens = max(1, len(prompt) // 4)
+            cached = llm._cached_tokens(prompt)
             if body.get("stream"):
                 self._send_stream(_chunks(model, reply, prompt_tokens))
             else:
-                self._send_json(200, _completion(model, reply, prompt_tokens))
+                self._send_json(200, _completion(model, reply, prompt_tokens, cached))
 
         def _embeddings(self, raw: bytes) -> None:
             """Deterministic vectors: the text's letter counts a-z (recorded like chats)."""

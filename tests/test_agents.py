@@ -469,3 +469,24 @@ def test_prompt_hash_accepts_lone_surrogates() -> None:
     assert prompt_hash([{"role": "user", "content": "a\ud800b"}]) != prompt_hash(
         [{"role": "user", "content": "a\ufffdb"}]
     )
+
+
+def test_every_solution_agent_opens_with_the_same_prefix() -> None:
+    """Files and question first, the agent's task after: one prefix a provider caches."""
+    prompts = [
+        planner.render_initial(question=QUESTION, files=FILES, previous_plan=[]),
+        planner.render_next(question=QUESTION, files=FILES, plan=PLAN, last_output=OUTPUT),
+        coder.render_initial(question=QUESTION, files=FILES, step=PLAN[0]),
+        coder.render_next(question=QUESTION, files=FILES, plan=PLAN, base_code=CODE),
+        verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT, files=FILES),
+        router.render(question=QUESTION, plan=PLAN, output=OUTPUT, files=FILES),
+        debugger.render_solution(question=QUESTION, code=CODE, error=ERROR, files=FILES),
+        finalyzer.render(
+            question=QUESTION, guidelines=GUIDELINES, files=FILES, plan=PLAN, code=CODE,
+            output=OUTPUT,
+        ),
+    ]  # fmt: skip
+    texts = [p[0]["content"] for p in prompts]
+    prefix = texts[0][: texts[0].index("\n## Your task\n") + len("\n## Your task\n")]
+    assert QUESTION in prefix and all(t in prefix for t in FILE_TEXTS)
+    assert all(text.startswith(prefix) for text in texts)

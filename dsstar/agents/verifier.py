@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, clip
+from ._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
 from ._base import render as _render
 from ._reading import yes_no
 
@@ -17,10 +17,13 @@ def render(
     code: str,
     output: str,
     max_output_chars: int = PROMPT_OUTPUT_CHARS,
+    files: list[FileInfo] | None = None,
 ) -> list[Message]:
-    """Ask Yes/No: is this plan sufficient, judged by its code and its output?"""
+    """Ask Yes/No: is this plan sufficient, judged by its code and its output? The files
+    open the prompt as they open every agent's (one prefix, cached by the provider)."""
     return _render(
         "verifier",
+        files=files or [],
         question=question,
         plan=plan,
         code=clip(code, PROMPT_CODE_CHARS),

@@ -111,6 +111,20 @@ def test_an_unreachable_api_base_is_refused(env, llm, sales):
     refused(done, env, "cannot reach --api-base", f"127.0.0.1:{port}")
 
 
+def test_bench_run_checks_the_model_once_before_any_task(env, llm, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task_id": "1", "question": "How many rules?", "answer": ""}\n')
+    (tmp_path / "context").mkdir()
+    (tmp_path / "context" / "fees.json").write_text("[]")
+    done = dsstar(
+        "bench", "run", "--suite", "dabstep", "--tasks", str(tasks), "--data",
+        str(tmp_path / "context"), "--out", str(tmp_path / "out"), "--model", "gpt-4o-typo",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "litellm cannot route the model 'gpt-4o-typo'" in done.stderr
+    assert not (tmp_path / "out").exists() and llm.requests == []
+
+
 def test_the_model_checks_take_seconds(llm, monkeypatch):
     import dsstar.llm  # imported first: its seconds are not the checks'
 

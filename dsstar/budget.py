@@ -43,8 +43,8 @@ def whole_documents(
     files: list[dict[str, Any]], data_dir: Path | None, max_chars: int
 ) -> list[dict[str, Any]]:
     """`files` (analysis records) with each documentation file's description replaced by its
-    own text (HTML as prose), whole up to `max_chars`. Files that cannot be read keep their
-    description."""
+    own text (HTML as prose), whole up to `max_chars`. Files that cannot be read, and HTML
+    pages that hold tables (data, not prose), keep their description."""
     if data_dir is None:
         return files
     shown = []
@@ -65,6 +65,8 @@ def _read(path: Path, format: str | None) -> str | None:
         log.warning("cannot read %s for the agents: %s", path, exc)
         return None
     if format == "html" or path.suffix.lower() in (".html", ".htm"):
+        if re.search(r"<table\b", text, re.I):  # a data table: the analyzer's schema serves better
+            return None
         text = html.unescape(_TAGS.sub(" ", text))
         text = re.sub(r"[ \t]+", " ", re.sub(r"\n\s*\n+", "\n\n", text))
     return text.strip()

@@ -43,6 +43,9 @@ def test_html_prose_and_the_per_file_budget(tmp_path) -> None:
         " within 30 days.</p><script>var x = 1;</script></body></html>"
     )
     (tmp_path / "notes.txt").write_text("fee rule " * 10_000)
+    (tmp_path / "table.html").write_text("<table><tr><td>1</td></tr></table>")
+    table = {"path": "table.html", "format": "html", "description": "HTML table: 1 row"}
+    assert whole_documents([table], tmp_path, max_chars=5000) == [table]
     files = [
         {"path": "guide.html", "format": "html", "description": "HTML"},
         {"path": "notes.txt", "format": "text", "description": "text"},

@@ -1,12 +1,21 @@
-"""Input tokens per LLM call, by agent, on a generated context of DABStep's shape.
+"""Input tokens per LLM call, by agent, on DABStep's real context files, and how much of them a
+provider's prompt cache can serve.
 
-DABStep's context is seven files: a 138k-row payments CSV, a fees JSON of about a thousand
-rules, a markdown manual, a payments readme, merchant data (JSON) and two small CSVs. This
-script generates files of that shape, runs one scripted ds-star run over them (analysis of
-every file with realistic describing scripts, then --rounds rounds and the finalyzer) against
-the scripted OpenAI-compatible server and a started Prefect server, and counts every prompt's
-tokens with litellm's token counter (gpt-4o's tokenizer). DS-STAR reports a mean of about
-12.2k input tokens per call on DABStep.
+The context is DABStep's own files (shared/bench/dabstep/context: the fees JSON of 1,000 rules,
+the 22 KB manual, the payments readme, merchant data and two small CSVs) plus a payments.csv
+generated with the 21 columns its readme gives (the real one is a 23 MB git-LFS object that is
+not in the copy). One scripted ds-star run goes over them (analysis of every file with
+realistic describing scripts, --rounds rounds, the finalyzer) against the scripted
+OpenAI-compatible server and a started Prefect server. Every prompt is counted with litellm's
+token counter (gpt-4o's tokenizer). Printed:
+
+- whether DABStep's manual reached the planner's and the coder's prompts whole;
+- the mean input tokens per call by agent, against DS-STAR's reported 12.2k;
+- the share of input tokens that are cache-eligible: the longest prefix a prompt shares with
+  an earlier prompt of the run, from 1,024 tokens on and in steps of 128, as OpenAI caches
+  (Gemini's implicit cache works alike; Anthropic's needs the `cache_control` mark dsstar
+  sets on the shared prefix);
+- the run's cost at gpt-4o's prices with and without those cached reads.
 
     .venv/bin/python benchmarks/tokens.py [--rounds 4] [--rows 138236]
 """
@@ -14,9 +23,7 @@ tokens with litellm's token counter (gpt-4o's tokenizer). DS-STAR reports a mean
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -76,65 +83,16 @@ def payments(path: Path, rows: int) -> None:
     frame.to_csv(path, index=False)
 
 
+DABSTEP = REPO.parent / "shared" / "bench" / "dabstep" / "context"
+NULL_RULE = "If a field is set to null it means that it applies to all possible values"
+
+
 def context(folder: Path, rows: int) -> None:
-    """The seven files of DABStep's context, generated."""
-    rand = random.Random(7)
+    """DABStep's real context files, and a payments.csv of its readme's schema."""
+    source = DABSTEP if DABSTEP.is_dir() else Path("/work/shared/bench/dabstep/context")
+    for path in source.iterdir():
+        shutil.copy(path, folder / path.name)
     payments(folder / "payments.csv", rows)
-    fees = [
-        {
-            "ID": n,
-            "card_scheme": rand.choice(SCHEMES),
-            "account_type": rand.sample(["R", "D", "H", "F", "S", "O"], rand.randint(0, 2)),
-            "capture_delay": rand.choice([None, "immediate", "<3", "3-5", ">5", "manual"]),
-            "monthly_fraud_level": rand.choice([None, "<7.2%", "7.2%-7.7%", ">8.3%"]),
-            "monthly_volume": rand.choice([None, "<100k", "100k-1m", "1m-5m", ">5m"]),
-            "merchant_category_code": rand.sample([5411, 5812, 5813, 7997, 8062, 7372], 2),
-            "is_credit": rand.choice([None, True, False]),
-            "aci": rand.sample(list("ABCDEFG"), rand.randint(0, 3)),
-            "fixed_amount": round(rand.uniform(0, 0.15), 2),
-            "rate": rand.randint(10, 99),
-            "intracountry": rand.choice([None, 0.0, 1.0]),
-        }
-        for n in range(1, 1001)
-    ]
-    (folder / "fees.json").write_text(json.dumps(fees, indent=4))
-    sections = [
-        "Introduction",
-        "Account Type",
-        "Merchant Category Code",
-        "Authorization Characteristics Indicator",
-        "Payment Processing Fees",
-        "Fraud",
-        "Leveraging Data and Reporting",
-        "Appendix",
-    ]  # noqa: E501
-    manual = ["# Merchant Guide to Optimizing Payment Processing and Minimizing Fees\n"]
-    for number, title in enumerate(sections, 1):
-        manual.append(f"\n## {number}. {title}\n")
-        for _ in range(6):
-            words = [rand.choice(["merchants", "fees", "transactions", "card", "scheme", "rate",
-                                  "fraud", "volume", "monthly", "capture", "delay", "the", "of",
-                                  "and", "to", "a", "is", "for", "in", "risk", "account"])
-                     for _ in range(70)]  # fmt: skip
-            manual.append(" ".join(words).capitalize() + ".\n")
-    (folder / "manual.md").write_text("\n".join(manual))
-    (folder / "payments-readme.md").write_text(
-        "This is a synthetic dataset of payment transactions processed by the Payments "
-        "Processor.\n\nColumns:\n"
-        + "\n".join(
-            f"- `{c}`: description of {c}"
-            for c in ["psp_reference", "merchant", "card_scheme", "year", "eur_amount", "aci"]
-        )  # fmt: skip
-    )
-    merchant = {"capture_delay": "manual", "acquirer": ["gringotts"], "account_type": "F"}
-    merchants = [{"merchant": m, "merchant_category_code": 7997, **merchant} for m in MERCHANTS]
-    (folder / "merchant_data.json").write_text(json.dumps(merchants, indent=4))
-    (folder / "merchant_category_codes.csv").write_text(
-        "mcc,description\n" + "".join(f"{1500 + n},Category number {n}\n" for n in range(770))
-    )
-    (folder / "acquirer_countries.csv").write_text(
-        "acquirer,country_code\n" + "".join(f"acq_{n},{c}\n" for n, c in enumerate(COUNTRIES))
-    )
 
 
 DESCRIBE = {
@@ -155,7 +113,9 @@ print("keys:", list(first))
 print(json.dumps(data[:3] if isinstance(data, list) else data, indent=2)[:3000])
 """,
     ".md": """
-print(open({path!r}).read())
+text = open({path!r}).read()
+print(len(text), "characters")
+print("\\n".join(line for line in text.splitlines() if line.startswith("#")))
 """,
 }
 
@@ -189,7 +149,9 @@ def script_model(llm, rounds: int) -> None:
     llm.default("coder", lambda req: fence(SOLUTION))
     llm.default("verifier", lambda req: next(verdicts, "Yes"))
     llm.default("router", lambda req: "Add Step")
-    llm.default("finalyzer", lambda req: fence(SOLUTION + "\nprint(average.index[0])"))
+    llm.default(
+        "finalyzer", lambda req: fence(SOLUTION + "\nprint('FINAL ANSWER:', average.index[0])")
+    )
 
 
 def main() -> None:
@@ -228,12 +190,32 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+    report(requests, result)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def report(requests: list[dict], result: dict) -> None:
     import litellm
+    from fake_llm import text_of
+
+    def tokens(text: str) -> int:
+        return litellm.token_counter(model="gpt-4o", text=text)
 
     per_agent: dict[str, list[int]] = defaultdict(list)
+    eligible_total = input_total = 0
+    seen: list[str] = []
     for request in requests:
-        tokens = litellm.token_counter(model="gpt-4o", messages=request["messages"])
-        per_agent[request["agent"]].append(tokens)
+        prompt = text_of(request)
+        count = tokens(prompt)
+        shared = max((_common_prefix(prompt, earlier) for earlier in seen), default=0)
+        cached = tokens(prompt[:shared]) if shared else 0
+        eligible_total += cached // 128 * 128 if cached >= 1024 else 0
+        input_total += count
+        per_agent[request["agent"]].append(count)
+        seen.append(prompt)
+    for agent in ("planner", "coder"):
+        whole = all(NULL_RULE in text_of(r) for r in requests if r["agent"] == agent)
+        print(f"manual.md whole in every {agent} prompt: {'yes' if whole else 'NO'}")
     print(f"run: {result['status']}, {result['rounds']} rounds, {len(requests)} LLM calls")
     print(f"{'agent':<11} {'calls':>5} {'mean input tokens':>18} {'max':>7}")
     for agent, counts in sorted(per_agent.items()):
@@ -242,7 +224,23 @@ def main() -> None:
     loop = [n for agent, counts in per_agent.items() if agent != "analyzer" for n in counts]
     print(f"mean input tokens per call: {statistics.mean(every):,.0f} over all calls, "
           f"{statistics.mean(loop):,.0f} without the analyzer (DS-STAR: about 12.2k)")  # fmt: skip
-    shutil.rmtree(work, ignore_errors=True)
+    share = eligible_total / input_total
+    print(f"cache-eligible input tokens: {eligible_total:,} of {input_total:,} ({share:.2f})")
+    price = litellm.model_cost["gpt-4o"]
+    output = result.get("output_tokens") or 0
+    plain = input_total * price["input_cost_per_token"]
+    cached = (input_total - eligible_total) * price["input_cost_per_token"] + (
+        eligible_total * price["cache_read_input_token_cost"]
+    )
+    out = output * price["output_cost_per_token"]
+    print(f"cost at gpt-4o prices: ${plain + out:.4f} without caching, ${cached + out:.4f} with")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n, i = min(len(a), len(b)), 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 if __name__ == "__main__":

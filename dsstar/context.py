@@ -1,17 +1,20 @@
 """Step 2 of the algorithm: the files the agents see, as `FileInfo` (path in the sandbox and
-description), the top-K of them by relevance to the question when there are more than K."""
+description), the top-K of them by relevance to the question when there are more than K, and
+within the prompt's token budget (`fit_context`; documentation files whole: see `budget`)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from . import agents
 from .agents import FileInfo
+from .budget import Fitted, fit
 from .errors import LLMError
 from .retrieval import Hit, Similarity, rank_sources
 
-__all__ = ["retrieve"]
+__all__ = ["fit_context", "retrieve"]
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +30,10 @@ def retrieve(
 
     A folder of like files counts as one source and is shown once: its member list and
     the description of its first member."""
+    limit = {f["path"]: f.get("shown_chars") or max_chars for f in files}  # documents: whole
     if len(files) <= top_k:
         return [
-            FileInfo(path=f"data/{f['path']}", description=agents.clip(f["description"], max_chars))
+            FileInfo(f"data/{f['path']}", agents.clip(f["description"], limit[f["path"]]))
             for f in files
         ]
     described = {f["path"]: f["description"] or "" for f in files}
@@ -40,10 +44,23 @@ def retrieve(
         hits = rank_sources(question, described)[:top_k]
     return [
         FileInfo(
-            path=f"data/{h.path}", description=agents.clip(_source_text(h, described), max_chars)
+            f"data/{h.path}", agents.clip(_source_text(h, described), limit.get(h.path, max_chars))
         )
         for h in hits
     ]
+
+
+def fit_context(
+    question: str, files: list[FileInfo], budget_tokens: int, count: Callable[[str], int]
+) -> Fitted:
+    """`files` within `budget_tokens` (see `budget.fit`), the room shared by relevance to the
+    question (BM25); the files stay in their order, so every prompt of a run opens alike."""
+    described = {f.path: f.description for f in files}
+    order = [h.path for h in rank_sources(question, described, group=False)]
+    ranked = sorted(files, key=lambda f: order.index(f.path) if f.path in order else len(order))
+    fitted = fit(ranked, budget_tokens, count)
+    by_path = {f.path: f for f in fitted.files}
+    return Fitted([by_path[f.path] for f in files], fitted.left_out)
 
 
 def _source_text(hit: Hit, described: dict[str, str]) -> str:

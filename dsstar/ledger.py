@@ -92,6 +92,7 @@ class CallRow(SQLModel, table=True):
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0  # input tokens served from the provider's prompt cache
     cost_usd: float | None = None
     latency_s: float = 0.0
 
@@ -278,6 +279,7 @@ def _call_row(run_id: str, call: dict[str, Any]) -> CallRow:
         model=call["model"],
         input_tokens=call["input_tokens"],
         output_tokens=call["output_tokens"],
+        cached_tokens=call.get("cached_tokens") or 0,
         cost_usd=call.get("cost_usd"),
         latency_s=call.get("latency_s") or 0.0,
     )

@@ -18,6 +18,7 @@ from typing import Any
 # litellm downloads a price map at import unless told otherwise; runs must work offline.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from .caching import cache_marked, cached_tokens, reasoning_of  # noqa: E402
 from .errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .text import clean  # noqa: E402
@@ -28,9 +29,11 @@ __all__ = [
     "Message",
     "complete",
     "config_for",
+    "count_tokens",
     "embed",
     "missing_keys",
     "preload",
+    "provider_of",
     "require_model",
 ]
 
@@ -128,6 +131,11 @@ class LLMReply:
     output_tokens: int
     cost_usd: float | None
     latency_s: float
+    # What a reasoning model thought before answering (litellm's `reasoning_content`): stored
+    # with the call, never read as the answer.
+    reasoning: str = ""
+    # Input tokens the provider served from its prompt cache (billed at a discount).
+    cached_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,6 +167,29 @@ def missing_keys(model: str) -> list[str]:
     return [k for k in found.get("missing_keys") or [] if not k.endswith(("_BASE", "_URL"))]
 
 
+def count_tokens(model: str, text: str) -> int:
+    """Tokens of `text` for `model`, with litellm's tokenizer for it (tiktoken for OpenAI
+    models, its own for others); about 4 characters a token when it has none."""
+    try:
+        return int(_litellm().token_counter(model=model, text=text))
+    except Exception:  # an unknown tokenizer must not stop a run: the estimate will do
+        return len(text) // 4 + 1
+
+
+def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | None]:
+    """The provider litellm routes `model` to and that provider's default address; raises
+    ConfigError, naming the fix, when litellm cannot route it (`gpt-4o-typo`)."""
+    try:
+        _name, provider, _key, base = _litellm().get_llm_provider(model, api_base=api_base)
+    except Exception as exc:  # litellm raises BadRequestError for an unknown bare name
+        raise ConfigError(
+            f"litellm cannot route the model {model!r}: name it as provider/model, e.g."
+            " openai/gpt-4o, gemini/gemini-2.5-pro, anthropic/claude-sonnet-4-5 or"
+            " openai/<served-name> with --api-base (--model, DSSTAR_MODEL, --agent-model)."
+        ) from exc
+    return str(provider), base
+
+
 def config_for(settings: Settings, agent: str) -> LLMConfig:
     """The model configuration of one agent."""
     model = settings.model_for(agent)
@@ -184,7 +215,7 @@ def complete(
     kwargs: dict[str, Any] = {
         "model": config.model,
         # A prompt may quote file names or data that cannot be encoded; send what can be.
-        "messages": [_clean_message(m) for m in messages],
+        "messages": cache_marked([_clean_message(m) for m in messages], config.model),
         "timeout": config.timeout,
         "num_retries": 0,
         "max_retries": 0,
@@ -215,7 +246,8 @@ def complete(
         raise LLMTransientError(f"model {config.model!r} returned no choices")
     # Whatever the model sent (a lone surrogate from a JSON escape, say) leaves here as valid
     # text, so prompts built from it, storage and the ledger can always encode it.
-    text = clean(response.choices[0].message.content or "")
+    message = response.choices[0].message
+    text = clean(message.content or "")
     usage = getattr(response, "usage", None)
     return LLMReply(
         text=text,
@@ -224,6 +256,8 @@ def complete(
         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost_usd=_cost(response),
         latency_s=round(latency, 3),
+        reasoning=clean(reasoning_of(message)),
+        cached_tokens=cached_tokens(usage),
     )
 
 

@@ -3,12 +3,16 @@ the fix, raised before any LLM call, execution or stored run.
 
     model configured      ConfigError   --model / DSSTAR_MODEL
     key for its provider  ConfigError   OPENAI_API_KEY, ... or DSSTAR_API_KEY
+    model routable        ConfigError   --model: litellm knows the provider (`reachability`)
+    server reachable      ConfigError   --api-base / DSSTAR_API_BASE answers within seconds
+    key accepted          ConfigError   the provider's list of models takes the key
     usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=none
     data root             DataError     exists, readable, holds at least one file
     storage               ConfigError   writable
 
-A key the provider rejects is not tried here (that would cost a request): the first model
-call fails at once with LLMFatalError, which is never retried.
+The key is tried on a free request (the provider's list of models), never a completion.
+A model the server does not know fails at the first call, at once, with LLMFatalError,
+which is never retried.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ def preflight(
         check_data(data)
     if storage:
         check_storage(settings)
+    if llm:  # last: the only check that waits on the network
+        from .reachability import check_models
+
+        check_models(settings)
 
 
 def check_model(settings: Settings) -> None:

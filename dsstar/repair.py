@@ -20,17 +20,25 @@ Fix = Callable[[str, str], list[Message]]
 
 def run_with_repair(calls: Calls, label: str, code: str | None, fix: Fix, budget: Budget) -> Script:
     """Execute `code`; while it fails, ask the debugger (with the messages `fix(code, error)`
-    builds) for a repaired script, at most `budget.max_debug_attempts` times. A reply without
-    code counts as a failed attempt; the last script that had code is kept."""
+    builds) for a repaired script, at most `budget.max_debug_attempts` times.
+
+    A debugger reply without code counts as a failed attempt that ran nothing: the script
+    and the real error it gave stay, so the next attempt (and the round, when attempts run
+    out) sees that error, never a "no code" placeholder in its place."""
     result = _execute(calls, f"execute {label}", code)
     attempts = [_attempt(code, result)]
+    error, summarized = "", None  # the same error is summarized once
     for n in range(1, budget.max_debug_attempts + 1):
         if result.ok:
             break
-        error = summarize(calls, f"{label} #{n}", result.output, budget)
+        if summarized is not result:
+            error, summarized = summarize(calls, f"{label} #{n}", result.output, budget), result
         reply = calls.ask("debugger", f"debugger {label} #{n}", fix(code or "", error))
         fixed = agents.debugger.parse(reply)
-        code = fixed or code
+        if fixed is None:
+            attempts.append({"code": None, "ok": False, "output": NO_CODE.output})
+            continue
+        code = fixed
         result = _execute(calls, f"execute {label} #{n}", fixed)
         attempts.append(_attempt(fixed, result))
     return Script(code=code or "", result=result, attempts=attempts)

@@ -57,7 +57,9 @@ class Settings(BaseSettings):
         2.0, ge=0, description="First retry delay in seconds; doubles on each further retry."
     )
 
-    max_rounds: int = Field(20, ge=1, description="Most plan/code/verify rounds before finalizing.")
+    max_rounds: int = Field(
+        20, ge=1, description="Most refinement rounds after round 00 (the paper's M)."
+    )
     max_debug_attempts: int = Field(
         3, ge=0, description="Most debugger attempts to repair one failing script."
     )
@@ -97,6 +99,23 @@ class Settings(BaseSettings):
     )
     max_description_chars: int = Field(
         6000, ge=200, description="Longer file descriptions are cut to this many characters."
+    )
+    max_document_chars: int = Field(
+        40_000,
+        ge=200,
+        description="Documentation files (Markdown, text, README, HTML prose) reach the agents"
+        " as their own text, whole up to this many characters (DABStep's manual is 22 KB).",
+    )
+    context_tokens: int = Field(
+        64_000,
+        ge=1000,
+        description="Most tokens of file descriptions in one prompt, counted with the model's"
+        " tokenizer; beyond it the room is shared by relevance and cut files say so.",
+    )
+    max_question_chars: int = Field(
+        20_000,
+        ge=100,
+        description="A longer question or guidelines is refused before any call.",
     )
     max_output_chars: int = Field(
         8000,

@@ -33,13 +33,16 @@ class Status(StrEnum):
     VERIFIED = "verified"  # the verifier accepted a round
     MAX_ROUNDS = "max_rounds"  # the rounds ran out; the last plan was finalized anyway
     ACCEPTED = "accepted"  # a person accepted the current plan; it was finalized
+    # The planner concluded that the files cannot answer the question; the finalyzer states
+    # the guidelines' "Not Applicable" (or what they say instead).
+    NOT_APPLICABLE = "not_applicable"
     STOPPED = "stopped"  # a person stopped the run: no answer, everything so far kept
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # SIGINT or SIGTERM: `dsstar resume` continues it
 
 
 # The statuses of a run that produced an answer (exit code 0).
-ANSWERED = frozenset({Status.VERIFIED, Status.MAX_ROUNDS, Status.ACCEPTED})
+ANSWERED = frozenset({Status.VERIFIED, Status.MAX_ROUNDS, Status.ACCEPTED, Status.NOT_APPLICABLE})
 
 
 def verdict_label(sufficient: bool | None) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from dsstar.tasks.record import publish_summary
 
+from dsstar.answer import stated_answer
 from dsstar.notebook import build_notebook
 from dsstar.run_record import final_objects
 from dsstar.runtime import Script
@@ -23,7 +24,7 @@ def finish(
     """Store the outcome and close the run; returns the run's result (`--json`). `final` is
     the finalized script; None when a person stopped the run (there is no answer then)."""
     answer = _answer(run, final)
-    if final is not None and not answer:  # it failed, or printed nothing: never an answer
+    if final is not None and answer is None:  # it failed, or stated nothing: never an answer
         status = Status.FAILED
     notebook = build_notebook(
         question=run.record["question"],
@@ -57,14 +58,15 @@ def finish(
 
 
 def _answer(run: Run, final: Script | None) -> str | None:
-    """The final script's stdout; None (with the reason noted) when there is no answer."""
+    """The answer the final script states ("" when stated empty, see `dsstar.answer`); None
+    (with the reason noted) when there is none."""
     if final is None:
         return None
     if not final.result.ok:
         run.note(error="the final script did not run: " + final.result.output[-500:])
         return None
-    answer = final.result.stdout.strip()
-    if not answer:  # an empty answer is never verified, whatever the verifier said
-        run.note(error="the final script printed nothing: there is no answer")
-        return None
+    answer = stated_answer(final.result.stdout)
+    if answer is None:  # nothing stated: stray prints are never taken for the answer
+        said = "printed nothing" if not final.result.stdout.strip() else "stated no answer"
+        run.note(error=f"the final script {said} (no 'FINAL ANSWER:' line): there is no answer")
     return answer

@@ -13,10 +13,12 @@ from prefect.runtime import flow_run
 from pydantic import ValidationError
 
 from dsstar import loop, scratch
-from dsstar.context import retrieve
+from dsstar.budget import check_question, whole_documents
+from dsstar.context import fit_context, retrieve
 from dsstar.contracts import failed_paths
 from dsstar.errors import UsageError
 from dsstar.form import RunForm, explain, form_parameters
+from dsstar.llm import count_tokens
 from dsstar.locations import normalize_location
 from dsstar.preflight import preflight
 from dsstar.retrieval import embedding_similarity
@@ -66,6 +68,7 @@ def ds_star(**fields: Any) -> dict[str, Any]:
     except ValidationError as exc:  # e.g. a sandbox Settings refuses: one readable line
         raise UsageError(explain(exc)) from exc
     question, data, guidelines, run_id = form.question, form.data, form.guidelines, form.run_id
+    check_question(question, guidelines, settings.max_question_chars)
     preflight(settings, data)  # model, keys, isolation, data, storage: before any stored run
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
@@ -106,11 +109,17 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     files = analyze_files(spec, source, fresh=failed_paths(contracts))
     run.record_analyses(files)
 
-    # 2. Retrieve: only the top-K descriptions go into the prompts.
+    # 2. Retrieve: only the top-K descriptions go into the prompts, documentation files
+    #    whole, all of them within the prompt's token budget.
+    files = whole_documents(files, source.mount_dir, settings.max_document_chars)
     similarity = embedding_similarity(settings, run.run_id)
     context = retrieve(question, files, settings.top_k, settings.max_description_chars, similarity)
-    run.note(files_considered=[f.path for f in context])
-    problem = loop.Problem(question, guidelines, context)
+    model = settings.model_for("planner") or ""
+    fitted = fit_context(
+        question, context, settings.context_tokens, lambda text: count_tokens(model, text)
+    )
+    run.note(files_considered=[f.path for f in context], context_left_out=fitted.left_out)
+    problem = loop.Problem(question, guidelines, fitted.files)
 
     # 3, 4. Round 0; then verify, route, plan, code, execute until the plan is sufficient,
     #    the rounds run out, or a person accepts or stops.
@@ -118,8 +127,11 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     if outcome.status is Status.STOPPED:  # a person stopped the run: no answer
         return finish(run, outcome.status, outcome.plan, None)
 
-    # 5. Finalize: a script that prints only the answer, in the required format.
-    final = loop.finalize(runtime, problem, budget, outcome.plan, outcome.script)
+    # 5. Finalize: a script that states the answer in the required format, told how the
+    #    rounds ended.
+    final = loop.finalize(
+        runtime, problem, budget, outcome.plan, outcome.script, outcome.status, outcome.reason
+    )
     return finish(run, outcome.status, outcome.plan, final)
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Error", "FakeLLM", "Reply", "Responder", "text_of"]
+__all__ = ["Error", "FakeLLM", "Reasoned", "Reply", "Responder", "text_of"]
 
 _ERROR_TYPES = {
     400: ("invalid_request_error", "invalid_request"),
@@ -50,7 +50,16 @@ class Error:
         return {"error": {"message": self.message, "type": etype, "code": code}}
 
 
-Reply = str | Error
+@dataclass(frozen=True)
+class Reasoned:
+    """A reply from a reasoning model: the answer in ``content``, its thinking sent apart in
+    ``reasoning_content`` (as DeepSeek, and Gemini or o-series models through gateways, do)."""
+
+    content: str
+    reasoning: str
+
+
+Reply = str | Error | Reasoned
 Responder = Callable[[dict[str, Any]], Reply]
 
 
@@ -84,6 +93,8 @@ class FakeLLM:
         self._intercept: Callable[[dict[str, Any]], Reply | None] | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._keys: set[str] | None = None
+        self._prompts: list[str] = []  # for the prompt cache OpenAI keeps by itself
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> FakeLLM:
@@ -148,12 +159,35 @@ class FakeLLM:
             self._intercept = fn
         return self
 
+    def require_key(self, *keys: str) -> FakeLLM:
+        """Answer 401 to any request (models list included) whose bearer key is not one of
+        ``keys``, as a real provider does; no arguments: accept every key again."""
+        with self._lock:
+            self._keys = set(keys) or None
+        return self
+
+    def _cached_tokens(self, prompt: str) -> int:
+        """Tokens of `prompt` a provider would serve from its prompt cache, as OpenAI counts
+        them: the longest prefix shared with an earlier prompt, from 1,024 tokens on, in steps
+        of 128 (a token being 4 characters here)."""
+        with self._lock:
+            shared = max((_common_prefix(prompt, p) for p in self._prompts), default=0)
+            self._prompts.append(prompt)
+        tokens = shared // 4
+        return tokens // 128 * 128 if tokens >= 1024 else 0
+
+    def _key_refused(self, headers: Any) -> bool:
+        auth = headers.get("Authorization") or ""
+        return self._keys is not None and auth.removeprefix("Bearer ").strip() not in self._keys
+
     def reset(self) -> FakeLLM:
         """Forget every script, responder and recorded request (for a server shared by tests)."""
         with self._lock:
             self._queues.clear()
             self._defaults.clear()
             self._fallback = self._handler = self._intercept = None
+            self._keys = None
+            self._prompts.clear()
             self.requests.clear()
         return self
 
@@ -200,8 +234,23 @@ class FakeLLM:
             self.requests.append(req)
 
 
-def _completion(model: str, content: str, prompt_tokens: int) -> dict[str, Any]:
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _completion(
+    model: str, reply: str | Reasoned, prompt_tokens: int, cached: int = 0
+) -> dict[str, Any]:
     """Build a non-streaming ``chat.completion`` response body."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply}
+    if isinstance(reply, Reasoned):
+        message = {"role": "assistant", "content": reply.content}
+        message["reasoning_content"] = reply.reasoning
+    content = message["content"]
     completion_tokens = max(1, len(content) // 4)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
@@ -211,7 +260,7 @@ def _completion(model: str, content: str, prompt_tokens: int) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
+                "message": message,
                 "finish_reason": "stop",
             }
         ],
@@ -219,15 +268,16 @@ def _completion(model: str, content: str, prompt_tokens: int) -> dict[str, Any]:
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
         },
     }
 
 
-def _chunks(model: str, content: str, prompt_tokens: int) -> list[dict[str, Any]]:
+def _chunks(model: str, reply: str | Reasoned, prompt_tokens: int) -> list[dict[str, Any]]:
     """Build the ``chat.completion.chunk`` sequence for a streamed reply."""
-    full = _completion(model, content, prompt_tokens)
+    full = _completion(model, reply, prompt_tokens)
     base = {k: full[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    delta = {"role": "assistant", "content": content}
+    delta = full["choices"][0]["message"]
     return [
         base | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
         base
@@ -272,7 +322,9 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
             self._send_json(404, {"error": err | {"code": "not_found"}})
 
         def do_GET(self) -> None:
-            if self.path.split("?")[0].rstrip("/") in ("/v1/models", "/models"):
+            if llm._key_refused(self.headers):
+                self._send_json(401, Error(401, "Incorrect API key provided").body())
+            elif self.path.split("?")[0].rstrip("/") in ("/v1/models", "/models"):
                 model = {"id": "test-model", "object": "model", "owned_by": "fake-llm"}
                 self._send_json(200, {"object": "list", "data": [model]})
             else:
@@ -281,6 +333,9 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if llm._key_refused(self.headers):
+                self._send_json(401, Error(401, "Incorrect API key provided").body())
+                return
             if self.path.split("?")[0].rstrip("/") in ("/v1/embeddings", "/embeddings"):
                 self._embeddings(raw)
                 return
@@ -317,12 +372,13 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 return
             llm._record(req)
             model = str(body.get("model", "test-model"))
-            chars = sum(len(_content_text(m.get("content"))) for m in req["messages"])
-            prompt_tokens = max(1, chars // 4)
+            prompt = text_of(req)
+            prompt_tokens = max(1, len(prompt) // 4)
+            cached = llm._cached_tokens(prompt)
             if body.get("stream"):
                 self._send_stream(_chunks(model, reply, prompt_tokens))
             else:
-                self._send_json(200, _completion(model, reply, prompt_tokens))
+                self._send_json(200, _completion(model, reply, prompt_tokens, cached))
 
         def _embeddings(self, raw: bytes) -> None:
             """Deterministic vectors: the text's letter counts a-z (recorded like chats)."""

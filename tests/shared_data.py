@@ -22,6 +22,19 @@ def _kramabench() -> Path:
 
 KRAMABENCH = _kramabench()
 
+
+def _dabstep() -> Path:
+    """shared/bench/dabstep beside the checkout or above it, else the machine's shared folder."""
+    here = Path(__file__).resolve()
+    for parent in [*here.parents[1:], Path("/work")]:
+        if (parent / "shared" / "bench" / "dabstep").is_dir():
+            return parent / "shared" / "bench" / "dabstep"
+    return here.parents[2] / "shared" / "bench" / "dabstep"
+
+
+# DABStep's real context files (all but payments.csv) and its task files.
+DABSTEP = _dabstep()
+
 # The two tests over the whole legal domain need the data itself; the recall tests fail
 # instead of skipping, so that a missing slice never passes for a met recall target.
 needs_kramabench = pytest.mark.skipif(

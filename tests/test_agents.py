@@ -22,10 +22,10 @@ from dsstar.agents._base import (
     PROMPTS_DIR,
     FileInfo,
     clip,
-    extract_code,
     prompt_hash,
     render,
 )
+from dsstar.agents._reading import extract_code
 from dsstar.bench import judge
 
 QUESTION = "What was the total revenue of the North region in 2024?"
@@ -100,6 +100,19 @@ CASES: dict[str, tuple[Callable[[], list[dict[str, str]]], list[str]]] = {
     "verifier": (
         lambda: verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),
         [QUESTION, CODE, OUTPUT, *NUMBERED_PLAN],
+    ),
+    "coder_again": (
+        lambda: coder.render_again(
+            coder.render_initial(question=QUESTION, files=FILES, step=PLAN[0]), "I would sum it."
+        )[-1:],
+        ["held no code", "```python"],
+    ),
+    "verifier_again": (
+        lambda: verifier.render_again(
+            verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT),
+            "It depends on what the question means.",
+        )[-1:],
+        ["did not say clearly", '"Yes"', '"No"'],
     ),
 }
 
@@ -196,7 +209,7 @@ def test_extract_code(reply: str, code: str | None) -> None:
         ("no.", False),
         ("Maybe", False),
         ("", False),
-        ("The answer is yes", False),
+        ("The answer is yes", True),  # a label before the verdict
         ("Yesterday's data is missing", False),
     ],
 )
@@ -329,6 +342,7 @@ def test_router_reads_add_step_sentences(reply: str) -> None:
         ("**Step 3.**", 3),
         ("`Step 1`", 1),
         ("  step 2 \n", 2),
+        ("The wrong step is the second.", 2),  # spelled out
         ("Step 7 is wrong!", None),  # outside the plan
         ("Step 0", None),
     ],
@@ -345,7 +359,6 @@ def test_router_reads_backtracks(reply: str, wrong_step: int | None) -> None:
         "Maybe",
         "I think step 2 needs another look",
         "Step 2 is fine.",
-        "The wrong step is the second.",
         "Do not add a step.",
         "Step 2 and 3",
         "\ud800",
@@ -362,6 +375,32 @@ def test_router_asks_again_with_the_unclear_reply_and_a_reminder() -> None:
     assert again[: len(first)] == first
     assert again[len(first)] == {"role": "assistant", "content": "Hmm, hard to say."}
     assert again[-1]["role"] == "user" and "Step N is wrong!" in again[-1]["content"]
+
+
+def test_the_debugger_without_a_script_gets_the_plan_and_the_base_code() -> None:
+    text = debugger.render_solution(
+        question=QUESTION, code="", error=ERROR, files=FILES, plan=PLAN, base_code=CODE,
+        guidelines=GUIDELINES,
+    )[0]["content"]  # fmt: skip
+    assert all(step in text for step in NUMBERED_PLAN) and CODE in text and GUIDELINES in text
+    assert "had no code block" in text and "implements the whole plan" in text
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        ("verified", "verified that the plan"),
+        ("max_rounds", "ran out"),
+        ("accepted", "accepted the plan"),
+        ("not_applicable", "cannot answer the question: no such merchant"),
+    ],
+)
+def test_the_finalyzer_is_told_the_status(status: str, said: str) -> None:
+    text = finalyzer.render(
+        question=QUESTION, guidelines=GUIDELINES, files=FILES, plan=PLAN, code=CODE,
+        output=OUTPUT, status=status, reason="no such merchant",
+    )[0]["content"]  # fmt: skip
+    assert said in text and 'print("FINAL ANSWER:", answer)' in text
 
 
 # -- step 1 wrong: planned from the last result --------------------------------------------------
@@ -430,3 +469,24 @@ def test_prompt_hash_accepts_lone_surrogates() -> None:
     assert prompt_hash([{"role": "user", "content": "a\ud800b"}]) != prompt_hash(
         [{"role": "user", "content": "a\ufffdb"}]
     )
+
+
+def test_every_solution_agent_opens_with_the_same_prefix() -> None:
+    """Files and question first, the agent's task after: one prefix a provider caches."""
+    prompts = [
+        planner.render_initial(question=QUESTION, files=FILES, previous_plan=[]),
+        planner.render_next(question=QUESTION, files=FILES, plan=PLAN, last_output=OUTPUT),
+        coder.render_initial(question=QUESTION, files=FILES, step=PLAN[0]),
+        coder.render_next(question=QUESTION, files=FILES, plan=PLAN, base_code=CODE),
+        verifier.render(question=QUESTION, plan=PLAN, code=CODE, output=OUTPUT, files=FILES),
+        router.render(question=QUESTION, plan=PLAN, output=OUTPUT, files=FILES),
+        debugger.render_solution(question=QUESTION, code=CODE, error=ERROR, files=FILES),
+        finalyzer.render(
+            question=QUESTION, guidelines=GUIDELINES, files=FILES, plan=PLAN, code=CODE,
+            output=OUTPUT,
+        ),
+    ]  # fmt: skip
+    texts = [p[0]["content"] for p in prompts]
+    prefix = texts[0][: texts[0].index("\n## Your task\n") + len("\n## Your task\n")]
+    assert QUESTION in prefix and all(t in prefix for t in FILE_TEXTS)
+    assert all(text.startswith(prefix) for text in texts)

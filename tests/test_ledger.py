@@ -54,9 +54,15 @@ def test_schema_is_migrated_once_and_versioned(database_url):
         version = connection.execute(
             sqlalchemy.text("SELECT version_num FROM dsstar_alembic_version")
         )
-        assert [row[0] for row in version] == ["0001"]
+        assert [row[0] for row in version] == ["0002"]
         tables = set(sqlalchemy.inspect(connection).get_table_names())
     assert {"dsstar_run", "dsstar_round", "dsstar_llm_call", "dsstar_answer"} <= tables
+
+
+def test_calls_keep_their_cached_tokens(database_url):
+    ledger = Ledger(database_url)
+    ledger.record(record("run-9", "42"), [ROUND], [CALL | {"cached_tokens": 1024}, CALL])
+    assert sorted(c.cached_tokens for c in ledger.calls("run-9")) == [0, 1024]
 
 
 def _open_at_once(url: str, barrier, results) -> None:
@@ -88,7 +94,7 @@ def test_processes_opening_a_new_ledger_at_once_all_find_one_schema(database_url
     engine = sqlalchemy.create_engine(database_url)
     with engine.connect() as connection:
         versions = connection.execute(sqlalchemy.text("SELECT * FROM dsstar_alembic_version"))
-        assert [row[0] for row in versions] == ["0001"]
+        assert [row[0] for row in versions] == ["0002"]
 
 
 def test_records_history_and_reuse_lookup(database_url):

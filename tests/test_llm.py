@@ -7,7 +7,7 @@ import socket
 import time
 
 import pytest
-from fake_llm import Error, FakeLLM
+from fake_llm import Error, FakeLLM, Reasoned
 from pydantic import ValidationError
 
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError
@@ -41,6 +41,46 @@ def test_reply_text_tokens_latency_and_cost(llm: FakeLLM) -> None:
     assert 0.2 <= reply.latency_s < 30
     assert reply.cost_usd is not None and 0 < reply.cost_usd < 0.01
     assert reply.to_dict()["text"] == reply.text
+
+
+def test_reasoning_content_is_stored_apart_from_the_answer(llm: FakeLLM) -> None:
+    thought = "The output already has the total, so the plan is sufficient."
+    llm.script("planner", Reasoned("Yes", thought))
+    reply = call(llm)
+    assert reply.text == "Yes"  # what the agent reads
+    assert reply.reasoning == thought and reply.to_dict()["reasoning"] == thought
+
+
+def test_cached_tokens_are_recorded_and_priced(llm: FakeLLM) -> None:
+    llm.default("planner", lambda req: "Load fees.json.")
+    prefix = "## Data files\n" + "fees.json: card_scheme, account_type, aci, rate\n" * 200
+    config = LLMConfig(model="openai/gpt-4o", api_base=llm.base_url)
+
+    def ask(task: str):
+        messages = [{"role": "user", "content": f"{prefix}\n## Your task\n{task}"}]
+        return complete(config, messages, agent="planner", run_id="r", api_key="sk-x")
+
+    first, second = ask("Plan the first step."), ask("Plan the next step.")
+    assert first.cached_tokens == 0 and second.cached_tokens >= 1024
+    assert abs(second.input_tokens - first.input_tokens) <= 2
+    assert second.cost_usd < first.cost_usd  # cached input is billed at a discount
+
+
+def test_anthropic_requests_mark_the_shared_prefix_for_caching() -> None:
+    from dsstar.caching import cache_marked
+
+    messages = [{"role": "user", "content": "files and question\n## Your task\nPlan."}]
+    marked = cache_marked(messages, "anthropic/claude-sonnet-4-5")[0]["content"]
+    assert marked[0] == {
+        "type": "text", "text": "files and question\n## Your task\n",
+        "cache_control": {"type": "ephemeral"},
+    }  # fmt: skip
+    assert marked[1] == {"type": "text", "text": "Plan."}
+    assert cache_marked(messages, "openai/gpt-4o") == messages  # cached without marks
+    assert (
+        cache_marked(messages, "bedrock/anthropic.claude-3-5-sonnet")[0]["content"]
+        != (messages[0]["content"])
+    )
 
 
 def test_unknown_model_has_no_cost(llm: FakeLLM) -> None:

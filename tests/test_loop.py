@@ -98,7 +98,9 @@ def solve(rt: MemoryRuntime, budget: Budget | None = None) -> tuple[loop.Outcome
     outcome = loop.rounds(rt, PROBLEM, budget)
     if outcome.status is Status.STOPPED:
         return outcome, None
-    return outcome, loop.finalize(rt, PROBLEM, budget, outcome.plan, outcome.script)
+    return outcome, loop.finalize(
+        rt, PROBLEM, budget, outcome.plan, outcome.script, outcome.status, outcome.reason
+    )
 
 
 def test_the_core_imports_no_prefect() -> None:
@@ -172,9 +174,10 @@ def test_max_rounds_ends_the_loop_and_finalizes_anyway(llm, runtime) -> None:
     outcome, final = solve(runtime, Budget(max_rounds=3))
 
     assert outcome.status is Status.MAX_ROUNDS
-    assert [r.number for r in runtime.rounds] == [0, 1, 2]
-    assert sorted(runtime.routes) == [1, 2]  # no route after the last round
-    assert len(llm.calls("verifier")) == 3 and len(llm.calls("router")) == 2
+    # M = 3 refinements (rounds 01..03) after round 00, as in the paper; each one judged.
+    assert [r.number for r in runtime.rounds] == [0, 1, 2, 3]
+    assert sorted(runtime.routes) == [1, 2, 3]  # no route after the last round
+    assert len(llm.calls("verifier")) == 4 and len(llm.calls("router")) == 3
     assert final.result.stdout.strip() == ANSWER
 
 

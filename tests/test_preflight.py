@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from scenarios import two_rounds
 
 from dsstar.errors import ConfigError
 from dsstar.preflight import check_keys
+from dsstar.reachability import check_models
 from dsstar.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -85,7 +88,66 @@ def test_dsstar_api_key_counts_for_any_provider(monkeypatch):
     check_keys(Settings(model="ollama/qwen2.5-coder"))  # a local server at its default address
 
 
-def test_a_rejected_key_fails_at_once_without_retries(env, llm, sales):
+def test_a_rejected_key_is_refused_before_any_stored_run(env, llm, sales):
+    llm.require_key("sk-the-right-one")  # the env's DSSTAR_API_KEY is another
+    started = time.monotonic()
+    done = run(sales)
+    refused(done, env, "rejected the key", "DSSTAR_API_KEY")
+    assert time.monotonic() - started < 60  # the process; the check itself: see below
+    assert llm.requests == []  # no completion was asked
+
+
+def test_a_model_litellm_cannot_route_is_refused(env, llm, sales):
+    done = run(sales, "--model", "gpt-4o-typo")
+    refused(done, env, "litellm cannot route the model 'gpt-4o-typo'", "provider/model")
+    assert llm.requests == []
+
+
+def test_an_unreachable_api_base_is_refused(env, llm, sales):
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    done = run(sales, "--api-base", f"http://127.0.0.1:{port}/v1")
+    refused(done, env, "cannot reach --api-base", f"127.0.0.1:{port}")
+
+
+def test_bench_run_checks_the_model_once_before_any_task(env, llm, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"task_id": "1", "question": "How many rules?", "answer": ""}\n')
+    (tmp_path / "context").mkdir()
+    (tmp_path / "context" / "fees.json").write_text("[]")
+    done = dsstar(
+        "bench", "run", "--suite", "dabstep", "--tasks", str(tasks), "--data",
+        str(tmp_path / "context"), "--out", str(tmp_path / "out"), "--model", "gpt-4o-typo",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "litellm cannot route the model 'gpt-4o-typo'" in done.stderr
+    assert not (tmp_path / "out").exists() and llm.requests == []
+
+
+def test_the_model_checks_take_seconds(llm, monkeypatch):
+    import dsstar.llm  # imported first: its seconds are not the checks'
+
+    dsstar.llm.provider_of("openai/gpt-4o")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    llm.require_key("sk-right")
+    cases = [
+        (Settings(model="gpt-4o-typo", api_key="sk-right"), "cannot route"),
+        (Settings(model="openai/m", api_base=f"http://127.0.0.1:{port}/v1"), "cannot reach"),
+        (Settings(model="openai/m", api_base=llm.base_url, api_key="sk-bad"), "rejected"),
+    ]
+    for settings, said in cases:
+        started = time.monotonic()
+        with pytest.raises(ConfigError, match=said):
+            check_models(settings)
+        assert time.monotonic() - started < 5
+    check_models(Settings(model="openai/m", api_base=llm.base_url, api_key="sk-right"))
+
+
+def test_a_key_rejected_at_the_first_call_fails_at_once_without_retries(env, llm, sales):
+    # The models list takes the key but completions do not (a key without chat access).
     llm.fallback(lambda req: Error(401, "invalid api key"))
     done = run(sales)
     assert done.returncode == 2, done.stderr

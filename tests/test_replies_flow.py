@@ -135,7 +135,7 @@ def test_prompts_stay_bounded_with_megabyte_outputs(env, llm, sales):
     llm.default("coder", lambda req: fence(flood + "# " + "c" * 1_000_000))
     llm.default("verifier", lambda req: "No")
     llm.default("router", lambda req: "Add Step")
-    llm.default("finalyzer", lambda req: fence(flood))
+    llm.default("finalyzer", lambda req: fence(flood + 'print("FINAL ANSWER:", "x")\n'))
     result = ds_star(
         question=QUESTION,
         data=str(sales),

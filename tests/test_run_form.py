@@ -127,7 +127,7 @@ def test_the_ui_renders_and_submits_the_run_form(tmp_path):
         page.get_by_role("button", name="Submit").click()
         page.wait_for_url("**tab=Runs**", timeout=60_000)  # the deployment's runs, after submit
         browser.close()
-    for shown in ("Folder, single file or URL", "Most plan/code/verify rounds", "DSSTAR_SANDBOX"):
+    for shown in ("Folder, single file or URL", "Most refinement rounds", "DSSTAR_SANDBOX"):
         assert shown in text, shown
     assert shot.stat().st_size > 10_000
     with get_client(sync_client=True) as client:

@@ -2,7 +2,8 @@
 `prompts/`, `parse(text)` turns any reply, however malformed, into a defined result."""
 
 from . import analyzer, coder, debugger, finalyzer, planner, router, summarizer, verifier
-from ._base import PROMPT_OUTPUT_CHARS, FileInfo, clip, extract_code, prompt_hash, render
+from ._base import PROMPT_OUTPUT_CHARS, FileInfo, clip, prompt_hash, render
+from ._reading import extract_code, split_thinking
 
 __all__ = [
     "PROMPT_OUTPUT_CHARS",
@@ -17,6 +18,7 @@ __all__ = [
     "prompt_hash",
     "render",
     "router",
+    "split_thinking",
     "summarizer",
     "verifier",
 ]

@@ -1,10 +1,10 @@
-"""What every agent shares: template rendering, code extraction and prompt hashing."""
+"""What every agent shares: template rendering, code extraction (see `_reading`) and prompt
+hashing."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -71,22 +71,3 @@ def clip(text: str, limit: int = PROMPT_OUTPUT_CHARS) -> str:
     head = limit * 2 // 5
     tail = limit - head
     return f"{text[:head]}\n... [{len(text) - limit} characters left out] ...\n{text[-tail:]}"
-
-
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
-_CODE_LANGS = {"", "python", "py", "python3", "ipython"}
-
-
-def extract_code(text: str) -> str | None:
-    """The Python script in a reply, or None when there is none.
-
-    Accepts ```python, ```py and bare ``` fences, and a final fence left unclosed by a cut-off
-    reply. With several blocks the longest wins: models that add a usage example or a shell
-    command next to the script still hand over the whole script.
-    """
-    blocks = [
-        body.strip()
-        for lang, body in _FENCE.findall(text or "")
-        if lang.lower() in _CODE_LANGS and body.strip()
-    ]
-    return max(blocks, key=len) if blocks else None

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import extract_code
 from ._base import render as _render
+from ._reading import extract_code
 
 __all__ = ["parse", "render"]
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import PROMPT_CODE_CHARS, FileInfo, clip, extract_code
+from ._base import PROMPT_CODE_CHARS, FileInfo, clip
 from ._base import render as _render
+from ._reading import extract_code
 
-__all__ = ["parse", "render_initial", "render_next"]
+__all__ = ["parse", "render_again", "render_initial", "render_next"]
 
 
 def render_initial(*, question: str, files: list[FileInfo], step: str) -> list[Message]:
@@ -25,6 +26,12 @@ def render_next(
         plan=plan,
         base_code=clip(base_code, PROMPT_CODE_CHARS),
     )
+
+
+def render_again(messages: list[Message], reply: str) -> list[Message]:
+    """The same request with the reply that held no code and a reminder to send the script."""
+    said = clip(reply, 2000)
+    return [*messages, {"role": "assistant", "content": said}, *_render("coder_again")]
 
 
 def parse(text: str) -> str | None:

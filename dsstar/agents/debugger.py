@@ -5,8 +5,9 @@ sheet names, table schemas)."""
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import PROMPT_CODE_CHARS, FileInfo, clip, extract_code
+from ._base import PROMPT_CODE_CHARS, FileInfo, clip
 from ._base import render as _render
+from ._reading import extract_code
 
 __all__ = ["parse", "render_analyzer", "render_solution"]
 
@@ -19,15 +20,27 @@ def render_analyzer(*, path: str, code: str, error: str) -> list[Message]:
 
 
 def render_solution(
-    *, question: str, code: str, error: str, files: list[FileInfo]
+    *,
+    question: str,
+    code: str,
+    error: str,
+    files: list[FileInfo],
+    plan: list[str] | None = None,
+    base_code: str = "",
+    guidelines: str = "",
 ) -> list[Message]:
-    """Ask for a repaired solution script."""
+    """Ask for a repaired solution script. `plan` says what the script must do; without a
+    script (the coder's reply had none) the debugger writes it from the plan and `base_code`.
+    The final script's debugger also sees the answer's `guidelines`."""
     return _render(
         "debugger_solution",
         question=question,
         code=clip(code, PROMPT_CODE_CHARS),
         error=clip(error),
         files=files,
+        plan=plan or [],
+        base_code=clip(base_code, PROMPT_CODE_CHARS),
+        guidelines=guidelines,
     )
 
 

@@ -1,10 +1,12 @@
-"""Finalyzer: turns the last script into one that prints the answer in the required format."""
+"""Finalyzer: turns the last script into one that states the answer in the required format
+(on a `FINAL ANSWER:` line, see `dsstar.answer`)."""
 
 from __future__ import annotations
 
 from ..llm import Message
-from ._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip, extract_code
+from ._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
 from ._base import render as _render
+from ._reading import extract_code
 
 __all__ = ["parse", "render"]
 
@@ -18,10 +20,15 @@ def render(
     code: str,
     output: str,
     max_output_chars: int = PROMPT_OUTPUT_CHARS,
+    status: str = "verified",
+    reason: str = "",
 ) -> list[Message]:
-    """Ask for the final script that prints only the answer, following `guidelines`."""
+    """Ask for the final script that states the answer, following `guidelines`. `status` says
+    how the rounds ended (verified, max_rounds, accepted, not_applicable, with `reason`)."""
     return _render(
         "finalyzer",
+        status=status,
+        reason=reason,
         question=question,
         guidelines=guidelines,
         files=files,

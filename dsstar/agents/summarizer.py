@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..llm import Message
 from ._base import clip
 from ._base import render as _render
+from ._reading import split_thinking
 
 __all__ = ["parse", "render"]
 
@@ -15,5 +16,6 @@ def render(*, error: str) -> list[Message]:
 
 
 def parse(text: str) -> str | None:
-    """The summary; None when empty (the caller falls back to the clipped traceback)."""
-    return (text or "").strip() or None
+    """The summary (thinking blocks left out); None when empty (the caller then falls back
+    to the clipped traceback)."""
+    return split_thinking(text or "")[0].strip() or None

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from ..llm import Message
-from ._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, clip
+from ._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
 from ._base import render as _render
+from ._reading import yes_no
 
-__all__ = ["parse", "render"]
+__all__ = ["parse", "read", "render", "render_again"]
 
 
 def render(
@@ -18,10 +17,13 @@ def render(
     code: str,
     output: str,
     max_output_chars: int = PROMPT_OUTPUT_CHARS,
+    files: list[FileInfo] | None = None,
 ) -> list[Message]:
-    """Ask Yes/No: is this plan sufficient, judged by its code and its output?"""
+    """Ask Yes/No: is this plan sufficient, judged by its code and its output? The files
+    open the prompt as they open every agent's (one prefix, cached by the provider)."""
     return _render(
         "verifier",
+        files=files or [],
         question=question,
         plan=plan,
         code=clip(code, PROMPT_CODE_CHARS),
@@ -29,7 +31,18 @@ def render(
     )
 
 
+def render_again(messages: list[Message], reply: str) -> list[Message]:
+    """The same request with the unclear reply and a reminder to answer Yes or No."""
+    said = clip(reply, 2000)
+    return [*messages, {"role": "assistant", "content": said}, *_render("verifier_again")]
+
+
+def read(text: str) -> bool | None:
+    """The verdict wherever the model put it (see `_reading.yes_no`); None when the reply
+    said neither Yes nor No, so that the caller can ask once more."""
+    return yes_no(text)
+
+
 def parse(text: str) -> bool:
-    """True only when the first word is yes (any case or punctuation); anything else is No."""
-    first = re.search(r"[A-Za-z]+", text or "")
-    return bool(first) and first.group().lower() == "yes"
+    """The verdict; an unclear reply reads as No (the plan is not shown to be sufficient)."""
+    return bool(read(text))

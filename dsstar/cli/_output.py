@@ -36,7 +36,8 @@ def report(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json_line(result))
         return
-    colour = {"verified": "green", "accepted": "green", "max_rounds": "yellow", "stopped": "yellow"}
+    colour = {"verified": "green", "accepted": "green", "not_applicable": "green",
+              "max_rounds": "yellow", "stopped": "yellow"}  # fmt: skip
     colour = colour.get(result["status"], "red")
     err.print(
         Text.assemble(

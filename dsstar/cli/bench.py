@@ -93,9 +93,11 @@ def run(
         settings = load_settings(**overrides)
         from ..llm import require_model
         from ..preflight import check_isolation
+        from ..reachability import check_models
 
         require_model(settings)
         check_isolation(settings)
+        check_models(settings)  # a typo'd model or a bad key: once, not once per task
         chosen = _tasks(suite, tasks, data, truth, root, domain, task_ids, limit)
         bench_id = _bench_id(out)
     except DSStarError as exc:

@@ -98,6 +98,9 @@ def run(
             **({"agent_models": models} if models else {}),
         )
         settings = build_settings(form)
+        from ..budget import check_question  # the agents' imports: only for a run
+
+        check_question(form.question, form.guidelines, settings.max_question_chars)
         preflight(settings, data)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)

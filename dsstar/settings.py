@@ -183,6 +183,18 @@ class Settings(BaseSettings):
     profile_max_bytes: int = Field(
         64 << 20, ge=1024, description="Most bytes the offline profiler reads from one file."
     )
+    read_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds the data-contract step may spend reading the tables of one file"
+        " (in a child process); a file past it gets no contract, with the reason stated.",
+    )
+    read_memory_mb: int = Field(
+        1024,
+        ge=512,  # pandas and pyarrow alone map about 380 MB
+        description="Address space in MB of the child process that reads tables for data"
+        " contracts; a file that needs more gets no contract, with the reason stated.",
+    )
     task_runner: str = Field(
         "thread",
         description="Where the analysis fan-out and the nightly batch run: 'thread' (this"

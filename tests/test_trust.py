@@ -105,6 +105,18 @@ def test_data_must_lie_under_the_worker_roots_links_resolved(worker, tmp_path):
             trust.check_data_location(refused, settings)
 
 
+def test_a_nightly_question_set_lies_under_the_roots_or_in_deployments(worker, tmp_path):
+    (tmp_path / "lake").mkdir()
+    questions = tmp_path / "lake" / "questions.yaml"
+    questions.write_text("- question: q\n  data: .\n")
+    worker.setenv("DSSTAR_DATA_ROOTS", str(tmp_path / "lake"))
+    assert trust.check_question_set(str(questions), Settings()) == str(questions)
+    shipped = REPO / "deployments" / "questions.yaml"
+    assert trust.check_question_set(str(shipped), Settings()) == str(shipped.resolve())
+    with pytest.raises(ForbiddenError, match="question set /etc/passwd"):
+        trust.check_question_set("/etc/passwd", Settings())
+
+
 def test_a_form_cannot_set_the_worker_policy():
     for name in ("form_allow", "data_roots"):
         with pytest.raises(ValueError, match="worker's environment"):

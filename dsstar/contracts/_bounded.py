@@ -46,6 +46,10 @@ class ReadBounds:
         return cls(settings.read_timeout, settings.read_memory_mb)
 
 
+# Of the reader's bound, what this process may receive of tables. The reader holds several
+# copies of what it sends (rows, frame, canonical frame, Arrow), so its own cap usually
+# binds first; this guard keeps the bound here too whatever the reader's copies.
+_MAX_SHIPPED_SHARE = 0.25
 _LOCK = threading.Lock()
 _CHILD: dict[str, subprocess.Popen] = {}
 
@@ -64,7 +68,14 @@ def read_tables_bounded(
             child.stdin.flush()
             deadline = time.monotonic() + bounds.timeout_s
             header = json.loads(_read_line(child, deadline))
-            blobs = [_read_exact(child, t["size"], deadline) for t in header.get("tables", [])]
+            sizes = [t["size"] for t in header.get("tables", [])]
+            if sum(sizes) > _MAX_SHIPPED_SHARE * (bounds.memory_mb << 20):
+                _stop(child)  # its frames would be as big here, where no cap holds them
+                raise TableSkipped(
+                    f"its tables take {sum(sizes) >> 20} MB, more than a quarter of"
+                    f" {bounds.memory_mb} MB (DSSTAR_READ_MEMORY_MB)"
+                )
+            blobs = [_read_exact(child, size, deadline) for size in sizes]
         except (OSError, ValueError, TimeoutError) as exc:
             _stop(child)
             code = child.returncode

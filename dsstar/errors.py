@@ -3,7 +3,9 @@
     DSStarError                  base of everything below
     ├── UsageError               bad flags, settings or input (CLI exit code 2)
     │   ├── ConfigError          a setting is missing or invalid (no model configured, ...)
-    │   └── DataError            the data location is missing, empty or unreadable
+    │   ├── DataError            the data location is missing, empty or unreadable
+    │   ├── ForbiddenError       the worker does not let a run form choose this (trust.py)
+    │   └── RunIdInUse           another run holds this run id, or it has finished
     ├── LLMError                 a model call failed
     │   ├── LLMTransientError    worth retrying: rate limits, timeouts, connection errors, 5xx
     │   └── LLMFatalError        retrying cannot help: auth, bad request, unknown model
@@ -29,11 +31,13 @@ __all__ = [
     "ContractError",
     "DSStarError",
     "DataError",
+    "ForbiddenError",
     "Interrupted",
     "LLMError",
     "LLMFatalError",
     "LLMTransientError",
     "LedgerError",
+    "RunIdInUse",
     "SlotWaitError",
     "StorageError",
     "UsageError",
@@ -54,6 +58,15 @@ class ConfigError(UsageError):
 
 class DataError(UsageError):
     """The data location is missing, empty or unreadable."""
+
+
+class ForbiddenError(UsageError):
+    """A run form (a flow run's parameters) asked for a setting or a data location that the
+    worker running it does not allow."""
+
+
+class RunIdInUse(UsageError):
+    """Another run holds this run id (it is running), or a run under it has finished."""
 
 
 class LLMError(DSStarError):

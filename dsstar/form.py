@@ -3,7 +3,8 @@
 `RunForm` is the flow's parameters (so the Prefect UI renders it as a form with descriptions
 and bounds), and what `dsstar run`, `dsstar resume`, the nightly batch and the benchmark build
 to start a run. Its option fields are derived from `Settings`, never written twice: every
-setting except the secrets (`api_key`, `database_url`, read from the worker's environment),
+setting except the secrets (`api_key`, `database_url`, read from the worker's environment)
+and the worker's policy over forms (`form_allow`, `data_roots`; see `trust.py`),
 with the same type, bounds and description. An option left unset (None) takes the setting of
 the process that runs the flow (its `DSSTAR_*` variables, then the default), so a deployment's
 form never overrides a worker's environment by accident.
@@ -33,6 +34,7 @@ from .settings import Settings
 __all__ = [
     "OPTION_FIELDS",
     "SECRET_FIELDS",
+    "WORKER_FIELDS",
     "RunForm",
     "RunOptions",
     "default_text",
@@ -42,11 +44,17 @@ __all__ = [
 ]
 
 SECRET_FIELDS = frozenset({"api_key", "database_url"})
+# The worker's policy over forms (see trust.py): a form choosing it would be no policy.
+WORKER_FIELDS = frozenset({"form_allow", "data_roots"})
 # The form shows these first: what a person starting one run most often changes.
 _FIRST = ("model", "max_rounds", "storage", "reuse", "ask_human")
 OPTION_FIELDS = tuple(
     [n for n in _FIRST if n in Settings.model_fields]
-    + [n for n in Settings.model_fields if n not in SECRET_FIELDS and n not in _FIRST]
+    + [
+        n
+        for n in Settings.model_fields
+        if n not in SECRET_FIELDS | WORKER_FIELDS and n not in _FIRST
+    ]
 )
 
 
@@ -97,8 +105,9 @@ class _Options(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_secrets(cls, values: Any) -> Any:
-        if isinstance(values, dict) and SECRET_FIELDS & set(values):
-            found = ", ".join(sorted(SECRET_FIELDS & set(values)))
+        kept = SECRET_FIELDS | WORKER_FIELDS
+        if isinstance(values, dict) and kept & set(values):
+            found = ", ".join(sorted(kept & set(values)))
             raise ValueError(f"{found} cannot be given here: set it in the worker's environment")
         return values
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["AGENTS", "Settings"]
 
@@ -209,6 +211,18 @@ class Settings(BaseSettings):
     profile_max_bytes: int = Field(
         64 << 20, ge=1024, description="Most bytes the offline profiler reads from one file."
     )
+    read_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds the data-contract step may spend reading the tables of one file"
+        " (in a child process); a file past it gets no contract, with the reason stated.",
+    )
+    read_memory_mb: int = Field(
+        1024,
+        ge=512,  # pandas and pyarrow alone map about 380 MB
+        description="Address space in MB of the child process that reads tables for data"
+        " contracts; a file that needs more gets no contract, with the reason stated.",
+    )
     task_runner: str = Field(
         "thread",
         description="Where the analysis fan-out and the nightly batch run: 'thread' (this"
@@ -225,6 +239,20 @@ class Settings(BaseSettings):
         2, ge=1, description="Workers of the local Dask cluster or CPUs of the local Ray instance."
     )
 
+    form_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Settings that a flow-run parameter (the run form of the Prefect UI or"
+        " API) may set even where they weaken isolation or send credentials elsewhere:"
+        " sandbox, api_base, embedding_api_base, model, agent_models, embedding_model,"
+        " storage, work_dir, embedding_cache_dir, dask_address, ray_address; comma-separated,"
+        " '*' for all. Read from the worker's environment only; the CLI is never limited.",
+    )
+    data_roots: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Folders and URL prefixes (s3://bucket/prefix) under which the data of a"
+        " flow run created through the Prefect API must lie, comma-separated; unset refuses"
+        " such runs every data location. Read from the worker's environment only.",
+    )
     database_url: str = Field(
         f"sqlite:///{Path.home() / '.dsstar' / 'ledger.db'}",
         description="The run ledger's database (SQLAlchemy URL), e.g."
@@ -250,6 +278,17 @@ class Settings(BaseSettings):
             return resolve_mode(value, probe=False)
         except ConfigError as exc:
             raise ValueError(str(exc)) from exc
+
+    @field_validator("form_allow", "data_roots", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        """From the environment a list is 'a,b' (or a JSON list); items are stripped."""
+        if isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else text.split(",")
+        if isinstance(value, list):
+            return [str(v).strip() for v in value if str(v).strip()]
+        return value
 
     @field_validator("task_runner")
     @classmethod

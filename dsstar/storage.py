@@ -138,6 +138,32 @@ class Store:
             raise StorageError(f"cannot write {self.uri(key)}: {exc}") from exc
         return self.uri(key)
 
+    def create_json(self, key: str, data: Any) -> bool:
+        """Store `data` at `key` only if nothing is there yet, in one step: of two writers,
+        exactly one gets True. Local folders use O_EXCL; S3 a conditional PUT
+        (If-None-Match: *); other schemes check first, which two writers can both pass."""
+        blob = json.dumps(clean_deep(data), indent=2, ensure_ascii=False, default=str).encode()
+        path = self._path(key)
+        try:
+            if isinstance(self.fs, LocalFileSystem):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(blob)
+            elif fsspec.utils.get_protocol(self.url) in {"s3", "s3a"}:
+                self.fs.pipe_file(path, blob, mode="create")
+            elif self.fs.exists(path):
+                return False
+            else:
+                self.fs.pipe_file(path, blob)
+        except FileExistsError:
+            return False
+        except Exception as exc:
+            if "PreconditionFailed" in repr(exc) or "412" in str(exc):
+                return False  # S3: the object exists (s3fs versions differ in what they raise)
+            raise StorageError(f"cannot create {self.uri(key)}: {exc}") from exc
+        return True
+
     def write_json(self, key: str, data: Any) -> str:
         """Store `data` as JSON; every string in it is made valid text first."""
         blob = json.dumps(clean_deep(data), indent=2, ensure_ascii=False, default=str)

@@ -15,6 +15,7 @@ from prefect.runtime import flow_run
 from dsstar.form import SECRET_FIELDS
 from dsstar.ledger import Ledger, RunRow, question_key
 from dsstar.report import run_result
+from dsstar.run_claim import Claim, claim_run
 from dsstar.run_record import (
     analysis_objects,
     figure_entries,
@@ -45,6 +46,7 @@ class Run:
     ledger: Ledger | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)  # the loop's LLM replies
     analysis_calls: list[dict[str, Any]] = field(default_factory=list)
+    claim: Claim | None = None  # this process's hold on the run id (see dsstar.run_claim)
     _round_start: tuple[int, float] = field(default_factory=lambda: (0, time.monotonic()))
 
     @classmethod
@@ -52,6 +54,8 @@ class Run:
         check_run_id(run_id)
         store = Store(settings.storage)
         store.check()  # an unreachable bucket fails here, before the first LLM call
+        # Before anything is written: a run id in use, or finished, is refused here.
+        claim = claim_run(store, run_id, str(flow_run.id) if flow_run.id else None)
         record = {
             "run_id": run_id,
             **params,
@@ -64,9 +68,23 @@ class Run:
             # password) are left out; a resumed run reads them from its environment again.
             "settings": settings.model_dump(mode="json", exclude=SECRET_FIELDS),
         }
-        run = cls(run_id=run_id, store=store, record=record, ledger=Ledger(settings.database_url))
-        run.save({"run.json": record}, "run")
+        ledger = Ledger(settings.database_url)
+        run = cls(run_id=run_id, store=store, record=record, ledger=ledger, claim=claim)
+        try:
+            run.save({"run.json": record}, "run")
+        except BaseException:
+            run.release()
+            raise
         return run
+
+    def release(self) -> None:
+        """Give the run id back (the run ended, however): a resume may claim it next."""
+        if self.claim is not None:
+            try:
+                self.claim.release()
+            except Exception:  # storage may be what failed; a dead holder is stale anyway
+                pass
+            self.claim = None
 
     @property
     def prefix(self) -> str:

@@ -25,6 +25,7 @@ from dsstar.retrieval import embedding_similarity
 from dsstar.runtime import Budget
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.trust import check_data_location, check_form
 from dsstar.verdict import Status
 
 from ._analysis import analyze_files, open_data
@@ -67,7 +68,12 @@ def ds_star(**fields: Any) -> dict[str, Any]:
         settings = form.settings()
     except ValidationError as exc:  # e.g. a sandbox Settings refuses: one readable line
         raise UsageError(explain(exc)) from exc
-    question, data, guidelines, run_id = form.question, form.data, form.guidelines, form.run_id
+    # Parameters from the API are the worker's to judge: its own environment says what a
+    # form may choose and where its data may lie (the CLI's user is not limited).
+    worker = Settings()
+    check_form(form.chosen(), worker)
+    data = check_data_location(form.data, worker)
+    question, guidelines, run_id = form.question, form.guidelines, form.run_id
     check_question(question, guidelines, settings.max_question_chars)
     preflight(settings, data)  # model, keys, isolation, data, storage: before any stored run
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
@@ -86,6 +92,7 @@ def ds_star(**fields: Any) -> dict[str, Any]:
         raise
     finally:
         scratch.release(run.run_id)  # this run's data snapshot or staged file
+        run.release()  # after run.json holds the outcome: the id may be resumed now
 
 
 def solve(run: Run, question: str, data: str, guidelines: str, settings: Settings) -> dict:

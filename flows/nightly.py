@@ -3,7 +3,7 @@ each data root shared by all the questions over it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from dsstar.tasks._common import artifact_key
@@ -20,6 +20,7 @@ from dsstar.form import SECRET_FIELDS, RunForm, explain, form_parameters, option
 from dsstar.questions import Question, load_questions
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.trust import check_data_location, check_form, check_question_set
 
 from ._analysis import analyze_files, open_data
 from ._runners import default_task_runner
@@ -70,8 +71,14 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
         settings = form.settings()
     except ValidationError as exc:
         raise UsageError(explain(exc)) from exc
-    questions_file = form.questions_file
-    questions = load_questions(questions_file)
+    # A flow run's parameters are the worker's to judge (see dsstar.trust): the question set
+    # is read by the worker, and each question's data is analyzed ahead of its run.
+    worker = Settings()
+    check_form(form.chosen(), worker)
+    questions_file = check_question_set(form.questions_file, worker)
+    questions = [
+        replace(q, data=check_data_location(q.data, worker)) for q in load_questions(questions_file)
+    ]
     batch = default_run_id()  # stable across retries of this flow run: they resume
     analysis_calls = share_analyses(questions, settings, batch)
     shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)

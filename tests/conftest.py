@@ -72,6 +72,15 @@ def prefect_server():
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def local_user():
+    """Flows called directly by a test are the local user's runs, as `dsstar run` calls
+    them; the worker's policy over run forms is tested through the API (test_trust.py)."""
+    from dsstar.trust import trust_local_user
+
+    trust_local_user()
+
+
 @pytest.fixture
 def llm():
     with FakeLLM() as server:
@@ -90,6 +99,8 @@ def env(llm, tmp_path, monkeypatch):
         "DSSTAR_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
         "DSSTAR_LLM_RETRY_DELAY": "0.05",
         "DSSTAR_EXEC_TIMEOUT": "60",
+        # A worker started from this environment takes forms' data from the test's folder.
+        "DSSTAR_DATA_ROOTS": str(tmp_path),
     }
     for key, value in values.items():
         monkeypatch.setenv(key, value)

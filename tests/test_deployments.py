@@ -46,6 +46,8 @@ def served(prefect_server, tmp_path_factory):
         DSSTAR_DATABASE_URL=f"sqlite:///{root / 'ledger.db'}",
         DSSTAR_WORK_DIR=str(root),
         DSSTAR_LLM_RETRY_DELAY="0.05",
+        DSSTAR_DATA_ROOTS=str(tmp_path_factory.getbasetemp()),  # the tests' data folders
+        DSSTAR_FORM_ALLOW="storage",  # nightly tests give each batch a storage of its own
         PREFECT_RUNNER_POLL_FREQUENCY="1",
     )
     log = open(root / "serve.log", "w")

@@ -14,7 +14,7 @@ from prefect.exceptions import ParameterTypeError
 from prefect.utilities.callables import parameter_schema
 from pydantic import ValidationError
 
-from dsstar.form import OPTION_FIELDS, SECRET_FIELDS, RunForm, explain
+from dsstar.form import OPTION_FIELDS, SECRET_FIELDS, WORKER_FIELDS, RunForm, explain
 from dsstar.settings import Settings
 
 
@@ -38,9 +38,9 @@ def test_the_flow_schema_is_a_typed_form_with_descriptions_and_bounds():
     assert "else 20" in props["max_rounds"]["description"]
 
 
-def test_the_form_holds_every_setting_but_the_secrets():
+def test_the_form_holds_every_setting_but_the_secrets_and_the_worker_policy():
     props = parameter_schema(ds_star).model_dump_for_openapi()["properties"]
-    assert set(Settings.model_fields) - set(props) == SECRET_FIELDS
+    assert set(Settings.model_fields) - set(props) == SECRET_FIELDS | WORKER_FIELDS
     assert set(OPTION_FIELDS) <= set(props) and "ask_human" in props
     with pytest.raises(ValidationError, match="worker's environment"):
         RunForm(question="q", data="d", api_key="sk-not-here")

@@ -280,3 +280,111 @@ def test_a_flood_of_figure_files_stays_within_the_bounds(data, how, tmp_path):
     assert [f["name"] for f in result.figures] == [f"f{i:04d}.png" for i in range(8)]
     few = run(code, data, how, tmp_path, figures=1000, figures_mb=0.05)
     assert len(few.figures) == 5 and sum(f["bytes"] for f in few.figures) <= 0.05 * 2**20
+
+
+# -- memory outside the processes, IPC objects, keyrings, namespaces (issue 19) --------------
+
+_LIBC = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+_SHM = _LIBC + (
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "def segment(key, size):\n"
+    "    shmid = libc.shmget(key, size, 0o1600)  # IPC_CREAT | rw\n"
+    "    assert shmid >= 0, os.strerror(ctypes.get_errno())\n"
+    "    return shmid\n"
+)
+
+
+def test_memfds_count_against_the_memory_cap(data, how, tmp_path):
+    code = (
+        "import os, time\n"
+        "fds = []\n"
+        "for i in range(6):\n"
+        "    fd = os.memfd_create(f'm{i}')\n"
+        "    for _ in range(192): os.write(fd, b'x' * 2**20)\n"
+        "    fds.append(fd)\n"
+        "    print('memfd', i, flush=True)\n"
+        "time.sleep(30)\n"
+        "print('kept six')\n"
+    )
+    # Each memfd is within the disk cap (RLIMIT_FSIZE bounds one file); six are not.
+    result = run(code, data, how, tmp_path, memory_mb=512, disk_mb=256)
+    assert "kept six" not in result.output and "memfd 5" not in result.output, result.output
+    assert "memory" in result.limits_hit and "exec memory limit" in result.output
+
+
+def test_sysv_segments_count_against_the_memory_cap(data, how, tmp_path):
+    code = _SHM + (
+        "import time\n"
+        "for i in range(6):\n"
+        "    shmid = segment(0x5000 + i, 192 << 20)\n"
+        "    addr = libc.shmat(shmid, None, 0)\n"
+        "    ctypes.memset(addr, 1, 192 << 20)\n"
+        "    libc.shmdt(ctypes.c_void_p(addr))  # detached: in no process's resident memory\n"
+        "    print('segment', i, flush=True)\n"
+        "time.sleep(30)\n"
+        "print('kept six')\n"
+    )
+    result = run(code, data, how, tmp_path, memory_mb=512)
+    assert "kept six" not in result.output and "segment 5" not in result.output, result.output
+    assert "memory" in result.limits_hit and "exec memory limit" in result.output
+
+
+def test_posix_shm_counts_against_the_memory_cap(data, how, tmp_path):
+    code = (
+        "import time\n"
+        "for i in range(6):\n"
+        "    with open(f'/dev/shm/s{i}', 'wb') as f:\n"
+        "        for _ in range(192): f.write(b'x' * 2**20)\n"
+        "    print('shm', i, flush=True)\n"
+        "time.sleep(30)\n"
+        "print('kept six')\n"
+    )
+    result = run(code, data, how, tmp_path, memory_mb=512, disk_mb=2048)
+    assert "kept six" not in result.output and "shm 5" not in result.output, result.output
+    assert "memory" in result.limits_hit
+
+
+def test_no_ipc_object_of_one_script_is_seen_by_the_next(data, how, tmp_path):
+    left = _SHM + (
+        "shmid = segment(0x7A11, 4096)\n"
+        "addr = libc.shmat(shmid, None, 0)\n"
+        "ctypes.memmove(addr, b'left-behind', 11)\n"
+        "print('left', shmid)\n"
+    )
+    first = run(left, data, how, tmp_path)
+    assert first.ok and "left" in first.output, first.output
+    look = _LIBC + (
+        "shmid = libc.shmget(0x7A11, 0, 0)\n"
+        "print('found' if shmid >= 0 else 'none', os.strerror(ctypes.get_errno()))\n"
+        "print(open('/proc/sysvipc/shm').read().count(chr(10)) - 1, 'segments')\n"
+    )
+    second = run(look, data, how, tmp_path)
+    assert second.ok, second.output
+    assert "none" in second.output and "0 segments" in second.output, second.output
+
+
+def test_keyrings_and_new_user_namespaces_are_refused(data, how, tmp_path):
+    code = _LIBC + (
+        "SYS = {'x86_64': (248, 250, 272), 'aarch64': (217, 219, 97)}[os.uname().machine]\n"
+        "add_key, keyctl, unshare = SYS\n"
+        "key = libc.syscall(add_key, b'user', b'dsstar-test', b'secret', 6,"
+        " ctypes.c_long(-4))  # KEY_SPEC_USER_KEYRING\n"
+        "print('add_key', key, os.strerror(ctypes.get_errno()))\n"
+        "print('keyctl', libc.syscall(keyctl, 0, ctypes.c_long(-4), 0),"
+        " os.strerror(ctypes.get_errno()))  # KEYCTL_GET_KEYRING_ID\n"
+        "print('userns', libc.syscall(unshare, 0x10000000), os.strerror(ctypes.get_errno()))\n"
+        "print('netns', libc.syscall(unshare, 0x40000000), os.strerror(ctypes.get_errno()))\n"
+        "import subprocess\n"
+        "done = subprocess.run(['unshare', '--user', '--map-root-user', 'id'],"
+        " capture_output=True, text=True)\n"
+        "print('unshare tool', done.returncode, done.stdout.strip())\n"
+        "import threading; t = threading.Thread(target=print, args=('threads work',));"
+        " t.start(); t.join()\n"
+        "print('forks work', subprocess.run(['true']).returncode)\n"
+    )
+    result = run(code, data, how, tmp_path)
+    assert result.ok, result.output
+    for call in ("add_key -1", "keyctl -1", "userns -1", "netns -1"):
+        assert f"{call} Operation not permitted" in result.output, result.output
+    assert "unshare tool 0" not in result.output and "uid=0" not in result.output
+    assert "threads work" in result.output and "forks work 0" in result.output

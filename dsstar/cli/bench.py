@@ -104,6 +104,9 @@ def run(
         fail_usage(str(exc), as_json)
     from dsstar.flows.bench import ds_star_bench, task_dicts
 
+    from ..trust import trust_local_user
+
+    trust_local_user()  # the person at the terminal chose these settings: no worker policy
     named = {"model", "storage", "max_rounds"}
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
     with _BenchProgress(enabled=not as_json):

@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from .. import stopping
-from ..errors import DSStarError, LLMFatalError, UsageError
+from ..errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
 from ..form import OPTION_FIELDS, explain
 from ..preflight import preflight
 from ..settings import Settings
@@ -129,6 +129,9 @@ def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
     run_id = form.run_id
     err.print(f"run {run_id}")  # on stderr at once: the id to resume it by
+    from ..trust import trust_local_user
+
+    trust_local_user()  # the person at the terminal chose these settings: no worker policy
     from dsstar.flows._runners import build_task_runner
     from dsstar.flows.ds_star import completed_result, ds_star
 
@@ -157,6 +160,8 @@ def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
         result = _failed_result(settings.storage, run_id, exc)
     if stopping.requested():  # the run unwound after SIGINT/SIGTERM: `stop` reports it
         stopping.finish()
+    if isinstance(error, RunIdInUse):  # run.json is another run's: not this one's result
+        fail_usage(str(error), as_json)
     if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
         fail_usage(str(error).splitlines()[0], as_json, result)
     report(result, as_json)

@@ -26,8 +26,9 @@ from typing import Any, Protocol
 
 from ..errors import ContractError, StorageError
 from ..storage import Store, analysis_key
+from ._bounded import read_tables_bounded as read_tables
 from ._build import build_suite, gx_version
-from ._read import TABULAR_FORMATS, read_tables
+from ._read import TABULAR_FORMATS, TableSkipped
 from ._validate import Failure, validate_frame
 
 __all__ = [
@@ -70,6 +71,7 @@ class FileCheck:
     failures: list[Failure]
     statistics: dict[str, Any]
     seconds: float
+    reason: str | None = None  # why a file was skipped (a bound of reading, say)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,7 +80,7 @@ class FileCheck:
             "failed": self.failures,
             "statistics": self.statistics,
             "seconds": round(self.seconds, 3),
-        }
+        } | ({"reason": self.reason} if self.reason else {})
 
 
 def load_contract(store: Store, location: str, path: str) -> dict[str, Any] | None:
@@ -96,7 +98,7 @@ def create_contract(
     file holds no table (text, nested JSON...)."""
     if file.format not in TABULAR_FORMATS:
         return None
-    try:
+    try:  # in a bounded child process: the file is untrusted
         tables = read_tables(root / file.path, file.format)
     except Exception as exc:  # an unreadable file gets no contract; analysis reports it
         raise ContractError(f"cannot profile {file.path}: {exc}") from exc
@@ -133,13 +135,13 @@ def validate_file(
     memo_key = f"contracts/{root_key(location)}/passed/{analysis_key(file.path)}.json"
     document = load_contract(store, location, file.path)
     if document is None:
-        made = create and _try_create(store, location, root, file)
+        made, reason = _try_create(store, location, root, file) if create else (False, None)
         if made and content:  # a contract describes the content it was made from
             document = load_contract(store, location, file.path) or {}
             memo = {"sha256": content, "suite": _digest(document.get("tables"))}
             store.write_json(memo_key, {**memo, "statistics": {}})
         status = "created" if made else "skipped"
-        return FileCheck(file.path, status, [], {}, time.perf_counter() - started)
+        return FileCheck(file.path, status, [], {}, time.perf_counter() - started, reason)
     memo = {"sha256": content, "suite": _digest(document.get("tables"))}
     if content and _passed_before(store, memo_key, memo):
         statistics = {**store.read_json(memo_key)["statistics"], "unchanged": True}
@@ -183,6 +185,8 @@ def check_data_root(
         "failed": failed,
         "created": [c.path for c in checks if c.status == "created"],
         "files": [c.to_dict() for c in checks if c.status != "skipped"],
+        # Files left without a contract because reading them hit a bound, and why.
+        "skipped": [{"path": c.path, "reason": c.reason} for c in checks if c.reason],
     }
 
 
@@ -205,11 +209,14 @@ def stored_contracts(store: Store, location: str) -> list[dict[str, Any]]:
     return sorted(documents, key=lambda d: str(d.get("path")))
 
 
-def _try_create(store: Store, location: str, root: Path, file: FileLike) -> bool:
+def _try_create(store: Store, location: str, root: Path, file: FileLike) -> tuple[bool, str | None]:
+    """Whether a contract was made, and why not when a bound of reading stopped it."""
     try:
-        return create_contract(store, location, root, file) is not None
-    except ContractError:
-        return False  # unreadable today: the analyzer will say why; no contract to keep
+        return create_contract(store, location, root, file) is not None, None
+    except ContractError as exc:  # unreadable today: the analyzer will say why
+        if isinstance(exc.__cause__, TableSkipped):
+            return False, f"not read: {exc.__cause__}"
+        return False, None
 
 
 def _check_document(
@@ -220,6 +227,8 @@ def _check_document(
 
     try:
         tables = {t.name: t for t in read_tables(root / file.path, file.format)}
+    except TableSkipped as exc:  # e.g. it grew 2 million columns: it is not what it was
+        return fail("file is readable within bounds", f"not read: {exc}")
     except Exception as exc:  # the file no longer parses as the format it had
         return fail("file is readable as " + str(document.get("format")), f"error: {exc}")
     failures: list[Failure] = []

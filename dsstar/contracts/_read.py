@@ -16,10 +16,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MAX_ROWS", "TABULAR_FORMATS", "Table", "canonical", "read_tables"]
+__all__ = ["MAX_ROWS", "TABULAR_FORMATS", "Table", "TableSkipped", "canonical", "read_tables"]
 
 MAX_ROWS = 200_000  # rows read per table: bounds time and memory on big files
 MAX_JSON_BYTES = 64 << 20  # JSON is parsed whole; bigger files get no contract
+# pandas spends time per column, whatever the row count: a one-line CSV of 'x,' repeated
+# (2 million columns) kept a run busy for minutes. Files beyond these bounds get no contract.
+MAX_COLUMNS = 2000
+MAX_HEADER_BYTES = 1 << 20  # the first line of a CSV, where its columns are named
+MAX_VALUE_BYTES = 16 << 20  # one SQLite value (a generated zeroblob(4e8) is refused)
+MAX_TABLES = 200  # tables of one database
+
+
+class TableSkipped(Exception):
+    """The file is beyond a bound of what is read in the dsstar process; the text says which."""
+
+
 TABULAR_FORMATS = frozenset({"csv", "tsv", "excel", "parquet", "json", "jsonl", "sqlite"})
 
 
@@ -75,6 +87,11 @@ def _text(value: object) -> object:
 def _csv(path: Path, rows: int, sep: str = ",") -> list[tuple[str | None, pd.DataFrame]]:
     import pandas as pd
 
+    with open(path, "rb") as handle:
+        head = handle.readline(MAX_HEADER_BYTES + 1)
+    if len(head) > MAX_HEADER_BYTES:
+        raise TableSkipped(f"its first line is longer than {MAX_HEADER_BYTES:,} bytes")
+    _check_columns(head.count(sep.encode()) + 1)
     return [(None, pd.read_csv(path, sep=sep, nrows=rows, encoding_errors="replace"))]
 
 
@@ -94,6 +111,7 @@ def _parquet(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     import pyarrow.parquet as pq
 
     handle = pq.ParquetFile(path)
+    _check_columns(len(handle.schema_arrow))
     batches = []
     for batch in handle.iter_batches(batch_size=min(rows, 65_536)):
         batches.append(batch)
@@ -125,15 +143,31 @@ def _sqlite(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     import pandas as pd
 
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        # A value bigger than this raises "string or blob too big" instead of being built.
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         names = [
             r[0]
             for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
         ]
+        if len(names) > MAX_TABLES:
+            raise TableSkipped(f"it holds more than {MAX_TABLES} tables")
         quoted = ['"' + n.replace('"', '""') + '"' for n in names]
-        return [
-            (name, pd.read_sql_query(f"SELECT * FROM {q} LIMIT {int(rows)}", con))  # noqa: S608
-            for name, q in zip(names, quoted, strict=True)
-        ]
+        for q in quoted:  # table_xinfo lists generated columns too
+            _check_columns(len(con.execute(f"PRAGMA table_xinfo({q})").fetchall()))
+        try:
+            return [
+                (name, pd.read_sql_query(f"SELECT * FROM {q} LIMIT {int(rows)}", con))  # noqa: S608
+                for name, q in zip(names, quoted, strict=True)
+            ]
+        except Exception as exc:  # pandas wraps sqlite3.DataError in its DatabaseError
+            if "too big" in str(exc):
+                raise TableSkipped(f"a value is larger than {MAX_VALUE_BYTES:,} bytes") from exc
+            raise
+
+
+def _check_columns(count: int) -> None:
+    if count > MAX_COLUMNS:
+        raise TableSkipped(f"it has {count:,} columns (more than {MAX_COLUMNS:,})")
 
 
 _READERS = {

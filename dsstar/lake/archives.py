@@ -3,7 +3,13 @@
 An archive becomes a folder of its members, built in a cache keyed by the archive's content
 hash, so a second run links the finished expansion instead of unpacking again. Bounds on the
 bytes written and the member count stop bombs; member names that are absolute, climb out
-with `..`, are links or devices are rejected with a reason."""
+with `..`, are links or devices are rejected with a reason.
+
+The bounds count what the parser itself holds, not only what is written: every entry
+(folders, and tar's pax and long-name headers, included) is a member, a tar header's size
+counts against the bytes before it is read (Python's tarfile reads a pax header whole: a
+1.5 GiB one took the process to 1.6 GB), and no header may exceed `MAX_HEADER_BYTES`. A
+zip's entry count is read from its end record before its directory is loaded."""
 
 from __future__ import annotations
 
@@ -27,6 +33,9 @@ __all__ = ["ArchiveError", "ArchiveLimits", "expand_cached", "sha256_of"]
 _STREAMS = {"gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}
 _STREAM_SUFFIXES = {".gz": "", ".gzip": "", ".bz2": "", ".xz": "", ".tgz": ".tar"}
 _CHUNK = 1 << 20
+MAX_HEADER_BYTES = 1 << 20  # one pax or GNU long-name header; real ones are a few hundred
+_TAR_HEADERS = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
+                tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)  # fmt: skip
 
 
 class ArchiveError(Exception):
@@ -55,15 +64,24 @@ class _Budget:
                 f"more than {self.limits.max_members:,} members (DSSTAR_ARCHIVE_MAX_MEMBERS)"
             )
 
+    def header(self, size: int) -> None:
+        """An archive header of `size` bytes is about to be read into memory."""
+        if size > MAX_HEADER_BYTES:
+            raise ArchiveError(f"a header of {size:,} bytes (more than {MAX_HEADER_BYTES:,})")
+        self.member()
+        self._count(size)
+
+    def _count(self, size: int) -> None:
+        self.bytes += size
+        if self.bytes > self.limits.max_bytes:
+            raise ArchiveError(
+                f"expands to more than {self.limits.max_bytes:,} bytes (DSSTAR_ARCHIVE_MAX_BYTES)"
+            )
+
     def write(self, source, target: Path) -> None:
         with open(target, "wb") as out:
             while chunk := source.read(_CHUNK):
-                self.bytes += len(chunk)
-                if self.bytes > self.limits.max_bytes:
-                    raise ArchiveError(
-                        f"expands to more than {self.limits.max_bytes:,} bytes"
-                        " (DSSTAR_ARCHIVE_MAX_BYTES)"
-                    )
+                self._count(len(chunk))
                 out.write(chunk)
 
 
@@ -103,12 +121,27 @@ def _place(root: Path, name: str) -> Path:
     return target
 
 
+def _zip_entries(archive: Path) -> int | None:
+    """The entry count a zip's end record declares (None when it cannot be read here)."""
+    try:
+        with open(archive, "rb") as handle:
+            end = zipfile._EndRecData(handle)  # the record ZipFile itself reads first
+    except (OSError, AttributeError):
+        return None
+    return end[zipfile._ECD_ENTRIES_TOTAL] if end else None
+
+
 def _expand_zip(archive: Path, root: Path, budget: _Budget, rejected: _Rejected) -> None:
+    declared = _zip_entries(archive) or 0
+    if budget.members + declared > budget.limits.max_members:  # before its directory loads
+        raise ArchiveError(
+            f"more than {budget.limits.max_members:,} members (DSSTAR_ARCHIVE_MAX_MEMBERS)"
+        )
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
+            budget.member()  # folders too: 400k empty folders are 400k entries
             if info.is_dir():
                 continue
-            budget.member()
             name = _safe_name(info.filename)
             mode = info.external_attr >> 16
             if name is None:
@@ -120,12 +153,24 @@ def _expand_zip(archive: Path, root: Path, budget: _Budget, rejected: _Rejected)
                     budget.write(source, _place(root, name))
 
 
+def _bounded_tarinfo(budget: _Budget) -> type[tarfile.TarInfo]:
+    """A TarInfo whose headers are counted, and bounded, before tarfile reads them."""
+
+    class Bounded(tarfile.TarInfo):
+        def _proc_member(self, tf: tarfile.TarFile) -> tarfile.TarInfo:
+            if self.type in _TAR_HEADERS:
+                budget.header(self.size)
+            return super()._proc_member(tf)
+
+    return Bounded
+
+
 def _expand_tar(archive: Path, root: Path, budget: _Budget, rejected: _Rejected) -> None:
-    with tarfile.open(archive, "r:*") as tf:
+    with tarfile.open(archive, "r:*", tarinfo=_bounded_tarinfo(budget)) as tf:
         for member in tf:  # streams: the index of a compressed tar is never loaded whole
+            budget.member()  # folders too: 400k empty folders are 400k entries
             if member.isdir():
                 continue
-            budget.member()
             name = _safe_name(member.name)
             if name is None:
                 rejected.append((member.name, "unsafe member path (absolute or '..')"))
@@ -139,9 +184,12 @@ def _expand_tar(archive: Path, root: Path, budget: _Budget, rejected: _Rejected)
                     budget.write(source, _place(root, name))
 
 
-def _is_tar(archive: Path) -> bool:
+def _is_tar(archive: Path, budget: _Budget) -> bool:
+    """Whether `archive` opens as a (compressed) tar; its first header is read bounded, as
+    tarfile.is_tarfile would read it whole. ArchiveError past the bound."""
     try:
-        return tarfile.is_tarfile(archive)
+        with tarfile.open(archive, "r:*", tarinfo=_bounded_tarinfo(_Budget(budget.limits))):
+            return True
     except (OSError, EOFError, tarfile.TarError, lzma.LZMAError):
         return False
 
@@ -171,7 +219,7 @@ def _expand(
     root.mkdir(parents=True, exist_ok=True)
     if kind == "zip":
         _expand_zip(archive, root, budget, rejected)
-    elif kind == "tar" or _is_tar(archive):
+    elif kind == "tar" or _is_tar(archive, budget):
         _expand_tar(archive, root, budget, rejected)
     else:
         budget.member()

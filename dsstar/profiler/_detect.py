@@ -90,7 +90,22 @@ def archive_kind(path: str, head: bytes | None = None) -> str | None:
     return None
 
 
+_ZIP_ENTRIES = 100_000  # more than any office file holds; a zip's directory is loaded whole
+
+
+def _small_zip(path: str) -> bool:
+    """Whether the zip's end record declares few enough entries to load its directory."""
+    try:
+        with open(path, "rb") as handle:
+            end = zipfile._EndRecData(handle)
+    except (OSError, AttributeError):
+        return False
+    return bool(end) and end[zipfile._ECD_ENTRIES_TOTAL] <= _ZIP_ENTRIES
+
+
 def _is_office(path: str) -> bool:
+    if not _small_zip(path):
+        return False
     try:
         with zipfile.ZipFile(path) as zf:
             return "[Content_Types].xml" in zf.namelist()
@@ -116,6 +131,8 @@ def _binary_format(path: str, head: bytes) -> str | None:
 
 
 def _zip_has(path: str, prefix: str) -> bool:
+    if not _small_zip(path):
+        return False
     try:
         with zipfile.ZipFile(path) as zf:
             return any(n.startswith(prefix) for n in zf.namelist())

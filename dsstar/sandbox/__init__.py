@@ -89,7 +89,7 @@ def _cold(
             env = environment(str(cwd), str(cwd))
         proc = pool.spawn(boot_argv(mode, stage, data_dir, spec), pipes, env, cwd)
         report, facts = watch(
-            tuple(r for r, _ in pipes), uid, limits, kill=lambda: _kill(uid, proc)
+            tuple(r for r, _ in pipes), uid, limits, lambda: _kill(uid, proc), mode != "none"
         )
         try:
             proc.wait(timeout=10)

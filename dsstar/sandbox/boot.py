@@ -10,7 +10,7 @@ Roles:
 In both, a root supervisor forks the script under the sandbox uid, reaps every orphan, kills
 what the script left behind and writes the exit status, with the figure files the script saved
 (keep.py), as JSON to a status pipe. modes.py puts the sources of mounts.py (the sandbox's
-filesystem) and keep.py before this one: together they are one program.
+filesystem), keep.py and seccomp.py before this one: together they are one program.
 """
 
 import json
@@ -23,6 +23,7 @@ import sys
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 HEADER = struct.Struct("!I")
+CLONE_NEWIPC = 0x08000000
 
 
 def drop_privileges(spec):
@@ -49,6 +50,7 @@ def drop_privileges(spec):
         prctl(PR_SET_DUMPABLE, 1)  # /proc/<pid> then belongs to the uid the host watches
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # cleared by setuid, so set afterwards
+    install_filter()  # noqa: F821 - seccomp.py, prepended: no namespaces, keyrings, mounts...
 
 
 def kill_leftovers(uid):
@@ -281,7 +283,9 @@ def _serve(spec, request, fds):
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         spec = {**spec, **request["spec"]}
-        _check(LIBC.unshare(CLONE_NEWNS), "unshare")
+        # A mount namespace for its own working directory, and an IPC namespace so that no
+        # SysV segment or message queue of one script is seen by the next (they die with it).
+        _check(LIBC.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
         mount(None, "/", None, MS_REC | MS_PRIVATE)
         prepare_workdir(spec, request["code"])
         os.dup2(out, 1)

@@ -40,11 +40,12 @@ _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 _HOST_ETC = ("localtime", "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl/certs",
              "ca-certificates", "nsswitch.conf", "mime.types", "alternatives", "fonts")  # fmt: skip
 _PASSTHROUGH_ENV = ("LANG", "LC_ALL", "TZ")
-# One program from three standard-library sources: mounts.py builds the sandbox's filesystem,
-# keep.py collects the figure files a script saved, boot.py runs and supervises the script.
+# One program from four standard-library sources: mounts.py builds the sandbox's filesystem,
+# keep.py collects the figure files a script saved, seccomp.py refuses the system calls a
+# script never needs, boot.py runs and supervises the script.
 _BOOT = "\n".join(
     (Path(__file__).parent / name).read_text(encoding="utf-8")
-    for name in ("mounts.py", "keep.py", "boot.py")
+    for name in ("mounts.py", "keep.py", "seccomp.py", "boot.py")
 )
 _FIX = (
     "install bubblewrap (apt-get install bubblewrap), allow user namespaces"

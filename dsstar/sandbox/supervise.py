@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .modes import is_root
+from .shared import held_bytes
 from .types import ExecResult, Limits
 
 __all__ = [
@@ -70,8 +71,9 @@ def uid_slot() -> Iterator[int | None]:
         time.sleep(0.05)  # every slot busy: wait for one
 
 
-def scan(uid: int) -> tuple[int, int]:
-    """(tasks, proportional resident bytes) of every process running as `uid`.
+def scan(uid: int, pids: list[int] | None = None) -> tuple[int, int]:
+    """(tasks, proportional resident bytes) of every process running as `uid`; their pids
+    are appended to `pids` when given.
 
     Proportional (Pss) rather than resident: pages a forked child shares with its parent or
     with the pool interpreter count once, not once per process.
@@ -90,6 +92,8 @@ def scan(uid: int) -> tuple[int, int]:
                     if line.startswith(b"Pss:"):
                         memory += int(line.split()[1]) * 1024
                         break
+            if pids is not None:
+                pids.append(int(name))
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
     return tasks, memory
@@ -157,11 +161,12 @@ class _Capture:
 
 
 class _Watchdog(threading.Thread):
-    """Samples the uid's processes: kills the tree over the memory cap, notes the nproc cap."""
+    """Samples the uid's processes: kills the tree over the memory cap (resident memory plus
+    what it holds in tmpfs, memfds and SysV segments: shared.py), notes the nproc cap."""
 
-    def __init__(self, uid: int | None, limits: Limits) -> None:
+    def __init__(self, uid: int | None, limits: Limits, isolated: bool) -> None:
         super().__init__(daemon=True)
-        self.uid, self.limits = uid, limits
+        self.uid, self.limits, self.isolated = uid, limits, isolated
         self.hits: set[str] = set()
         self.done = threading.Event()
 
@@ -172,7 +177,9 @@ class _Watchdog(threading.Thread):
         pause = _TICK_S
         while not self.done.wait(pause):
             began = time.monotonic()
-            tasks, rss = scan(self.uid)
+            pids: list[int] = []
+            tasks, rss = scan(self.uid, pids)
+            rss += held_bytes(pids, self.isolated)
             pause = max(_TICK_S, 2 * (time.monotonic() - began))  # at most a third of a core
             if tasks >= self.limits.processes:
                 self.hits.add("processes")
@@ -182,16 +189,21 @@ class _Watchdog(threading.Thread):
 
 
 def watch(
-    fds: tuple[int, int, int], uid: int | None, limits: Limits, kill: Callable[[], None]
+    fds: tuple[int, int, int],
+    uid: int | None,
+    limits: Limits,
+    kill: Callable[[], None],
+    isolated: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Collect one script's output and status; enforce the wall clock and the tree caps.
 
-    `fds` are the read ends of stdout, stderr and the status pipe. Returns the status the
-    supervisor inside reported ({} when it reported none) and the facts for the result.
+    `fds` are the read ends of stdout, stderr and the status pipe; `isolated`: the script
+    has its own tmpfs and IPC namespace. Returns the status the supervisor inside reported
+    ({} when it reported none) and the facts for the result.
     """
     started = time.monotonic()
     out, err = _Capture(fds[0], limits.output_bytes), _Capture(fds[1], limits.output_bytes)
-    dog = _Watchdog(uid, limits)
+    dog = _Watchdog(uid, limits, isolated)
     dog.start()
     raw, timed_out = b"", False
     deadline = started + limits.timeout_s

@@ -1,0 +1,91 @@
+"""One run id, one run (dsstar.run_claim): a claim created in one step on a local folder and
+on S3 (moto's server), refused while its holder lives or after the run finished, taken over
+from a dead holder; and two real `dsstar run --run-id X` started together: one is refused,
+the other's artifacts are intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scenarios import ANSWER, two_rounds
+
+from dsstar.errors import RunIdInUse
+from dsstar.run_claim import claim_run
+from dsstar.storage import Store
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+
+
+def test_create_json_is_exclusive_on_a_local_folder(tmp_path):
+    store = Store(str(tmp_path))
+    assert store.create_json("runs/a/claims/000001.json", {"n": 1}) is True
+    assert store.create_json("runs/a/claims/000001.json", {"n": 2}) is False
+    assert store.read_json("runs/a/claims/000001.json") == {"n": 1}
+
+
+def test_create_json_is_exclusive_on_s3(s3):
+    store = Store(s3)
+    assert store.create_json("runs/a/claims/000001.json", {"n": 1}) is True
+    assert store.create_json("runs/a/claims/000001.json", {"n": 2}) is False
+    assert store.read_json("runs/a/claims/000001.json") == {"n": 1}
+
+
+def test_a_held_id_is_refused_until_released(tmp_path):
+    store = Store(str(tmp_path))
+    first = claim_run(store, "r1", "flow-1")
+    with pytest.raises(RunIdInUse, match=f"in use by pid {os.getpid()}"):
+        claim_run(store, "r1", "flow-2")
+    first.release()
+    second = claim_run(store, "r1", "flow-3")  # a resume after the first attempt ended
+    assert second.key.endswith("claims/000002.json")
+
+
+def test_a_dead_holder_is_taken_over_and_a_finished_run_never(tmp_path):
+    store = Store(str(tmp_path))
+    claim_run(store, "r2")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    held = store.read_json("runs/r2/claims/000001.json")
+    store.write_json("runs/r2/claims/000001.json", held | {"pid": int(dead)})  # killed -9
+    claim_run(store, "r2")  # the crashed run is resumed under its id
+    store.write_json("runs/r2/run.json", {"run_id": "r2", "status": "verified"})
+    with pytest.raises(RunIdInUse, match="has finished"):
+        claim_run(store, "r2")
+
+
+@pytest.mark.slow
+def test_two_runs_with_one_id_one_refused_the_other_intact(env, llm, sales, tmp_path):
+    two_rounds(llm)
+    argv = [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question",
+            QUESTION, "--run-id", "shared-id", "--json"]  # fmt: skip
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    done = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    codes = sorted(code for code, _, _ in done)
+    assert codes == [0, 2], [(c, err[-2000:]) for c, _, err in done]
+    refused = next(json.loads(out) for code, out, _ in done if code == 2)
+    assert "shared-id" in refused["error"] and (
+        "in use" in refused["error"] or "has finished" in refused["error"]
+    )
+    winner = next(json.loads(out) for code, out, _ in done if code == 0)
+    run_dir = Path(env["DSSTAR_STORAGE"]) / "runs" / "shared-id"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "verified" and record["answer"] == ANSWER
+    assert record["flow_run_id"] == winner["flow_run_id"]
+    assert sorted(p.name for p in (run_dir / "rounds").iterdir()) == ["00", "01"]
+    assert len(list((run_dir / "claims").iterdir())) == 1  # the refused run claimed nothing
+
+    # A third run under the finished id is refused; nothing stored changes.
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    time.sleep(1)
+    third = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert third.returncode == 2 and "has finished (verified)" in third.stdout
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before

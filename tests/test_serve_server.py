@@ -1,0 +1,51 @@
+"""`dsstar serve` without PREFECT_API_URL: it serves against a temporary Prefect server of
+its own, says that this API takes requests without credentials, and the server dies with it,
+even when `serve` is killed with SIGKILL (nothing left listening)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def _listening(proc: psutil.Process) -> bool:
+    try:
+        return any(c.status == psutil.CONN_LISTEN for c in proc.net_connections("inet"))
+    except psutil.Error:
+        return False
+
+
+def test_the_temporary_server_of_serve_dies_with_it_on_sigkill(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSSTAR_", "PREFECT_API"))}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), DSSTAR_STORAGE=str(tmp_path / "runs"))
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsstar", "serve"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while "serving ds-star/on-demand" not in log_path.read_text():
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.5)
+        servers = [c for c in psutil.Process(proc.pid).children(recursive=True) if _listening(c)]
+        assert servers, "serve runs no server of its own"
+        text = " ".join(log_path.read_text().split())
+        assert "accepts requests without credentials" in text
+        assert "PREFECT_SERVER_API_AUTH_STRING" in text
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    gone, alive = psutil.wait_procs(servers, timeout=20)
+    assert not alive, f"left running after serve died: {[p.pid for p in alive]}"

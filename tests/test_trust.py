@@ -1,0 +1,224 @@
+"""The worker decides what a run form may choose (dsstar.trust): the policy itself, and the
+attack of issue 19 driven through a real Prefect API against `dsstar serve` in its own
+process. Flow runs created through the API ask for `sandbox=none`, a foreign `api_base`
+(an attacker's server, which would receive the worker's key) and `data=/etc/shadow`; each is
+refused by the worker before any model call, and allowed only when its environment says so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLE, REPO
+from fake_llm import FakeLLM
+from prefect import get_client
+from prefect.deployments import run_deployment
+
+import dsstar.trust as trust
+from dsstar.errors import ForbiddenError
+from dsstar.form import RunForm
+from dsstar.settings import Settings
+
+QUESTION = "Which region had the highest revenue in 2024 H1?"
+SECRET = "sk-worker-secret-do-not-leak"
+
+
+@pytest.fixture
+def worker(monkeypatch):
+    """The policy as a worker applies it (not the CLI's local user)."""
+    monkeypatch.setattr(trust, "_LOCAL_USER", False)
+    for name in [k for k in os.environ if k.startswith("DSSTAR_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DSSTAR_MODEL", "openai/gpt-4o-mini")
+    monkeypatch.setenv("DSSTAR_API_BASE", "http://127.0.0.1:9/v1")
+    return monkeypatch
+
+
+def test_guarded_settings_are_refused_unless_the_worker_allows_them(worker):
+    for chosen in (
+        {"sandbox": "none"},
+        {"sandbox": "process"},  # the old name of none
+        {"api_base": "http://attacker.example/v1"},
+        {"embedding_api_base": "http://attacker.example/v1"},
+        {"agent_models": {"coder": "anthropic/claude-x"}},
+        {"model": "ollama/llama3"},
+        {"storage": "/etc"},
+        {"work_dir": "/root"},
+        {"dask_address": "tcp://10.0.0.5:8786"},
+    ):
+        with pytest.raises(ForbiddenError, match="DSSTAR_FORM_ALLOW=" + next(iter(chosen))):
+            trust.check_form(chosen, Settings())
+        worker.setenv("DSSTAR_FORM_ALLOW", next(iter(chosen)))
+        trust.check_form(chosen, Settings())  # allowed by name
+        worker.delenv("DSSTAR_FORM_ALLOW")
+    worker.setenv("DSSTAR_FORM_ALLOW", "*")
+    trust.check_form({"sandbox": "none", "api_base": "http://x/v1"}, Settings())
+
+
+def test_what_the_worker_uses_anyway_and_harmless_settings_pass(worker):
+    worker.setenv("DSSTAR_STORAGE", "/srv/runs")
+    harmless = {
+        "sandbox": "bwrap",  # another isolating mode
+        "api_base": "http://127.0.0.1:9/v1",  # the worker's own
+        "model": "openai/gpt-4o",  # the provider the worker already talks to
+        "agent_models": {"verifier": "openai/gpt-4o"},
+        "storage": "/srv/runs/",
+        "max_rounds": 3,
+        "exec_timeout": 10.0,
+    }
+    trust.check_form(harmless, Settings())
+    worker.setenv("DSSTAR_SANDBOX", "none")  # a container that is its own isolation
+    trust.check_form({"sandbox": "none"}, Settings())
+
+
+def test_data_must_lie_under_the_worker_roots_links_resolved(worker, tmp_path):
+    root = tmp_path / "lake"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.csv").write_text("x\n1\n")
+    (root / "escape").symlink_to("/etc")
+    (root / "inside").symlink_to(root / "sub")
+    (tmp_path / "lake2").mkdir()
+    with pytest.raises(ForbiddenError, match="DSSTAR_DATA_ROOTS"):
+        trust.check_data_location(str(root), Settings())  # no roots declared: nothing
+    worker.setenv("DSSTAR_DATA_ROOTS", f"{root}, s3://bucket/lake")
+    settings = Settings()
+    assert trust.check_data_location(str(root / "sub"), settings) == str(root / "sub")
+    assert trust.check_data_location(str(root / "inside"), settings) == str(root / "sub")
+    assert trust.check_data_location("s3://bucket/lake/day1/", settings) == "s3://bucket/lake/day1"
+    for refused in (
+        "/etc/shadow",
+        str(root / "escape"),  # a link under the root that leads out
+        str(root / "escape" / "shadow"),
+        str(root / ".." / "lake2"),
+        str(tmp_path / "lake2"),  # a sibling that shares the root's name as a prefix
+        "s3://bucket/lake2",
+        "s3://bucket/lake/../secrets",
+        "s3://other/lake",
+    ):
+        with pytest.raises(ForbiddenError):
+            trust.check_data_location(refused, settings)
+
+
+def test_a_nightly_question_set_lies_under_the_roots_or_in_deployments(worker, tmp_path):
+    (tmp_path / "lake").mkdir()
+    questions = tmp_path / "lake" / "questions.yaml"
+    questions.write_text("- question: q\n  data: .\n")
+    worker.setenv("DSSTAR_DATA_ROOTS", str(tmp_path / "lake"))
+    assert trust.check_question_set(str(questions), Settings()) == str(questions)
+    shipped = REPO / "deployments" / "questions.yaml"
+    assert trust.check_question_set(str(shipped), Settings()) == str(shipped.resolve())
+    with pytest.raises(ForbiddenError, match="question set /etc/passwd"):
+        trust.check_question_set("/etc/passwd", Settings())
+
+
+def test_a_form_cannot_set_the_worker_policy():
+    for name in ("form_allow", "data_roots"):
+        with pytest.raises(ValueError, match="worker's environment"):
+            RunForm(question="q", data="d", **{name: ["*"]})
+        assert name not in RunForm.model_fields
+
+
+def test_the_cli_user_is_not_limited(monkeypatch):
+    monkeypatch.setattr(trust, "_LOCAL_USER", True)
+    trust.check_form({"sandbox": "none", "api_base": "http://x/v1"}, Settings())
+    assert trust.check_data_location("/etc/shadow", Settings()) == "/etc/shadow"
+
+
+# -- the attack, through the Prefect API ---------------------------------------------------
+
+
+@contextmanager
+def serving(root: Path, llm: FakeLLM, **policy: str):
+    """`dsstar serve` as root would run it: the worker's key in OPENAI_API_KEY, its model
+    server `llm`, and `policy` (DSSTAR_DATA_ROOTS, DSSTAR_FORM_ALLOW) in its environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSSTAR_")}
+    env.update(
+        OPENAI_API_KEY=SECRET,
+        DSSTAR_MODEL="openai/gpt-4o-mini",
+        DSSTAR_API_BASE=llm.base_url,
+        DSSTAR_STORAGE=str(root / "storage"),
+        DSSTAR_DATABASE_URL=f"sqlite:///{root / 'ledger.db'}",
+        DSSTAR_WORK_DIR=str(root),
+        DSSTAR_LLM_RETRIES="0",
+        DSSTAR_MAX_DEBUG_ATTEMPTS="0",
+        DSSTAR_MAX_ROUNDS="1",
+        PREFECT_RUNNER_POLL_FREQUENCY="1",
+        **policy,
+    )
+    log_path = root / f"serve-{len(list(root.glob('serve-*')))}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsstar", "serve"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            _wait_deployed(proc, log_path)
+            yield log_path
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def _wait_deployed(proc: subprocess.Popen, log_path: Path) -> None:
+    deadline = time.monotonic() + 120
+    with get_client(sync_client=True) as client:
+        while True:
+            try:
+                deployment = client.read_deployment_by_name("ds-star/on-demand")
+                if "serving" in log_path.read_text():  # this process's registration
+                    return deployment
+            except Exception:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(log_path.read_text()[-3000:])
+            time.sleep(0.5)
+
+
+def attack(**parameters: object):
+    """A flow run created through the API, as any local user can; its final state."""
+    flow_run = run_deployment(
+        "ds-star/on-demand", parameters={"question": QUESTION, **parameters},
+        timeout=240, poll_interval=1,
+    )  # fmt: skip
+    return flow_run.state
+
+
+@pytest.mark.slow
+def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
+    lake = tmp_path / "lake"
+    shutil.copytree(EXAMPLE, lake)
+    (lake / "escape").symlink_to("/etc")
+    with FakeLLM() as own, FakeLLM() as attacker:
+        with serving(tmp_path, own, DSSTAR_DATA_ROOTS=str(lake)) as log:
+            assert "accepts requests without credentials" in log.read_text()
+            refusals = {
+                "sandbox": attack(data=str(lake), sandbox="none"),
+                "api_base": attack(data=str(lake), api_base=attacker.base_url),
+                "shadow": attack(data="/etc/shadow"),
+                "link": attack(data=str(lake / "escape" / "shadow")),
+            }
+        for what, state in refusals.items():
+            assert state.is_failed(), (what, state)
+        assert "DSSTAR_FORM_ALLOW=sandbox" in refusals["sandbox"].message
+        assert "DSSTAR_FORM_ALLOW=api_base" in refusals["api_base"].message
+        shadow = "data /etc/shadow (resolved: /etc/shadow) is not under"
+        assert shadow in refusals["shadow"].message
+        assert "(resolved: /etc/shadow) is not under" in refusals["link"].message
+        # Refused before anything ran: no model call anywhere, nothing stored.
+        assert attacker.requests == [] and own.requests == []
+        assert not list((tmp_path / "storage").glob("runs/*"))
+
+        policy = {"DSSTAR_DATA_ROOTS": str(lake), "DSSTAR_FORM_ALLOW": "api_base,sandbox"}
+        with serving(tmp_path, own, **policy):
+            allowed = attack(data=str(lake), api_base=attacker.base_url, sandbox="none")
+        assert "DSSTAR_FORM_ALLOW" not in (allowed.message or "")
+        # The worker's operator allowed it: the form's server now gets the worker's key.
+        assert attacker.requests, allowed
+        auth = {r["headers"].get("authorization") for r in attacker.requests}
+        assert auth == {f"Bearer {SECRET}"}

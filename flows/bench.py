@@ -1,9 +1,10 @@
 """A benchmark run: every task of a suite as one ds-star run, the domain's files analyzed once
 for all of them, then the answers scored and reported.
 
-Resumable: a task whose run already finished (verified or max_rounds) is read back from
-storage, not run again; a failed or interrupted one is run again under the same run id, so the
-flow's cache hands back every LLM reply and execution it had already finished.
+Resumable: a task whose run already answered (verified, max_rounds, accepted, not_applicable)
+is read back from storage, not run again; a failed or interrupted one is run again under the
+same run id, so the flow's cache hands back every LLM reply and execution it had already
+finished.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from dsstar.questions import Question
 from dsstar.report import agent_usage
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.verdict import ANSWERED
 
 from .ds_star import completed_result, ds_star
 from .nightly import share_analyses
 
 __all__ = ["ds_star_bench", "task_dicts", "task_run_id"]
 
-FINISHED = {"verified", "max_rounds"}
+FINISHED = ANSWERED  # a run with an answer (Not Applicable included) is not run again
 ORCHESTRATION_RETRIES = 2
 
 

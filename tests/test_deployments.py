@@ -20,6 +20,7 @@ from fake_llm import FakeLLM
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectNotFound
 from prefect.states import Scheduled
 from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, two_rounds
 
@@ -50,6 +51,12 @@ def served(prefect_server, tmp_path_factory):
         DSSTAR_FORM_ALLOW="storage",  # nightly tests give each batch a storage of its own
         PREFECT_RUNNER_POLL_FREQUENCY="1",
     )
+    with get_client(sync_client=True) as client:  # another test file's serve may have left them
+        for name in ("ds-star-nightly/nightly", "ds-star/on-demand"):
+            try:
+                client.delete_deployment(client.read_deployment_by_name(name).id)
+            except ObjectNotFound:
+                pass
     log = open(root / "serve.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "dsstar", "serve", "--timezone", "Europe/Paris"],

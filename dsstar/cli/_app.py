@@ -32,6 +32,7 @@ class _App(typer.Typer):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         argv = kwargs.get("args") or sys.argv[1:]
+        _wide_help_when_piped()
         try:
             if "--json" in argv:
                 return self._as_json(*args, **kwargs)
@@ -59,6 +60,17 @@ class _App(typer.Typer):
         except typer.Abort:
             sys.exit(EXIT_FAILED)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _wide_help_when_piped() -> None:
+    """Piped, rich would draw --help at 80 columns and cut words that do not fit its help
+    column (`DSSTAR_MAX_DEBUG_AT…`). At 120 every variable name and value fits whole; a
+    width the user set (TERMINAL_WIDTH, COLUMNS) or a terminal's own is left alone."""
+    import typer.rich_utils
+
+    if typer.rich_utils.MAX_WIDTH is None and "COLUMNS" not in os.environ:
+        if not sys.stdout.isatty():
+            typer.rich_utils.MAX_WIDTH = 120
 
 
 _COMMANDS = {"run", "resume", "runs", "list", "show", "history", "describe", "retrieve",

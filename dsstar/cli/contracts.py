@@ -30,7 +30,9 @@ contracts_app = typer.Typer(
 )
 app.add_typer(contracts_app, name="contracts")
 
-DataArg = Annotated[str, typer.Argument(help="Folder, single file or URL of the data root.")]
+DataArg = Annotated[
+    str, typer.Argument(help="Folder, single file or URL of the data root.", metavar="DATA")
+]
 
 
 def _open(data: str, storage: str | None) -> tuple[Any, str, Any]:
@@ -84,7 +86,8 @@ def validate(
     as_json: JsonOpt = False,
 ) -> None:
     """Check the current data against its contracts; exit 1 when any expectation fails,
-    with one line per failed expectation. Files without a contract are left alone.
+    with one line per failed expectation. Files without a contract are left alone; with no
+    contract at all it says there is nothing to check (and exits 0).
 
     Example: dsstar contracts validate examples/sales --data-docs
     """
@@ -108,6 +111,11 @@ def validate(
     if as_json:
         sys.stdout.write(json.dumps(report, default=str) + "\n")
     else:
+        if not report["checked"]:  # exit 0 with no output read as "all passed": say so
+            err.print(
+                f"nothing to check: no contracts stored for {location} under {store.url};"
+                f" a run's analysis makes them, or: dsstar contracts accept {data}"
+            )
         for failure in report["failed"]:
             observed = json.dumps(failure["observed"], default=str)
             print(f"FAILED {failure['path']}: {failure['expectation']} observed {observed}")

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from .. import stopping
 from .._layout import SOURCE_ROOT
 from ..errors import DSStarError, UsageError
 from ..questions import load_questions
@@ -38,7 +39,14 @@ def serve(
     """Serve the deployments ds-star/on-demand and ds-star-nightly/nightly from this process.
 
     Runs triggered from the Prefect UI (a form with question, data, model, rounds...) and the
-    nightly schedule execute here. Needs PREFECT_API_URL (e.g. `prefect server start`).
+    nightly schedule execute here, while this process runs. With PREFECT_API_URL set (e.g. to
+    a `prefect server start`) the deployments live on that server. Without it, Prefect starts
+    a temporary server inside this process: its deployments, schedules and runs vanish when
+    serve stops.
+
+    On SIGTERM or Ctrl-C, serve stops taking runs and pauses the nightly schedule (Prefect
+    does so for served deployments); it resumes when serve starts again. Schedules that must
+    run without this process belong on a work pool (prefect deploy, prefect worker start).
 
     All runs of the server share two global concurrency limits, created (or reset) here:
     dsstar-exec (--max-parallel scripts at once) and dsstar-llm (--llm-concurrency requests),
@@ -52,24 +60,16 @@ def serve(
         load_questions(questions)  # a missing or malformed set fails now, not at 2 a.m.
     except DSStarError as exc:
         fail_usage(str(exc))
-    from prefect import serve as prefect_serve
-    from prefect.schedules import Cron
+    from dsstar.flows.serving import api_configured, serve_deployments
 
-    from dsstar.flows.ds_star import ds_star
-    from dsstar.flows.nightly import ds_star_nightly
-
-    on_demand = ds_star.to_deployment(
-        name="on-demand",
-        description="Answer one question about a folder or bucket of data files.",
-        tags=["dsstar"],
-    )
-    nightly = ds_star_nightly.to_deployment(
-        name="nightly",
-        description="Answer every question of the nightly question set.",
-        schedules=[Cron(cron, timezone=timezone, slug="nightly")],
-        parameters={"questions_file": str(questions)},
-        tags=["dsstar"],
-    )
+    if not api_configured():
+        err.print(
+            "warning: PREFECT_API_URL is not set: serving on a temporary Prefect server that"
+            " ends with this process, taking its deployments, schedules and runs with it. For"
+            " schedules that last: prefect server start, then export"
+            " PREFECT_API_URL=http://127.0.0.1:4200/api",
+            highlight=False,
+        )
     from dsstar.tasks.limits import ensure_limit, ensure_rate
 
     for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
@@ -78,7 +78,26 @@ def serve(
         rate = ensure_rate(settings.llm_rpm, reset=True)
         err.print(f"global rate limit {rate}: {settings.llm_rpm} LLM requests per minute")
     err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")
-    prefect_serve(on_demand, nightly, limit=limit)
+    stopping.at_stop(_say_paused)  # also when the stop outlasts its grace period
+    serve_deployments(questions, cron, timezone, limit)
+    _say_paused()
+
+
+_said: list[bool] = []
+
+
+def _say_paused(*_: object) -> None:
+    """Tell the user, once, what stopping serve did to the schedule and how to keep it."""
+    if _said:
+        return
+    _said.append(True)
+    err.print(
+        "stopped serving: the schedule of ds-star-nightly/nightly is paused until dsstar serve"
+        " runs again (or resume it in the UI: Deployments > nightly). To keep schedules"
+        " running without this process, deploy to a work pool: prefect deploy --prefect-file"
+        " deployments/prefect.yaml, then prefect worker start (see the README, Scheduling).",
+        highlight=False,
+    )
 
 
 PROJECT = SOURCE_ROOT  # in a checkout, the folder holding deployments/ and flows/

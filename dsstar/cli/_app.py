@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
+import typer.core
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
@@ -72,6 +73,17 @@ def _wide_help_when_piped() -> None:
         if not sys.stdout.isatty():
             typer.rich_utils.MAX_WIDTH = 120
 
+
+def _usage_name(self: Any) -> str:
+    """An argument in the usage line, as POSIX usage writes it: RUN_ID when required, [NAME]
+    when optional. typer writes a required one in braces (`{run_id}`), which reads as a
+    template placeholder; this is typer's own method, less the braces."""
+    name = self.display_name_raw.upper()
+    name = name if self.required else f"[{name}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+typer.core.TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
 
 _COMMANDS = {"run", "resume", "runs", "list", "show", "history", "describe", "retrieve",
              "contracts", "validate", "accept", "serve", "bench", "score"}  # fmt: skip

@@ -101,7 +101,7 @@ def describe(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
     """Describe every file under --data (the analysis stage alone). Descriptions are kept in
-    the catalog under --storage: unchanged files are never described twice.
+    the catalog under DSSTAR_STORAGE: unchanged files are never described twice.
 
     Example: dsstar describe --data examples/sales --offline
     """

@@ -59,7 +59,11 @@ def route(number: int, label: str, plan_length: int) -> None:
     dropped = ""
     if label.startswith("Step "):
         wrong = int(label.split()[1])
-        dropped = f" (steps {wrong}..{plan_length} dropped)" if wrong <= plan_length else ""
+        dropped = (
+            f" (steps {wrong}..{plan_length} dropped)"
+            if wrong <= plan_length
+            else " (outside the plan: read as Add Step)"  # as the loop reads it
+        )
     say("route into round %02d: %s%s", number, label, dropped)
 
 

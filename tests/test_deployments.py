@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 CHROMIUM = shutil.which("chromium")
 QUESTIONS = ("Top region and manager?", "Top region's manager?", "Who leads the top region?")
+NIGHT = ("Top region tonight?", "Manager of tonight's top region?")  # a ledger history of their own
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +217,7 @@ def test_the_ui_shows_dsstars_lines_and_the_nightly_questions(served, llm, data,
 
     always_first_time(llm)
     questions = tmp_path / "questions.yaml"
-    questions.write_text("".join(f"- question: {q}\n  data: {data}\n" for q in QUESTIONS[:2]))
+    questions.write_text("".join(f"- question: {q}\n  data: {data}\n" for q in NIGHT))
     parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
     first = trigger(parameters, "ds-star-nightly/nightly")
     second = trigger(parameters, "ds-star-nightly/nightly")
@@ -225,16 +226,16 @@ def test_the_ui_shows_dsstars_lines_and_the_nightly_questions(served, llm, data,
         assert night.name == f"questions {night.expected_start_time:%Y-%m-%d}"
     tables = [nightly_table(night.id) for night in (first, second)]
     assert [[(r["question"], r["answer"], r["change"]) for r in t[:-1]] for t in tables] == [
-        [(q, ANSWER, "new") for q in QUESTIONS[:2]],
-        [(q, ANSWER, "same") for q in QUESTIONS[:2]],
+        [(q, ANSWER, "new") for q in NIGHT],
+        [(q, ANSWER, "same") for q in NIGHT],
     ]
     # The nightly table in the UI: the questions themselves, their answers and the marks.
     artifact = nightly_artifact(second.id)
-    page = open_page(f"/artifacts/artifact/{artifact.id}", tmp_path / "nightly.png", QUESTIONS[0])
-    assert QUESTIONS[1] in page and ANSWER.split(",")[0] in page and "same" in page
+    page = open_page(f"/artifacts/artifact/{artifact.id}", tmp_path / "nightly.png", NIGHT[0])
+    assert NIGHT[1] in page and ANSWER.split(",")[0] in page and "same" in page
     assert (tmp_path / "nightly.png").stat().st_size > 10_000
     parent = open_page(f"/runs/flow-run/{second.id}", tmp_path / "nightly-logs.png", "question:")
-    assert f"question: {QUESTIONS[0]} · verified · answer: {ANSWER} (same)" in parent
+    assert f"question: {NIGHT[0]} · verified · answer: {ANSWER} (same)" in parent
 
 
 def nightly_artifact(flow_run_id):

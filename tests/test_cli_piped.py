@@ -128,6 +128,10 @@ def test_runs_list_history_and_show_piped(env, llm, sales, tmp_path):
     path = notebook.removeprefix("notebook: ").removeprefix("file://")
     assert path.endswith(f"runs/{runs[0]}/final/notebook.ipynb") and Path(path).is_file()
     assert any(line.startswith("solution: ") for line in lines)
+    [first, second] = [line for line in lines if line.startswith(("00 ", "01 "))]
+    assert "Load the orders and compute revenue per region." in first  # one line per round
+    assert "Join the best region with regions.json to find its manager." in second
+    assert " Add Step " in second and " sufficient " in second
 
 
 def test_contracts_validate_says_when_there_is_nothing_to_check(env, sales):
@@ -179,3 +183,18 @@ def test_serve_stops_cleanly_on_sigterm_and_says_its_schedule_is_paused(tmp_path
     said = " ".join(text.split())
     assert "stopped serving: the schedule of ds-star-nightly/nightly is paused" in said
     assert "prefect worker start" in said
+
+
+def test_describe_and_retrieve_piped_keep_every_path_whole(env, sales):
+    long_name = "regional_revenue_targets_for_the_first_half_of_2024_as_agreed_by_finance.csv"
+    (sales / long_name).write_text("region_code,target\nNE,1000\n")  # wider than 80 columns
+    files = sorted(p.name for p in sales.iterdir())
+    described = piped("describe", "--data", str(sales), "--offline")
+    assert described.returncode == 0, described.stderr
+    titles = [line.strip("─ ") for line in described.stdout.splitlines() if line.startswith("─")]
+    assert sorted(t.rsplit(" (", 1)[0] for t in titles) == files
+    retrieved = piped("retrieve", "--data", str(sales), "--question", QUESTION, "--offline")
+    assert retrieved.returncode == 0, retrieved.stderr
+    rows = [line.split(None, 1) for line in retrieved.stdout.splitlines()]
+    assert sorted(path for _, path in rows) == files  # one line per file: score, path
+    assert all(0 <= float(score) <= 1 for score, _ in rows)

@@ -22,6 +22,7 @@ from ._app import (
     fail_usage,
     load_settings,
 )
+from ._output import heading
 
 contracts_app = typer.Typer(
     help="Data contracts: one Great Expectations suite per tabular file, made when the file is"
@@ -72,7 +73,7 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
         err.print(f"no contracts stored for {location}")
     out = console()
     for document in documents:
-        out.rule(f"{document.get('path')} ({document['uri']})")
+        heading(out, f"{document.get('path')} ({document['uri']})")
         out.print_json(json.dumps(document.get("tables")))
 
 

@@ -21,7 +21,7 @@ from ._app import (
     load_settings,
     money,
 )
-from ._output import json_line, shown
+from ._output import heading, json_line, shown
 from ._tables import Format, FormatOpt, print_table, resolve_format
 
 runs_app = typer.Typer(
@@ -108,7 +108,6 @@ def runs_show(
 
 
 def _print_run(record: dict[str, Any], uri: str) -> None:
-    from rich.table import Table
 
     out = console()
     out.print(Text.assemble((shown(record["run_id"]), "bold"),
@@ -119,33 +118,32 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
     if record.get("error"):
         out.print(Text.assemble(("error:", "red"), f" {shown(record['error'])}"))
     plan = record.get("plan") or []
-    out.rule("plan")
+    heading(out, "plan")
     for i, step in enumerate(plan, 1):
         out.print(f"{i}. {shown(step)}")
     if not plan:
         out.print("(no plan yet)")
-    out.rule("rounds")
-    table = Table("round", "step", "verdict", "route", "ran", "tokens", "cost", "seconds")
+    heading(out, "rounds")
     replies = record.get("verdict_replies") or {}
-    for row in record.get("round_table") or []:
-        verdict = verdict_label(row["verdict"])
-        table.add_row(
-            f"{row['round']:02d}", shown(row["step"]), verdict, shown(row["route"] or "-"),
-            {True: "ok", False: "failed"}.get(row.get("execution_ok"), "-"),
-            f"{row['input_tokens'] + row['output_tokens']:,}", money(row["cost_usd"]),
-            f"{row['seconds']:.1f}",
-        )  # fmt: skip
-    out.print(table)
+    rows = [
+        [f"{row['round']:02d}", row["step"], verdict_label(row["verdict"]), row["route"],
+         {True: "ok", False: "failed"}.get(row.get("execution_ok")),
+         f"{row['input_tokens'] + row['output_tokens']:,}", money(row["cost_usd"]),
+         f"{row['seconds']:.1f}"]
+        for row in record.get("round_table") or []
+    ]  # fmt: skip
+    columns = ("round", "step", "verdict", "route", "ran", "tokens", "cost", "seconds")
+    print_table(columns, rows, resolve_format(None))  # piped: one line per round
     for number, reply in replies.items():
         if reply:
             first = " ".join(shown(reply).split())
             out.print(f"verdict {int(number):02d}: {first[:200]}")
     _print_agents(out, record.get("agents"))
-    out.rule("figures")
+    heading(out, "figures")
     for name, value in (record.get("figures") or {}).items():
         out.print(f"{name}: {_figure(name, value)}")
     saved = record.get("saved_figures") or []
-    out.rule("saved figures")
+    heading(out, "saved figures")
     for item in saved:
         where = shown(item["where"])
         out.print(f"{where}: {shown(item['name'])} ({item['bytes']:,} bytes) {shown(item['uri'])}",
@@ -158,7 +156,7 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
 def _print_files(out: Any, record: dict[str, Any]) -> None:
     """Where to look next: the notebook (every round, then the solution), the solution and
     the answer, with their URIs; last, so that a piped report ends with them."""
-    out.rule("files")
+    heading(out, "files")
     final = record.get("final") or {}
     for name in ("notebook", "solution", "answer"):
         if final.get(name):
@@ -171,19 +169,18 @@ def _print_files(out: Any, record: dict[str, Any]) -> None:
 
 
 def _print_agents(out: Any, agents: list[dict[str, Any]] | None) -> None:
-    from rich.table import Table
 
-    out.rule("cost per agent")
+    heading(out, "cost per agent")
     if not agents:
         out.print("(not in the ledger: DSSTAR_DATABASE_URL holds no calls of this run)")
         return
-    table = Table("agent", "calls", "input tokens", "output tokens", "cost")
-    for row in agents:
-        table.add_row(
-            shown(row["agent"]), str(row["calls"]), f"{row['input_tokens']:,}",
-            f"{row['output_tokens']:,}", money(row["cost_usd"]),
-        )  # fmt: skip
-    out.print(table)
+    rows = [
+        [row["agent"], row["calls"], f"{row['input_tokens']:,}", f"{row['output_tokens']:,}",
+         money(row["cost_usd"])]
+        for row in agents
+    ]  # fmt: skip
+    print_table(("agent", "calls", "input tokens", "output tokens", "cost"), rows,
+                resolve_format(None))  # fmt: skip
 
 
 def _figure(name: str, value: Any) -> str:
@@ -200,7 +197,7 @@ def _print_round(found: dict[str, Any]) -> None:
     from rich.syntax import Syntax
 
     out = console()
-    out.rule(f"round {found['round']:02d}")
+    heading(out, f"round {found['round']:02d}")
     if "route" in found:
         decision = shown(found["route"].get("decision"))
         out.print(f"opened by route: {decision}", markup=False, highlight=False)
@@ -208,10 +205,10 @@ def _print_round(found: dict[str, Any]) -> None:
         out.print(f"{i}. {shown(step)}", markup=False, highlight=False)
     if "code" in found:
         out.print(Syntax(shown(found["code"]), "python", line_numbers=True))
-    out.rule("output")
+    heading(out, "output")
     out.print(shown(found.get("output", "")), markup=False, highlight=False)
     if "verdict" in found:
-        out.rule(f"verdict: {verdict_label(found['verdict'].get('sufficient'))}")
+        heading(out, f"verdict: {verdict_label(found['verdict'].get('sufficient'))}")
     for uri in found.get("figures") or []:
         out.print(f"figure: {shown(uri)}", markup=False, highlight=False)
 

@@ -25,7 +25,15 @@ from .errors import ConfigError, DataError, DSStarError
 from .locations import is_remote, local_path
 from .settings import AGENTS, Settings
 
-__all__ = ["NO_MODEL", "check_data", "check_isolation", "check_keys", "check_model", "preflight"]
+__all__ = [
+    "NO_MODEL",
+    "check_data",
+    "check_isolation",
+    "check_keys",
+    "check_model",
+    "preflight",
+    "unreadable_warning",
+]
 
 NO_MODEL = (
     "No model is configured: pass --model (or set DSSTAR_MODEL), e.g. --model openai/gpt-4o"
@@ -114,6 +122,40 @@ def check_data(data: str) -> None:
         raise DataError(
             f"--data {data}: the folder holds no data files; put files in it or pass another."
         )
+
+
+def unreadable_warning(data: str, sample: int = 200) -> str | None:
+    """A warning when none of the first `sample` files of a local data root can be read: each
+    is unreadable or binary of no known format. The run would still spend its LLM calls on
+    analyzers that cannot open them, so the user hears it before the first one. None when
+    a file looks readable, and for remote roots (listing a bucket may take long)."""
+    if is_remote(data):
+        return None
+    from .profiler import detect_format
+
+    root = local_path(data)
+    paths = [root] if root.is_file() else _visible_files(root, sample)
+    if not paths or any(detect_format(str(p)) not in _UNREADABLE for p in paths):
+        return None
+    which = f"none of the first {sample} files" if len(paths) == sample else "no input file"
+    return (
+        f"--data {data}: {which} could be read ({len(paths)} checked, each unreadable or"
+        " binary of no known format); the run will still spend LLM calls on files it cannot"
+        " open. Check the path, the permissions and the files."
+    )
+
+
+_UNREADABLE = {"unknown", "binary"}  # detect_format: cannot open it / no format it knows
+
+
+def _visible_files(root: Path, most: int) -> list[Path]:
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _HIDDEN)
+        found += [Path(folder) / f for f in sorted(files) if not f.startswith(".")]
+        if len(found) >= most:
+            return found[:most]
+    return found
 
 
 def check_storage(settings: Settings) -> None:

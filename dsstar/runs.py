@@ -42,8 +42,9 @@ def read_run(store: Store, run_id: str) -> dict[str, Any]:
 
 def run_report(store: Store, run_id: str, database_url: str | None = None) -> dict[str, Any]:
     """Everything `dsstar runs show` reports: run.json, each round's verifier reply, the
-    figures the run saved, cost per agent (from the ledger, when it holds the run) and the
-    figure files (charts) its scripts saved, as run.json lists them."""
+    URIs of its final notebook, solution and answer (those it wrote), cost per agent (from
+    the ledger, when it holds the run) and the figure files (charts) its scripts saved, as
+    run.json lists them."""
     from .report import agent_usage, run_figures
 
     record = read_run(store, run_id)
@@ -66,7 +67,13 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
             agents = agent_usage(Ledger(database_url).calls(run_id)) or None
         except DSStarError:
             agents = None  # the ledger is optional for a report: storage has the rest
+    final = {
+        name.split(".")[0]: store.uri(f"runs/{run_id}/final/{name}")
+        for name in ("notebook.ipynb", "solution.py", "answer.json")
+        if store.exists(f"runs/{run_id}/final/{name}")
+    }
     return record | {
+        "final": final,  # the notebook, solution and answer files, where the run wrote them
         "verdict_replies": {str(n): r for n, r in replies.items()},
         "figures": run_figures(record),
         "agents": agents,
@@ -75,7 +82,8 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
 
 
 def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
-    """The most recent runs (newest first): id, question, status, rounds, cost, started."""
+    """The most recent runs (newest first): id, question, answer, status, rounds, cost,
+    started."""
     run_ids = sorted(store.listdir("runs"), reverse=True)[:limit]  # ids sort by start time
 
     def summary(run_id: str) -> dict[str, Any]:
@@ -86,6 +94,7 @@ def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
         return {
             "run_id": run_id,
             "question": record.get("question", ""),
+            "answer": record.get("answer"),
             "status": "stale" if liveness(record) == "stale" else record.get("status"),
             "rounds": len(record.get("round_table") or []),
             "cost_usd": record.get("cost_usd"),

@@ -226,8 +226,9 @@ class Settings(BaseSettings):
     task_runner: str = Field(
         "thread",
         description="Where the analysis fan-out and the nightly batch run: 'thread' (this"
-        " process), 'dask' (a local Dask cluster, or --dask-address) or 'ray' (a local Ray"
-        " instance, or --ray-address). Clusters need shared storage (s3://...).",
+        " process), 'dask' (a local Dask cluster, or the one at DSSTAR_DASK_ADDRESS) or 'ray'"
+        " (a local Ray instance, or the one at DSSTAR_RAY_ADDRESS). Clusters need shared"
+        " storage (s3://...).",
     )
     dask_address: str | None = Field(
         None, description="Scheduler of an existing Dask cluster, e.g. tcp://10.0.0.5:8786."

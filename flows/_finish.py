@@ -13,6 +13,7 @@ from dsstar.run_record import final_objects
 from dsstar.runtime import Script
 from dsstar.verdict import Status
 
+from . import _story as story
 from ._run import Run
 
 __all__ = ["finish"]
@@ -46,6 +47,7 @@ def finish(
         reused_solution=reused,
     )
     result = run.close(solution=final.code if final is not None else None)
+    story.answered(status.value, len(run.rounds), answer, run.record.get("error"))
     links = {
         "run folder": run.store.uri(run.prefix),
         "solution": solution_uri,

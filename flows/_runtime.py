@@ -21,6 +21,7 @@ from dsstar.settings import Settings
 from dsstar.storage import round_key
 from dsstar.verdict import Verdict
 
+from . import _story as story
 from ._guidance import ask_human, publish_guidance
 from ._run import Run
 
@@ -41,11 +42,14 @@ class FlowRuntime(TaskCalls):
         item, uris = self.run.add_round(round)
         publish_round(self.run_id, item, uris[1])  # uris[1]: the round's code.py
         publish_rounds_table(self.run_id, self.run.rounds)
+        story.round_done(round.number, round.plan, round.verdict.sufficient, round.script.result.ok)
         progress.emit(
             "round", number=round.number, sufficient=round.verdict.sufficient, **self.run.totals()
         )
 
     def record_route(self, number: int, route: Route) -> None:
+        plan = self.run.rounds[-1]["plan"] if self.run.rounds else []
+        story.route(number, route.label, len(plan))
         self.run.save(route_objects(number, route), f"route {round_key(number)}")
 
     def record_guidance(self, number: int, guidance: Guidance) -> None:

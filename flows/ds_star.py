@@ -5,6 +5,7 @@ its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from dsstar.tasks.agents import RunSpec
@@ -20,7 +21,7 @@ from dsstar.errors import UsageError
 from dsstar.form import RunForm, explain, form_parameters
 from dsstar.llm import count_tokens
 from dsstar.locations import normalize_location
-from dsstar.preflight import preflight
+from dsstar.preflight import preflight, unreadable_warning
 from dsstar.retrieval import embedding_similarity
 from dsstar.runtime import Budget
 from dsstar.settings import Settings
@@ -28,6 +29,7 @@ from dsstar.storage import Store
 from dsstar.trust import check_data_location, check_form
 from dsstar.verdict import Status
 
+from . import _story as story
 from ._analysis import analyze_files, open_data
 from ._contracts import check_contracts
 from ._finish import finish
@@ -76,16 +78,21 @@ def ds_star(**fields: Any) -> dict[str, Any]:
     question, guidelines, run_id = form.question, form.guidelines, form.run_id
     check_question(question, guidelines, settings.max_question_chars)
     preflight(settings, data)  # model, keys, isolation, data, storage: before any stored run
+    warning = unreadable_warning(data)
+    if warning:
+        story.say(warning, level=logging.WARNING)
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
         run_id=run_id or default_run_id(),
         settings=settings,
         params={"question": question, "data": normalize_location(data), "guidelines": guidelines},
     )
+    story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
     try:
         return solve(run, question, data, guidelines, settings)
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
+        story.failed(f"{type(exc).__name__}: {exc}")
         raise
     except BaseException as exc:  # SIGINT, SIGTERM (Prefect's TerminationSignal): resumable
         run.interrupt(exc)
@@ -109,12 +116,14 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
     if previous and not contracts["failed"]:
         script = loop.reuse(runtime, question, previous.plan, previous.solution, budget)
         if script:
+            story.reused(previous.run_id)
             return finish(run, Status.VERIFIED, previous.plan, script, reused=True)
 
     # 1. Analyze every file, concurrently; descriptions are cached by file content, except
     #    for files that broke their contract: those are described afresh.
     files = analyze_files(spec, source, fresh=failed_paths(contracts))
     run.record_analyses(files)
+    story.analyzed(files, run.run_id)
 
     # 2. Retrieve: only the top-K descriptions go into the prompts, documentation files
     #    whole, all of them within the prompt's token budget.
@@ -126,6 +135,7 @@ def solve(run: Run, question: str, data: str, guidelines: str, settings: Setting
         question, context, settings.context_tokens, lambda text: count_tokens(model, text)
     )
     run.note(files_considered=[f.path for f in context], context_left_out=fitted.left_out)
+    story.retrieved([f.path for f in context], len(files))
     problem = loop.Problem(question, guidelines, fitted.files)
 
     # 3, 4. Round 0; then verify, route, plan, code, execute until the plan is sufficient,

@@ -4,12 +4,14 @@ each data root shared by all the questions over it."""
 from __future__ import annotations
 
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 from dsstar.tasks._common import artifact_key
 from dsstar.tasks.agents import RunSpec
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
+from prefect.runtime import flow_run
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
@@ -17,11 +19,14 @@ from pydantic import Field, ValidationError
 
 from dsstar.errors import DSStarError, UsageError
 from dsstar.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
+from dsstar.ledger import Ledger, question_key
+from dsstar.locations import normalize_location
 from dsstar.questions import Question, load_questions
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from dsstar.trust import check_data_location, check_form, check_question_set
 
+from . import _story as story
 from ._analysis import analyze_files, open_data
 from ._runners import default_task_runner
 from .ds_star import default_run_id, ds_star
@@ -57,7 +62,14 @@ NightlyForm = options_form(
 )
 
 
-@flow(name="ds-star-nightly", task_runner=default_task_runner())
+def nightly_run_name() -> str:
+    """The batch's flow run name: its question set and the day it was scheduled for, e.g.
+    `questions 2026-11-23`, instead of Prefect's random one."""
+    name = flow_run.parameters.get("questions_file") or "deployments/questions.yaml"
+    return f"{Path(str(name)).stem} {flow_run.scheduled_start_time:%Y-%m-%d}"
+
+
+@flow(name="ds-star-nightly", flow_run_name=nightly_run_name, task_runner=default_task_runner())
 @form_parameters(NightlyForm)
 def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     """Answer every question of a question set (a YAML file) against its data. The batch
@@ -93,6 +105,12 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
         else:  # one failed question does not sink the batch; its run.json says why
             failed = {"question": question.question, "status": "failed"}
             results.append(failed | {"error": future.state.message})
+    ledger = Ledger(settings.database_url)
+    for question, result in zip(questions, results, strict=True):
+        result["question"] = question.question  # a run's result names its run, not its question
+        result["change"] = change_mark(ledger, question, result)
+        story.say("question: %s · %s · answer: %s (%s)", question.question, result["status"],
+                  result.get("answer"), result["change"])  # fmt: skip
     publish_summary(batch, results, analysis_calls)
     failed = [r for r in results if r["status"] == "failed"]
     if failed:  # the batch shows as failed (alerts, the UI's Retry): a retry resumes those
@@ -127,6 +145,7 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "question": r.get("question") or r.get("run_id"),
             "status": r["status"],
             "answer": r.get("answer"),
+            "change": r.get("change"),
             "llm_calls": r.get("llm_calls"),
             "cost_usd": r.get("cost_usd"),
             "contracts": contracts_cell(r.get("contracts")),
@@ -139,12 +158,35 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "question": "(shared file analysis)",
             "status": "done",
             "answer": None,
+            "change": None,
             "llm_calls": len(analysis_calls),
             "cost_usd": round(sum(costs), 6) if costs else None,
             "contracts": None,
         }
     )
     create_table_artifact(key=artifact_key(f"{batch}-nightly"), table=rows)
+
+
+def change_mark(ledger: Ledger, question: Question, result: dict[str, Any]) -> str:
+    """How tonight's answer compares with the last earlier answer to the same question over
+    the same data: "new", "same" or "changed (was ...)"; "no answer" when there is none."""
+    answer = result.get("answer")
+    if answer is None:
+        return "no answer"
+    try:
+        rows = ledger.history(question_key(question.question, question.guidelines))
+    except DSStarError:  # the ledger is a convenience here: the table still shows the answer
+        return "unknown"
+    root = normalize_location(question.data)
+    earlier = [
+        r.answer
+        for r in rows
+        if r.run_id != result.get("run_id") and r.data == root and r.answer is not None
+    ]
+    if not earlier:
+        return "new"
+    was = earlier[-1]
+    return "same" if was == answer else f"changed (was {was[:80]})"
 
 
 def contracts_cell(contracts: dict[str, Any] | None) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.slow
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 CHROMIUM = shutil.which("chromium")
 QUESTIONS = ("Top region and manager?", "Top region's manager?", "Who leads the top region?")
+NIGHT = ("Top region tonight?", "Manager of tonight's top region?")  # a ledger history of their own
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +52,7 @@ def served(prefect_server, tmp_path_factory):
         DSSTAR_DATA_ROOTS=str(tmp_path_factory.getbasetemp()),  # the tests' data folders
         DSSTAR_FORM_ALLOW="storage",  # nightly tests give each batch a storage of its own
         PREFECT_RUNNER_POLL_FREQUENCY="1",
+        PREFECT_LOGGING_LEVEL="INFO",  # the default outside tests: dsstar's lines reach the UI
     )
     with get_client(sync_client=True) as client:  # another test file's serve may have left them
         for name in ("ds-star-nightly/nightly", "ds-star/on-demand"):
@@ -179,6 +182,85 @@ def screenshot_artifacts_tab(flow_run_id, path: Path) -> str:
         text = page.inner_text("body")
         browser.close()
     return text
+
+
+def open_page(url: str, path: Path, wait_for: str) -> str:
+    """Open `url` of the Prefect UI in headless Chromium, wait until `wait_for` shows, write a
+    full-page screenshot to `path` and return the page's text."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = require_binary(CHROMIUM, "chromium")
+    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
+    flags = [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=flags)
+        page = browser.new_page(viewport={"width": 1600, "height": 1400})
+        page.goto(f"{ui}{url}")
+        page.get_by_text(wait_for).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(path), full_page=True)
+        text = page.inner_text("body")
+        browser.close()
+    return text
+
+
+def test_the_ui_shows_dsstars_lines_and_the_nightly_questions(served, llm, data, tmp_path):
+    two_rounds(llm)
+    flow_run = trigger({"question": QUESTION, "data": str(data)})
+    assert flow_run.state.is_completed(), flow_run.state
+    # The flow run's Logs tab (its first tab) tells the run: stages, rounds, route, answer.
+    logs = open_page(f"/runs/flow-run/{flow_run.id}", tmp_path / "logs.png", "answer (verified")
+    assert re.search(r"stage analyze: \d+ files described", logs)
+    assert "stage retrieve:" in logs
+    assert "round 00: verdict not sufficient · ran ok · step 1: Load the orders" in logs
+    assert "route into round 01: Add Step" in logs
+    assert "round 01: verdict sufficient · ran ok · step 2: Join the best region" in logs
+    assert f"answer (verified, 2 rounds): {ANSWER}" in logs
+
+    always_first_time(llm)
+    questions = tmp_path / "questions.yaml"
+    questions.write_text("".join(f"- question: {q}\n  data: {data}\n" for q in NIGHT))
+    parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
+    first = trigger(parameters, "ds-star-nightly/nightly")
+    second = trigger(parameters, "ds-star-nightly/nightly")
+    for night in (first, second):
+        assert night.state.is_completed(), night.state
+        assert night.name == f"questions {night.expected_start_time:%Y-%m-%d}"
+    tables = [nightly_table(night.id) for night in (first, second)]
+    assert [[(r["question"], r["answer"], r["change"]) for r in t[:-1]] for t in tables] == [
+        [(q, ANSWER, "new") for q in NIGHT],
+        [(q, ANSWER, "same") for q in NIGHT],
+    ]
+    # The nightly table in the UI: the questions themselves, their answers and the marks.
+    artifact = nightly_artifact(second.id)
+    page = open_page(f"/artifacts/artifact/{artifact.id}", tmp_path / "nightly.png", NIGHT[0])
+    assert NIGHT[1] in page and ANSWER.split(",")[0] in page and "same" in page
+    assert (tmp_path / "nightly.png").stat().st_size > 10_000
+    parent = open_page(f"/runs/flow-run/{second.id}", tmp_path / "nightly-logs.png", "question:")
+    assert f"question: {NIGHT[0]} · verified · answer: {ANSWER} (same)" in parent
+
+
+def nightly_artifact(flow_run_id):
+    """The table artifact a nightly batch publishes (its tasks publish others)."""
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    [artifact] = [a for a in artifacts if a.type == "table" and (a.key or "").endswith("nightly")]
+    return artifact
+
+
+def nightly_table(flow_run_id) -> list[dict]:
+    """The rows of a nightly batch's table artifact."""
+    data = nightly_artifact(flow_run_id).data
+    return json.loads(data) if isinstance(data, str) else data
 
 
 def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, data):

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
+import typer.core
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
@@ -32,6 +33,7 @@ class _App(typer.Typer):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         argv = kwargs.get("args") or sys.argv[1:]
+        _wide_help_when_piped()
         try:
             if "--json" in argv:
                 return self._as_json(*args, **kwargs)
@@ -60,6 +62,28 @@ class _App(typer.Typer):
             sys.exit(EXIT_FAILED)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
+
+def _wide_help_when_piped() -> None:
+    """Piped, rich would draw --help at 80 columns and cut words that do not fit its help
+    column (`DSSTAR_MAX_DEBUG_AT…`). At 120 every variable name and value fits whole; a
+    width the user set (TERMINAL_WIDTH, COLUMNS) or a terminal's own is left alone."""
+    import typer.rich_utils
+
+    if typer.rich_utils.MAX_WIDTH is None and "COLUMNS" not in os.environ:
+        if not sys.stdout.isatty():
+            typer.rich_utils.MAX_WIDTH = 120
+
+
+def _usage_name(self: Any) -> str:
+    """An argument in the usage line, as POSIX usage writes it: RUN_ID when required, [NAME]
+    when optional. typer writes a required one in braces (`{run_id}`), which reads as a
+    template placeholder; this is typer's own method, less the braces."""
+    name = self.display_name_raw.upper()
+    name = name if self.required else f"[{name}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+typer.core.TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
 
 _COMMANDS = {"run", "resume", "runs", "list", "show", "history", "describe", "retrieve",
              "contracts", "validate", "accept", "serve", "bench", "score"}  # fmt: skip

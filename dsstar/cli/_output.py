@@ -19,12 +19,21 @@ from ..text import clean_deep, for_terminal
 from ..verdict import verdict_label
 from ._app import console, err, money
 
-__all__ = ["LiveProgress", "json_line", "report", "shown"]
+__all__ = ["LiveProgress", "heading", "json_line", "report", "shown"]
 
 
 def shown(value: Any) -> str:
     """`value` as text that is safe to print (no escape or control sequences)."""
     return for_terminal(value)
+
+
+def heading(out: Any, title: str) -> None:
+    """A section title: a rule across a terminal; piped, `── title ──` on a line of its own,
+    since a rule fitted to 80 columns would cut a long title (a file path) with an ellipsis."""
+    if out.is_terminal:
+        out.rule(title)
+    else:
+        out.print(Text(f"── {title} ──"), crop=False)
 
 
 def json_line(data: Any) -> str:

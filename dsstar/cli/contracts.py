@@ -22,6 +22,7 @@ from ._app import (
     fail_usage,
     load_settings,
 )
+from ._output import heading
 
 contracts_app = typer.Typer(
     help="Data contracts: one Great Expectations suite per tabular file, made when the file is"
@@ -30,7 +31,9 @@ contracts_app = typer.Typer(
 )
 app.add_typer(contracts_app, name="contracts")
 
-DataArg = Annotated[str, typer.Argument(help="Folder, single file or URL of the data root.")]
+DataArg = Annotated[
+    str, typer.Argument(help="Folder, single file or URL of the data root.", metavar="DATA")
+]
 
 
 def _open(data: str, storage: str | None) -> tuple[Any, str, Any]:
@@ -70,7 +73,7 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
         err.print(f"no contracts stored for {location}")
     out = console()
     for document in documents:
-        out.rule(f"{document.get('path')} ({document['uri']})")
+        heading(out, f"{document.get('path')} ({document['uri']})")
         out.print_json(json.dumps(document.get("tables")))
 
 
@@ -84,7 +87,8 @@ def validate(
     as_json: JsonOpt = False,
 ) -> None:
     """Check the current data against its contracts; exit 1 when any expectation fails,
-    with one line per failed expectation. Files without a contract are left alone.
+    with one line per failed expectation. Files without a contract are left alone; with no
+    contract at all it says there is nothing to check (and exits 0).
 
     Example: dsstar contracts validate examples/sales --data-docs
     """
@@ -108,6 +112,11 @@ def validate(
     if as_json:
         sys.stdout.write(json.dumps(report, default=str) + "\n")
     else:
+        if not report["checked"]:  # exit 0 with no output read as "all passed": say so
+            err.print(
+                f"nothing to check: no contracts stored for {location} under {store.url};"
+                f" a run's analysis makes them, or: dsstar contracts accept {data}"
+            )
         for failure in report["failed"]:
             observed = json.dumps(failure["observed"], default=str)
             print(f"FAILED {failure['path']}: {failure['expectation']} observed {observed}")

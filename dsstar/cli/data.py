@@ -27,7 +27,7 @@ from ._app import (
     prefect_quietly,
     setting_option,
 )
-from ._output import LiveProgress, json_line, shown
+from ._output import LiveProgress, heading, json_line, shown
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
@@ -101,7 +101,7 @@ def describe(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
     """Describe every file under --data (the analysis stage alone). Descriptions are kept in
-    the catalog under --storage: unchanged files are never described twice.
+    the catalog under DSSTAR_STORAGE: unchanged files are never described twice.
 
     Example: dsstar describe --data examples/sales --offline
     """
@@ -126,7 +126,7 @@ def describe(
         return
     out = console()
     for f in files:
-        out.rule(shown(f"{f['path']} ({f['format']})"))
+        heading(out, shown(f"{f['path']} ({f['format']})"))
         text = f["description"] or f"skipped: {f['error']}"
         out.print(shown(text), markup=False, highlight=False)
 

@@ -8,11 +8,12 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
+from rich.text import Text
 
 from .. import stopping
 from ..errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
 from ..form import OPTION_FIELDS, explain
-from ..preflight import preflight
+from ..preflight import preflight, unreadable_warning
 from ..settings import Settings
 from ..storage import check_run_id, new_run_id
 from ..text import clean
@@ -104,6 +105,9 @@ def run(
         preflight(settings, data)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
+    warning = unreadable_warning(data)
+    if warning:  # a warning, not a refusal: a format we do not know may still be readable
+        err.print(Text.assemble(("warning:", "yellow"), " ", warning), highlight=False)
     _run_flow(form.model_copy(update={"run_id": run_id or new_run_id()}), settings, as_json)
 
 
@@ -213,7 +217,7 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
 
 @app.command()
 def resume(
-    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    run_id: Annotated[str, typer.Argument(help="The run to continue.", metavar="RUN_ID")],
     storage: StorageOpt = None,
     model: Annotated[str | None, setting_option("model", "Use another model from here on.")] = None,
     api_base: Annotated[str | None, setting_option("api_base")] = None,

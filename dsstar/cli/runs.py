@@ -21,7 +21,8 @@ from ._app import (
     load_settings,
     money,
 )
-from ._output import json_line, shown
+from ._output import heading, json_line, shown
+from ._tables import Format, FormatOpt, print_table, resolve_format
 
 runs_app = typer.Typer(
     help="Inspect stored runs (local folders and S3 alike).", no_args_is_help=True
@@ -33,37 +34,47 @@ app.add_typer(runs_app, name="runs")
 def runs_list(
     storage: StorageOpt = None,
     limit: Annotated[int, typer.Option(help="How many runs, newest first.")] = 20,
+    fmt: FormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Recent runs: id, question, status, rounds, cost, started."""
-    from rich.table import Table
+    """Recent runs, newest first: question, answer, status, rounds, cost, started, run id.
 
+    Piped (cron, CI, a log) each run is one line; --format csv for spreadsheets.
+    """
     from ..runs import list_runs
     from ..storage import Store
 
+    fmt = resolve_format(fmt, as_json)
     try:
         runs = list_runs(Store(load_settings(storage=storage).storage), limit)
     except DSStarError as exc:
-        fail_usage(str(exc), as_json)
-    if as_json:
+        fail_usage(str(exc), fmt is Format.json)
+    if fmt is Format.json:
         sys.stdout.write(json_line({"runs": runs}))
         return
-    table = Table("question", "status", "rounds", "cost")
-    for column in ("started", "run id"):  # ids are copied into other commands: keep them whole
-        table.add_column(column, no_wrap=True)
+    rows = []
     for r in runs:
-        question = r["question"] if len(r["question"]) <= 60 else r["question"][:57] + "..."
-        status = "stale (process gone)" if r["status"] == "stale" else str(r["status"])
-        table.add_row(
-            shown(question), shown(status), str(r["rounds"]), money(r["cost_usd"]),
-            shown(str(r["started_at"] or "")[:16]), shown(r["run_id"]),
+        status = "stale (process gone)" if r["status"] == "stale" else r["status"]
+        rows.append(
+            [_short(r["question"], fmt), _short(r.get("answer"), fmt), status, r["rounds"],
+             money(r["cost_usd"]), str(r["started_at"] or "")[:16] or None, r["run_id"]]
         )  # fmt: skip
-    console().print(table)
+    columns = ("question", "answer", "status", "rounds", "cost", "started", "run id")
+    print_table(columns, rows, fmt, keep=("started", "run id"))
+
+
+def _short(text: str | None, fmt: Format, most: int = 60) -> str | None:
+    """A question or answer cut to `most` characters for the eye (table, plain); CSV keeps
+    it whole. Cut text ends in "..." so that it is never mistaken for the whole."""
+    if text is None or fmt is Format.csv:
+        return text
+    text = " ".join(str(text).split())
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 @runs_app.command("show")
 def runs_show(
-    run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    run_id: Annotated[str, typer.Argument(help="The run to show.", metavar="RUN_ID")],
     round_number: Annotated[
         int | None, typer.Option("--round", help="Show this round's plan, code and output.")
     ] = None,
@@ -97,7 +108,6 @@ def runs_show(
 
 
 def _print_run(record: dict[str, Any], uri: str) -> None:
-    from rich.table import Table
 
     out = console()
     out.print(Text.assemble((shown(record["run_id"]), "bold"),
@@ -108,55 +118,69 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
     if record.get("error"):
         out.print(Text.assemble(("error:", "red"), f" {shown(record['error'])}"))
     plan = record.get("plan") or []
-    out.rule("plan")
+    heading(out, "plan")
     for i, step in enumerate(plan, 1):
         out.print(f"{i}. {shown(step)}")
     if not plan:
         out.print("(no plan yet)")
-    out.rule("rounds")
-    table = Table("round", "step", "verdict", "route", "ran", "tokens", "cost", "seconds")
+    heading(out, "rounds")
     replies = record.get("verdict_replies") or {}
-    for row in record.get("round_table") or []:
-        verdict = verdict_label(row["verdict"])
-        table.add_row(
-            f"{row['round']:02d}", shown(row["step"]), verdict, shown(row["route"] or "-"),
-            {True: "ok", False: "failed"}.get(row.get("execution_ok"), "-"),
-            f"{row['input_tokens'] + row['output_tokens']:,}", money(row["cost_usd"]),
-            f"{row['seconds']:.1f}",
-        )  # fmt: skip
-    out.print(table)
+    rows = [
+        [f"{row['round']:02d}", row["step"], verdict_label(row["verdict"]), row["route"],
+         {True: "ok", False: "failed"}.get(row.get("execution_ok")),
+         f"{row['input_tokens'] + row['output_tokens']:,}", money(row["cost_usd"]),
+         f"{row['seconds']:.1f}"]
+        for row in record.get("round_table") or []
+    ]  # fmt: skip
+    columns = ("round", "step", "verdict", "route", "ran", "tokens", "cost", "seconds")
+    print_table(columns, rows, resolve_format(None))  # piped: one line per round
     for number, reply in replies.items():
         if reply:
             first = " ".join(shown(reply).split())
             out.print(f"verdict {int(number):02d}: {first[:200]}")
     _print_agents(out, record.get("agents"))
-    out.rule("figures")
+    heading(out, "figures")
     for name, value in (record.get("figures") or {}).items():
         out.print(f"{name}: {_figure(name, value)}")
     saved = record.get("saved_figures") or []
-    out.rule("saved figures")
+    heading(out, "saved figures")
     for item in saved:
         where = shown(item["where"])
         out.print(f"{where}: {shown(item['name'])} ({item['bytes']:,} bytes) {shown(item['uri'])}",
                   markup=False, highlight=False)  # fmt: skip
     if not saved:
         out.print("(none: charts a script saves in its working directory are kept here)")
+    _print_files(out, record)
+
+
+def _print_files(out: Any, record: dict[str, Any]) -> None:
+    """Where to look next: the notebook (every round, then the solution), the solution and
+    the answer, with their URIs; last, so that a piped report ends with them."""
+    heading(out, "files")
+    final = record.get("final") or {}
+    for name in ("notebook", "solution", "answer"):
+        if final.get(name):
+            out.print(f"{name}: {shown(final[name])}", markup=False, highlight=False)
+    if not final.get("notebook"):
+        out.print("(no notebook yet: a run writes it when it ends)")
+    figures = len(record.get("saved_figures") or [])
+    if figures:
+        out.print(f"figures: {figures} listed above under saved figures")
 
 
 def _print_agents(out: Any, agents: list[dict[str, Any]] | None) -> None:
-    from rich.table import Table
 
-    out.rule("cost per agent")
+    heading(out, "cost per agent")
     if not agents:
         out.print("(not in the ledger: DSSTAR_DATABASE_URL holds no calls of this run)")
         return
-    table = Table("agent", "calls", "input tokens", "output tokens", "cost")
-    for row in agents:
-        table.add_row(
-            shown(row["agent"]), str(row["calls"]), f"{row['input_tokens']:,}",
-            f"{row['output_tokens']:,}", money(row["cost_usd"]),
-        )  # fmt: skip
-    out.print(table)
+    rows = [
+        [row["agent"], row["calls"], f"{row['input_tokens']:,}", f"{row['output_tokens']:,}",
+         money(row["cost_usd"])]
+        for row in agents
+    ]  # fmt: skip
+    print_table(("agent", "calls", "input tokens", "output tokens", "cost"), rows,
+                resolve_format(None))  # fmt: skip
 
 
 def _figure(name: str, value: Any) -> str:
@@ -173,7 +197,7 @@ def _print_round(found: dict[str, Any]) -> None:
     from rich.syntax import Syntax
 
     out = console()
-    out.rule(f"round {found['round']:02d}")
+    heading(out, f"round {found['round']:02d}")
     if "route" in found:
         decision = shown(found["route"].get("decision"))
         out.print(f"opened by route: {decision}", markup=False, highlight=False)
@@ -181,36 +205,47 @@ def _print_round(found: dict[str, Any]) -> None:
         out.print(f"{i}. {shown(step)}", markup=False, highlight=False)
     if "code" in found:
         out.print(Syntax(shown(found["code"]), "python", line_numbers=True))
-    out.rule("output")
+    heading(out, "output")
     out.print(shown(found.get("output", "")), markup=False, highlight=False)
     if "verdict" in found:
-        out.rule(f"verdict: {verdict_label(found['verdict'].get('sufficient'))}")
+        heading(out, f"verdict: {verdict_label(found['verdict'].get('sufficient'))}")
     for uri in found.get("figures") or []:
         out.print(f"figure: {shown(uri)}", markup=False, highlight=False)
 
 
 @app.command()
 def history(
-    question: Annotated[str, typer.Argument(help="The question, as it was asked.")],
+    question: Annotated[
+        str, typer.Argument(help="The question, as it was asked.", metavar="QUESTION")
+    ],
     guidelines: Annotated[str, typer.Option(help="Its formatting guidelines, if any.")] = "",
+    data: Annotated[
+        str | None, typer.Option("--data", help="Only runs over this data root.")
+    ] = None,
+    fmt: FormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The answers a question got over time, oldest first, marking where the answer changed.
+    """The answers a question got over time, oldest first, with the data each run read and
+    a mark where the answer changed from the previous run over the same data.
 
     Example: dsstar history "Which region had the highest revenue in 2024 H1?"
     """
-    from rich.table import Column, Table
-
     from ..ledger import Ledger, question_key
+    from ..locations import normalize_location
 
+    fmt = resolve_format(fmt, as_json)
     try:
         ledger = Ledger(load_settings().database_url)
         runs = ledger.history(question_key(question, guidelines))
+        if data is not None:
+            root = normalize_location(data)
+            runs = [row for row in runs if row.data == root]
     except DSStarError as exc:
-        fail_usage(str(exc), as_json)
-    rows, previous = [], None
+        fail_usage(str(exc), fmt is Format.json)
+    rows, previous = [], {}  # the last answer per data root: roots are compared apart
     for row in runs:
-        changed = previous is not None and row.answer is not None and row.answer != previous
+        before = previous.get(row.data)
+        changed = before is not None and row.answer is not None and row.answer != before
         rows.append(
             {
                 "run_id": row.run_id,
@@ -224,20 +259,19 @@ def history(
                 "data": row.data,
             }
         )
-        previous = row.answer if row.answer is not None else previous
-    if as_json:
+        if row.answer is not None:
+            previous[row.data] = row.answer
+    if fmt is Format.json:
         sys.stdout.write(json_line({"question": question, "answers": rows}))
         return
     if not rows:
         err.print("no runs of this question in the ledger")
         raise typer.Exit(EXIT_OK)
-    table = Table(Column("finished", no_wrap=True), "status", "answer", "", "calls", "cost")
-    table.add_column("run id", no_wrap=True)
-    for r in rows:
-        mark = Text("changed", "yellow") if r["changed"] else ""
-        mark = mark or ("reused" if r["reused_solution"] else "")
-        table.add_row(
-            str(r["finished_at"] or "")[:16], shown(r["status"]), shown(r["answer"]), mark,
-            str(r["llm_calls"]), money(r["cost_usd"]), shown(r["run_id"]),
-        )  # fmt: skip
-    console().print(table)
+    table = [
+        [str(r["finished_at"] or "")[:16] or None, r["data"], r["status"], r["answer"],
+         "changed" if r["changed"] else ("reused" if r["reused_solution"] else None),
+         r["llm_calls"], money(r["cost_usd"]), r["run_id"]]
+        for r in rows
+    ]  # fmt: skip
+    columns = ("finished", "data", "status", "answer", "mark", "calls", "cost", "run id")
+    print_table(columns, table, fmt, keep=("finished", "run id"))

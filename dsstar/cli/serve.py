@@ -5,10 +5,11 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from .. import stopping
 from .._layout import SOURCE_ROOT
 from ..errors import DSStarError, UsageError
 from ..questions import load_questions
@@ -42,13 +43,19 @@ def serve(
     """Serve the deployments ds-star/on-demand and ds-star-nightly/nightly from this process.
 
     Runs triggered from the Prefect UI (a form with question, data, model, rounds...) and the
-    nightly schedule execute here, against PREFECT_API_URL (e.g. `prefect server start`), or
-    without it a temporary server that dies with this process.
+    nightly schedule execute here, while this process runs. With PREFECT_API_URL set (e.g. to
+    a `prefect server start`) the deployments live on that server. Without it, serve starts a
+    temporary server that dies with this process: its deployments, schedules and runs vanish
+    when serve stops, and its runs keep to their own bounds (no shared limits).
 
     This process decides what a run form may choose: data only under DSSTAR_DATA_ROOTS, and
     settings that weaken isolation or send credentials elsewhere (sandbox=none, api_base,
     storage...) only when DSSTAR_FORM_ALLOW names them. A warning says when the API accepts
     requests without credentials (see PREFECT_SERVER_API_AUTH_STRING).
+
+    On SIGTERM or Ctrl-C, serve stops taking runs and pauses the nightly schedule (Prefect
+    does so for served deployments); it resumes when serve starts again. Schedules that must
+    run without this process belong on a work pool (prefect deploy, prefect worker start).
 
     All runs of the server share two global concurrency limits, created (or reset) here:
     dsstar-exec (--max-parallel scripts at once) and dsstar-llm (--llm-concurrency requests),
@@ -63,46 +70,53 @@ def serve(
     except DSStarError as exc:
         fail_usage(str(exc))
     with prefect_api():  # a temporary server, when none is configured, dies with this process
-        on_demand, nightly = _deployments(questions, cron, timezone)
-        _serve(settings, on_demand, nightly, limit, f"{cron}, {timezone}")
+        _serve(settings, questions, cron, timezone, limit)
 
 
-def _deployments(questions: Path, cron: str, timezone: str) -> tuple[Any, Any]:
-    from prefect.schedules import Cron
+def _serve(settings: Settings, questions: Path, cron: str, timezone: str, limit: int) -> None:
+    from dsstar.flows.serving import serve_deployments
+    from dsstar.tasks.limits import ensure_limit, ensure_rate, server_url
 
-    from dsstar.flows.ds_star import ds_star
-    from dsstar.flows.nightly import ds_star_nightly
-
-    on_demand = ds_star.to_deployment(
-        name="on-demand",
-        description="Answer one question about a folder or bucket of data files.",
-        tags=["dsstar"],
-    )
-    nightly = ds_star_nightly.to_deployment(
-        name="nightly",
-        description="Answer every question of the nightly question set.",
-        schedules=[Cron(cron, timezone=timezone, slug="nightly")],
-        parameters={"questions_file": str(questions)},
-        tags=["dsstar"],
-    )
-    return on_demand, nightly
-
-
-def _serve(settings: Settings, on_demand: Any, nightly: Any, limit: int, when: str) -> None:
-    from prefect import serve as prefect_serve
-
-    from dsstar.tasks.limits import ensure_limit, ensure_rate
-
+    shared = server_url() is not None
+    if not shared:
+        err.print(
+            "warning: PREFECT_API_URL is not set: serving on a temporary Prefect server that"
+            " ends with this process, taking its deployments, schedules and runs with it. For"
+            " schedules that last: prefect server start, then export"
+            " PREFECT_API_URL=http://127.0.0.1:4200/api",
+            highlight=False,
+        )
     warning = open_api_warning(settings)
     if warning:
         err.print(f"[yellow]warning:[/yellow] {warning}")
-    for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
-        err.print(f"global concurrency limit {ensure_limit(kind, size, reset=True)}: {size}")
-    if settings.llm_rpm:
-        rate = ensure_rate(settings.llm_rpm, reset=True)
-        err.print(f"global rate limit {rate}: {settings.llm_rpm} LLM requests per minute")
-    err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({when})")
-    prefect_serve(on_demand, nightly, limit=limit)
+    if shared:  # a temporary server's runs keep to their own bounds (see tasks.limits)
+        for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
+            name = ensure_limit(kind, size, reset=True)
+            err.print(f"global concurrency limit {name}: {size}")
+        if settings.llm_rpm:
+            rate = ensure_rate(settings.llm_rpm, reset=True)
+            err.print(f"global rate limit {rate}: {settings.llm_rpm} LLM requests per minute")
+    err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")
+    stopping.at_stop(_say_paused)  # also when the stop outlasts its grace period
+    serve_deployments(questions, cron, timezone, limit)
+    _say_paused()
+
+
+_said: list[bool] = []
+
+
+def _say_paused(*_: object) -> None:
+    """Tell the user, once, what stopping serve did to the schedule and how to keep it."""
+    if _said:
+        return
+    _said.append(True)
+    err.print(
+        "stopped serving: the schedule of ds-star-nightly/nightly is paused until dsstar serve"
+        " runs again (or resume it in the UI: Deployments > nightly). To keep schedules"
+        " running without this process, deploy to a work pool: prefect deploy --prefect-file"
+        " deployments/prefect.yaml, then prefect worker start (see the README, Scheduling).",
+        highlight=False,
+    )
 
 
 def open_api_warning(settings: Settings) -> str | None:

@@ -1,0 +1,70 @@
+"""Serving both deployments from one process (`dsstar serve`), and stopping it cleanly.
+
+Prefect's `serve` handles SIGTERM by calling the runner's sync `stop()` from inside its own
+event loop, where that returns a coroutine nobody awaits ("coroutine 'Runner.astop' was never
+awaited") and exits at once. Here SIGTERM and SIGINT ask the loop to stop the runner; the
+runner then leaves its context, which pauses the deployments' schedules, and `serve_deployments`
+returns so that the command can say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from prefect.runner import Runner
+from prefect.schedules import Cron
+
+from .ds_star import ds_star
+from .nightly import ds_star_nightly
+
+__all__ = ["NAMES", "api_configured", "serve_deployments"]
+
+NAMES = ("ds-star/on-demand", "ds-star-nightly/nightly")
+
+
+def api_configured() -> bool:
+    """Whether a Prefect API is configured (environment or profile). Without one, Prefect
+    serves on a temporary server of its own that ends with this process."""
+    from prefect.settings import get_current_settings
+
+    return bool(os.environ.get("PREFECT_API_URL") or get_current_settings().api.url)
+
+
+class _Runner(Runner):
+    """A Runner whose SIGTERM (and SIGINT) stop it from inside its own event loop."""
+
+    def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
+        loop = self._loop
+        if loop is None or not self.started:  # not serving yet: nothing to unwind
+            raise SystemExit(0)
+        # A signal handler runs between two steps of the loop: schedule the stop there.
+        loop.call_soon_threadsafe(lambda: loop.create_task(self.astop()))
+
+
+def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int) -> None:
+    """Serve ds-star/on-demand and ds-star-nightly/nightly until SIGTERM or SIGINT; returns
+    once the runner has stopped and paused the deployments' schedules."""
+    on_demand = ds_star.to_deployment(
+        name="on-demand",
+        description="Answer one question about a folder or bucket of data files.",
+        tags=["dsstar"],
+    )
+    nightly = ds_star_nightly.to_deployment(
+        name="nightly",
+        description="Answer every question of the nightly question set.",
+        schedules=[Cron(cron, timezone=timezone, slug="nightly")],
+        parameters={"questions_file": str(questions_file)},
+        tags=["dsstar"],
+    )
+    runner = _Runner(pause_on_shutdown=True, limit=limit)
+    for deployment in (on_demand, nightly):
+        runner.add_deployment(deployment)
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C the same way as SIGTERM (start() installs the SIGTERM handler itself).
+        signal.signal(signal.SIGINT, runner.handle_sigterm)
+    asyncio.run(runner.start())

@@ -46,39 +46,51 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "sales"
 
 
+def start_prefect_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
+    """`prefect server start` on 127.0.0.1:`port` with `env`, once its API answers."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port)],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
+                return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(log.read_text()[-3000:]) from None
+            time.sleep(0.5)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def prefect_server():
     """A real Prefect API server for the whole session (runs share it: SQLite locks otherwise)."""
-    log = open(_PREFECT_HOME / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(_PREFECT_PORT)],
-        stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
-    )  # fmt: skip
-    url = os.environ["PREFECT_API_URL"] + "/health"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((_PREFECT_HOME / "server.log").read_text()[-3000:]) from None
-            time.sleep(0.5)
+    proc = start_prefect_server(os.environ.copy(), _PREFECT_PORT, _PREFECT_HOME / "server.log")
     yield os.environ["PREFECT_API_URL"]
     proc.terminate()
     proc.wait(timeout=30)
-    log.close()
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def local_user():
-    """Flows called directly by a test are the local user's runs, as `dsstar run` calls
-    them; the worker's policy over run forms is tested through the API (test_trust.py)."""
-    from dsstar.trust import trust_local_user
+@pytest.fixture
+def fresh_limits():
+    """The shared test server starts and ends this test without dsstar's global limits."""
+    from dsstar.tasks.limits import LIMIT_NAMES, RATE_NAME
+    from prefect import get_client
 
-    trust_local_user()
+    def drop() -> None:
+        with get_client(sync_client=True) as client:
+            for name in [*LIMIT_NAMES.values(), RATE_NAME]:
+                try:
+                    client.delete_global_concurrency_limit_by_name(name)
+                except Exception:  # ObjectNotFound: nothing to drop
+                    pass
+
+    drop()
+    yield
+    drop()
 
 
 @pytest.fixture
@@ -87,10 +99,9 @@ def llm():
         yield server
 
 
-@pytest.fixture
-def env(llm, tmp_path, monkeypatch):
-    """DSSTAR_* settings pointing at the fake model server and a fresh storage folder."""
-    values = {
+def dsstar_settings(llm: FakeLLM, tmp_path: Path) -> dict[str, str]:
+    """DSSTAR_* variables for runs against the fake model server, storing under `tmp_path`."""
+    return {
         "DSSTAR_MODEL": "openai/gpt-4o-mini",  # a model litellm has prices for
         "DSSTAR_API_BASE": llm.base_url,
         "DSSTAR_API_KEY": "sk-test-not-secret",
@@ -98,6 +109,14 @@ def env(llm, tmp_path, monkeypatch):
         "DSSTAR_WORK_DIR": str(tmp_path / "work"),
         "DSSTAR_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
         "DSSTAR_LLM_RETRY_DELAY": "0.05",
+    }
+
+
+@pytest.fixture
+def env(llm, tmp_path, monkeypatch):
+    """DSSTAR_* settings pointing at the fake model server and a fresh storage folder."""
+    values = {
+        **dsstar_settings(llm, tmp_path),
         "DSSTAR_EXEC_TIMEOUT": "60",
         # A worker started from this environment takes forms' data from the test's folder.
         "DSSTAR_DATA_ROOTS": str(tmp_path),

@@ -228,42 +228,13 @@ def processes_of(home: Path, keep: set[int] = frozenset()) -> list[str]:
 
 def base_env(tmp_path: Path, llm, home: Path) -> dict[str, str]:
     """The environment of a user's shell: one PREFECT_HOME for every run, no server."""
+    from conftest import dsstar_settings
+
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DSSTAR_", "PREFECT_API"))}
-    env.update(
-        {
-            "PREFECT_HOME": str(home),
-            "DSSTAR_MODEL": "openai/gpt-4o-mini",
-            "DSSTAR_API_BASE": llm.base_url,
-            "DSSTAR_API_KEY": "sk-test-not-secret",
-            "DSSTAR_STORAGE": str(tmp_path / "storage"),
-            "DSSTAR_WORK_DIR": str(tmp_path / "work"),
-            "DSSTAR_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
-            "DSSTAR_LLM_RETRY_DELAY": "0.05",
-            "DSSTAR_MAX_PARALLEL": "2",
-            "DSSTAR_EXEC_TIMEOUT": "90",
-        }
-    )
+    env.update(dsstar_settings(llm, tmp_path))
+    env.update({"PREFECT_HOME": str(home), "DSSTAR_MAX_PARALLEL": "2", "DSSTAR_EXEC_TIMEOUT": "90"})
     (tmp_path / "work").mkdir(exist_ok=True)
     return env
-
-
-def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    import urllib.request
-
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
-                return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(log.read_text()[-3000:]) from None
-            time.sleep(0.5)
 
 
 def limits_state(env: dict[str, str]) -> dict:
@@ -318,7 +289,7 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
     """The whole soak on one PREFECT_HOME: `mode` is "temporary-server" (no PREFECT_API_URL,
     as a user's first runs), "sqlite-server" or "postgres-server" (a long-lived `prefect
     server start` on that home). Ends with the checks of a machine left clean."""
-    from conftest import _free_port
+    from conftest import _free_port, start_prefect_server
 
     home = tmp_path / "home"
     env = base_env(tmp_path, llm, home)
@@ -329,7 +300,7 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
         if mode == "postgres-server":
             database = prefect_database(request.getfixturevalue("postgres_url"))
             server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = database
-        server = start_server(server_env, port, tmp_path / "server.log")
+        server = start_prefect_server(server_env, port, tmp_path / "server.log")
         env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
     try:
         soak = Soak(llm, env, data)

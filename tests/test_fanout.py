@@ -91,24 +91,6 @@ def describe_json(lake: Path, *flags: str) -> list[dict]:
     return json.loads(done.stdout)["files"]
 
 
-@pytest.fixture
-def fresh_limits():
-    """The shared test server starts and ends this test without dsstar's global limits."""
-    from prefect import get_client
-
-    def drop() -> None:
-        with get_client(sync_client=True) as client:
-            for name in [*LIMIT_NAMES.values(), RATE_NAME]:
-                try:
-                    client.delete_global_concurrency_limit_by_name(name)
-                except Exception:  # ObjectNotFound: nothing to drop
-                    pass
-
-    drop()
-    yield
-    drop()
-
-
 def read_limit(name: str):
     from prefect import get_client
 

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from dsstar.tasks.limits import LIMIT_NAMES, RATE_NAME
 from soak import Soak, base_env, held, limits_state, processes_of
 
 pytestmark = pytest.mark.slow
@@ -88,23 +87,11 @@ with slot("exec", 1, "holder-run"):
 
 
 @pytest.fixture
-def one_exec_slot():
+def one_exec_slot(fresh_limits):
     """The session's server with dsstar-exec at one slot (dropped again afterwards)."""
     from dsstar.tasks.limits import ensure_limit
-    from prefect import get_client
 
-    def drop() -> None:
-        with get_client(sync_client=True) as client:
-            for name in [*LIMIT_NAMES.values(), RATE_NAME]:
-                try:
-                    client.delete_global_concurrency_limit_by_name(name)
-                except Exception:  # ObjectNotFound: nothing to drop
-                    pass
-
-    drop()
     ensure_limit("exec", 1, reset=True)
-    yield
-    drop()
 
 
 def test_a_wait_names_its_holders_ends_with_a_stated_error_and_limits_frees_it(
@@ -183,14 +170,13 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
     """A long-lived server restarted with in-memory lease storage forgets every lease while
     the counts stay in its database. The holder finds out at its next renewal and takes
     its slot off the count; when it ends there is nothing left to give back."""
-    from conftest import _free_port
-    from soak import start_server
+    from conftest import _free_port, start_prefect_server
 
     home = tmp_path / "home"
     env = base_env(tmp_path, llm, home)
     port = _free_port()
     env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
-    server = start_server(env, port, tmp_path / "server.log")
+    server = start_prefect_server(env, port, tmp_path / "server.log")
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -201,7 +187,7 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
         server.wait(timeout=30)
         # Counted in the database, with no lease behind it: without the holder's help the
         # count would stay at 1 for good.
-        server = start_server(env, port, tmp_path / "server2.log")
+        server = start_prefect_server(env, port, tmp_path / "server2.log")
         deadline = time.monotonic() + 60
         while held(limits_state(env))["dsstar-exec"] and time.monotonic() < deadline:
             time.sleep(2)

@@ -40,6 +40,7 @@ def seed_stuck_counts(env: dict[str, str]) -> None:
 # -- the three reproductions, each from a fresh PREFECT_HOME, as a user's first runs ----------
 
 
+@pytest.mark.timeout(900)  # several whole runs, on 2 loaded cores
 def test_kill9_during_scripts_on_a_home_with_stuck_counts_blocks_no_later_run(tmp_path, llm, sales):
     home = tmp_path / "home"
     env = base_env(tmp_path, llm, home)
@@ -52,6 +53,7 @@ def test_kill9_during_scripts_on_a_home_with_stuck_counts_blocks_no_later_run(tm
     assert processes_of(home) == []
 
 
+@pytest.mark.timeout(1500)  # several whole runs, on 2 loaded cores
 def test_nine_runs_in_a_row_leave_nothing_held(tmp_path, llm, sales):
     home = tmp_path / "home"
     env = base_env(tmp_path, llm, home)
@@ -62,6 +64,7 @@ def test_nine_runs_in_a_row_leave_nothing_held(tmp_path, llm, sales):
     assert all(count == 0 for count in held(limits_state(env)).values())
 
 
+@pytest.mark.timeout(600)  # several whole runs, on 2 loaded cores
 def test_sigterm_then_the_next_run_finishes(tmp_path, llm, sales):
     home = tmp_path / "home"
     env = base_env(tmp_path, llm, home)
@@ -94,6 +97,7 @@ def one_exec_slot(fresh_limits):
     ensure_limit("exec", 1, reset=True)
 
 
+@pytest.mark.timeout(900)  # several whole runs, on 2 loaded cores
 def test_a_wait_names_its_holders_ends_with_a_stated_error_and_limits_frees_it(
     env, llm, sales, one_exec_slot
 ):
@@ -130,6 +134,7 @@ def test_a_wait_names_its_holders_ends_with_a_stated_error_and_limits_frees_it(
     assert "dsstar-exec: 0/1 held" in freed.stdout
 
 
+@pytest.mark.timeout(600)  # several whole runs, on 2 loaded cores
 def test_a_slot_of_a_killed_holder_comes_back_within_seconds(env, llm, sales, one_exec_slot):
     """The holder's lease would live on the server for up to a minute; the next run proves
     the holder dead by its record and takes the slot at once."""
@@ -166,6 +171,7 @@ def test_reset_frees_every_slot(env, one_exec_slot):
         holder.wait()
 
 
+@pytest.mark.timeout(600)  # several whole runs, on 2 loaded cores
 def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path, llm):
     """A long-lived server restarted with in-memory lease storage forgets every lease while
     the counts stay in its database. The holder finds out at its next renewal and takes

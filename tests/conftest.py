@@ -239,3 +239,10 @@ def pytest_terminal_summary(terminalreporter):
                         terminalreporter.section("measured figures")
                         shown = True
                     terminalreporter.write_line(str(value))
+
+
+def pytest_collection_modifyitems(items):
+    """The chaos soaks (tests/test_soak_*.py, one long test each) first, so that with
+    `--dist loadfile --no-loadscope-reorder` each starts at once on a worker of its own
+    instead of last, after every other file."""
+    items.sort(key=lambda item: not item.path.name.startswith("test_soak_"))

@@ -89,7 +89,7 @@ def _serve(settings: Settings, questions: Path, cron: str, timezone: str, limit:
     warning = open_api_warning(settings)
     if warning:
         err.print(f"[yellow]warning:[/yellow] {warning}")
-    if shared:  # a temporary server's runs keep to their own bounds (see tasks.limits)
+    if shared:  # a temporary server's runs keep to their own bounds (dsstar.tasks.limits)
         for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
             name = ensure_limit(kind, size, reset=True)
             err.print(f"global concurrency limit {name}: {size}")

@@ -1,6 +1,6 @@
 """Seconds to validate one file against its data contract, by format and size.
 
-Builds a contract per file (dsstar.contracts), then validates the unchanged file a few times.
+Builds a contract per file (dsstar.data.contracts), then validates the unchanged file a few times.
 The first validation in a process also pays for importing Great Expectations and creating the
 ephemeral context; that one-time cost is printed separately.
 
@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dsstar.contracts import create_contract, validate_file
-from dsstar.contracts._validate import _context
-from dsstar.storage import Store
+from dsstar.data.contracts import create_contract, validate_file
+from dsstar.data.contracts._validate import _context
+from dsstar.runs.storage import Store
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Per-script overhead of the sandbox: cold starts against the warm executor pool.
 
-Runs the same small pandas script through dsstar.sandbox.run_script, cold (a fresh
+Runs the same small pandas script through dsstar.execution.sandbox.run_script, cold (a fresh
 interpreter in fresh namespaces that imports pandas) and warm (forked from the pool
 interpreter that has pandas imported), in each isolating mode this machine offers. The
 overhead is the wall time of run_script for a script that only imports pandas and prints its
@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dsstar.sandbox import Limits, pool, run_script
-from dsstar.sandbox.modes import _usable
+from dsstar.execution.sandbox import Limits, pool, run_script
+from dsstar.execution.sandbox.modes import _usable
 
 OVERHEAD = "import pandas as pd\nprint(pd.__version__)\n"  # all start-up, no work
 SCRIPT = """\

@@ -17,8 +17,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from dsstar.data import DataSource
-from dsstar.profiler import ProfileLimits, profile_files
+from dsstar.data.profiler import ProfileLimits, profile_files
+from dsstar.data.sources import DataSource
 
 
 def make_lake(root: Path, count: int) -> None:

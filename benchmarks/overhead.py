@@ -86,7 +86,7 @@ def scripted(llm, rounds: int) -> None:
 
 def dsstar_rounds(llm, rounds: int, work: Path) -> tuple[list[float], dict]:
     """Per-round seconds of the ds-star flow (rounds 01.. : route, plan, code, run, verify)."""
-    from dsstar.flows.ds_star import ds_star
+    from flows.ds_star import ds_star
 
     scripted(llm, rounds)
     run_id = f"overhead-{int(time.time())}"
@@ -103,7 +103,7 @@ def plain_rounds(
     seconds of each round and of its HTTP calls alone."""
     import httpx
 
-    from dsstar.agents import extract_code
+    from dsstar.algorithm.agents import extract_code
 
     loop = [r for r in run_requests if r["agent"] not in ("analyzer", "finalyzer")][3:]
     chunks = [loop[i : i + 4] for i in range(0, len(loop), 4)]  # router, planner, coder, verifier
@@ -132,7 +132,7 @@ def plain_rounds(
 
 def exec_cost(code: str, reps: int = 5) -> tuple[float, float]:
     """Mean seconds of one script: through dsstar's sandbox, and as a plain subprocess."""
-    from dsstar.sandbox import Limits, run_script
+    from dsstar.execution.sandbox import Limits, run_script
 
     sandboxed, plain = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,7 +220,7 @@ def main() -> None:
     )
     print(f"LLM requests in the measured run: {len(calls)}")
     print(f"CLI start -> first LLM request: {first:.2f} s (target <= 5 s, PREFECT_API_URL set)")
-    for module in ("dsstar.cli", "litellm", "prefect", "dsstar.flows.ds_star"):
+    for module in ("dsstar.cli", "litellm", "prefect", "flows.ds_star"):
         print(f"  python -c 'import {module}': {import_seconds(module):.2f} s")
     shutil.rmtree(work, ignore_errors=True)
 

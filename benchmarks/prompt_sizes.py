@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from dsstar import agents
-from dsstar.agents import FileInfo
+from dsstar.algorithm import agents
+from dsstar.algorithm.agents import FileInfo
 from dsstar.settings import Settings
 
 

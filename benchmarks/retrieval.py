@@ -1,7 +1,7 @@
 """Recall@K of KramaBench `data_sources` with dsstar's retrieval, per domain, and time per query.
 
 For every domain with `workload/<domain>.json` and `data/<domain>/input/` under --root, each
-file is profiled offline (dsstar.profiler), then every question ranks the sources (files and
+file is profiled offline (dsstar.data.profiler), then every question ranks the sources (files and
 folders of like files). A data source is found when it is in the top-K directly or as a
 member of a folder source. Modes: `files` (BM25, every file on its own), `bm25` (BM25 with
 folders of like files as one source), and `fused` (bm25 + embeddings by reciprocal rank,
@@ -30,11 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from dsstar.data import DataSource
-from dsstar.llm import LLMConfig
-from dsstar.profiler import profile_file
-from dsstar.retrieval import EmbeddingCache, EmbeddingSimilarity, rank_sources
-from dsstar.retrieval._recall import covered_paths, found
+from dsstar.data.profiler import profile_file
+from dsstar.data.retrieval import EmbeddingCache, EmbeddingSimilarity, rank_sources
+from dsstar.data.retrieval._recall import covered_paths, found
+from dsstar.data.sources import DataSource
+from dsstar.model.llm import LLMConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
 from retrieval_lake import build_lake  # noqa: E402

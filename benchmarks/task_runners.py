@@ -51,10 +51,9 @@ def main() -> None:
     os.environ.update(DSSTAR_MODEL="openai/gpt-4o-mini", DSSTAR_API_BASE=llm.base_url,
                       DSSTAR_API_KEY="sk-bench", DSSTAR_WORK_DIR=str(root),
                       DSSTAR_DATABASE_URL=f"sqlite:///{root / 'ledger.db'}")  # fmt: skip
-    from dsstar.flows._runners import build_task_runner
-    from dsstar.flows.describe import describe
-
     from dsstar.settings import Settings
+    from flows._runners import build_task_runner
+    from flows.describe import describe
 
     lake = make_lake(root, args.files)
     print(f"{args.files} files, model latency {args.delay} s, {os.cpu_count()} CPUs")

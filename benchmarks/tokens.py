@@ -182,7 +182,7 @@ def main() -> None:
                 DSSTAR_WORK_DIR=str(work), DSSTAR_EXEC_TIMEOUT="120",
             )  # fmt: skip
             script_model(llm, args.rounds)
-            from dsstar.flows.ds_star import ds_star
+            from flows.ds_star import ds_star
 
             result = ds_star(question=QUESTION, data=str(data), max_rounds=args.rounds,
                              run_id="tokens", options={"reuse": False})  # fmt: skip

@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["AGENTS", "Settings"]
+__all__ = ["AGENTS", "Settings", "api_key_here"]
 
 AGENTS = (
     "analyzer",
@@ -272,8 +272,10 @@ class Settings(BaseSettings):
     @field_validator("sandbox")
     @classmethod
     def _known_sandbox(cls, value: str) -> str:
-        from .errors import ConfigError
-        from .sandbox.modes import resolve_mode  # imported when set: most runs keep the default
+        from dsstar.errors import ConfigError
+        from dsstar.execution.sandbox.modes import (
+            resolve_mode,  # imported when set: most runs keep the default
+        )
 
         try:  # the name only: whether it works is probed where scripts run (preflight)
             return resolve_mode(value, probe=False)
@@ -309,3 +311,12 @@ class Settings(BaseSettings):
     def model_for(self, agent: str) -> str | None:
         """The model that `agent` talks to."""
         return self.agent_models.get(agent) or self.model
+
+
+def api_key_here() -> str | None:
+    """The API key where this code runs (DSSTAR_API_KEY). Tasks read it at the call: a secret
+    is never one of their (recorded) parameters, so it comes from the worker's environment."""
+    for name, value in os.environ.items():
+        if name.upper() == "DSSTAR_API_KEY":  # as Settings reads it: any case
+            return value or None
+    return None

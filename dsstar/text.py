@@ -13,10 +13,12 @@ terminal, so escape and control sequences are shown as visible placeholders.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from typing import Any
 
-__all__ = ["clean", "clean_bytes", "clean_deep", "for_database", "for_terminal"]
+__all__ = ["clean", "clean_bytes", "clean_deep", "digest", "for_database", "for_terminal"]
 
 REPLACEMENT = "\ufffd"
 
@@ -81,3 +83,9 @@ def for_terminal(text: Any) -> str:
     shown = clean(str(text)).replace("\r\n", "\n")
     shown = _ESCAPE.sub("\N{REPLACEMENT CHARACTER}", shown)
     return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", shown)
+
+
+def digest(*parts: Any) -> str:
+    """A short stable hash of JSON-safe values."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:20]

@@ -1,0 +1,62 @@
+"""The Prefect job: flows that put the core to work, and the one face the CLI uses.
+
+    run_question        one question: the ds-star flow, run in this process
+    describe_files      step 1 alone over a data root: the ds-star-describe flow
+    ds_star_bench       a benchmark suite (with task_dicts): the ds-star-bench flow
+    serve_deployments   `dsstar serve`: both deployments from one process (with share_limits)
+    inspect_slots       the shared concurrency limits and who holds their slots
+    prefect_api         the Prefect API a command talks to (with open_api_warning)
+    answer_in_terminal  human guidance asked at the terminal instead of the Prefect UI
+
+Modules whose names start with `_` are this package's own; nothing else imports them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the names below are, for readers and tools
+    from flows._guidance import answer_in_terminal
+    from flows.bench import ds_star_bench, task_dicts
+    from flows.describe import describe_files
+    from flows.ds_star import run_question
+    from flows.server import open_api_warning, prefect_api
+    from flows.serving import serve_deployments, share_limits
+    from tasks.slots import inspect as inspect_slots
+
+# Each name is imported when first used: a command loads only the flows it runs (loading
+# them all costs about half a second of the CLI's start).
+_HOMES = {
+    "answer_in_terminal": ("flows._guidance", "answer_in_terminal"),
+    "ds_star_bench": ("flows.bench", "ds_star_bench"),
+    "task_dicts": ("flows.bench", "task_dicts"),
+    "describe_files": ("flows.describe", "describe_files"),
+    "run_question": ("flows.ds_star", "run_question"),
+    "open_api_warning": ("flows.server", "open_api_warning"),
+    "prefect_api": ("flows.server", "prefect_api"),
+    "serve_deployments": ("flows.serving", "serve_deployments"),
+    "share_limits": ("flows.serving", "share_limits"),
+    "inspect_slots": ("tasks.slots", "inspect"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'flows' has no attribute {name!r}")
+    module, attribute = _HOMES[name]
+    return getattr(importlib.import_module(module), attribute)
+
+
+__all__ = [
+    "answer_in_terminal",
+    "describe_files",
+    "ds_star_bench",
+    "inspect_slots",
+    "open_api_warning",
+    "prefect_api",
+    "run_question",
+    "serve_deployments",
+    "share_limits",
+    "task_dicts",
+]

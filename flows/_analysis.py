@@ -8,16 +8,16 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
-from dsstar.tasks._common import is_transient, result_storage
-from dsstar.tasks.agents import RunSpec
-from dsstar.tasks.analysis import analyze_file, config_key
-
-from dsstar import progress, scratch
-from dsstar.catalog import Catalog
-from dsstar.data import DataFile, DataSource, archive_limits
-from dsstar.llm import preload
+from dsstar import progress
+from dsstar.algorithm.analysis import config_key
+from dsstar.data.catalog import Catalog
+from dsstar.data.sources import DataFile, DataSource
+from dsstar.execution import scratch
+from dsstar.model.llm import preload
+from dsstar.runs.spec import RunSpec, archive_limits
+from dsstar.runs.storage import Store
 from dsstar.settings import Settings
-from dsstar.storage import Store
+from tasks.analysis import analysis_task
 
 __all__ = ["analyze_files", "open_data"]
 
@@ -41,23 +41,14 @@ def analyze_files(
     `fresh` are analyzed again whatever the caches hold."""
     catalog = Catalog(Store(spec.storage), source.url)
     files = catalog.files(source)  # hashes only new or changed files
-    spec_dict = asdict(spec)
-    wanted = {
-        f.path: (f.sha256, config_key(asdict(f), spec_dict)) for f in files if f.path not in fresh
-    }
+    wanted = {f.path: (f.sha256, config_key(asdict(f), spec)) for f in files if f.path not in fresh}
     results = catalog.analyses(wanted)
     misses = [f for f in files if f.path not in results]
     if misses:
         preload()  # litellm's import overlaps the first analyses' task runs
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
-    delays = [spec.llm_retry_delay * 2**i for i in range(spec.llm_retries)]
-    analyze = analyze_file.with_options(
-        result_storage=result_storage(spec.storage),
-        retries=spec.llm_retries,  # its LLM calls run inline: a transient error retries it
-        retry_delay_seconds=delays or 0,
-        retry_condition_fn=is_transient,
-    )
-    for record in _bounded(analyze, misses, spec_dict, _window(spec), fresh):
+    analyze = analysis_task(spec)
+    for record in _bounded(analyze, misses, asdict(spec), _window(spec), fresh):
         results[record["path"]] = record
     return [results[f.path] for f in files]
 
@@ -65,10 +56,7 @@ def analyze_files(
 def _window(spec: RunSpec) -> int:
     """Analyses submitted at once: enough to keep every script slot and LLM slot busy, and
     no more, so a lake of thousands of files never means thousands of threads."""
-    defaults = Settings()
-    return (spec.max_parallel or defaults.max_parallel) + (
-        spec.llm_concurrency or defaults.llm_concurrency
-    )
+    return spec.max_parallel + spec.llm_concurrency
 
 
 def _bounded(

@@ -1,20 +1,19 @@
 """The contract gate of a run: every input file against its stored suite before a stored
 solution is trusted on today's data. Failures become a warning artifact and the run's
-`contracts` record; the core work happens in `dsstar.contracts`."""
+`contracts` record; the core work happens in `dsstar.data.contracts`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dsstar.tasks._common import artifact_key
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from dsstar.catalog import Catalog
-from dsstar.contracts import check_data_root, failures_markdown
-from dsstar.data import DataSource
-
-from ._run import Run
+from dsstar.data.catalog import Catalog
+from dsstar.data.contracts import check_data_root, failures_markdown
+from dsstar.data.sources import DataSource
+from flows._run import Run
+from tasks.keys import artifact_key
 
 __all__ = ["check_contracts"]
 

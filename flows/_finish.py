@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsstar.tasks.record import publish_summary
-
-from dsstar.answer import stated_answer
-from dsstar.notebook import build_notebook
-from dsstar.run_record import final_objects
-from dsstar.runtime import Script
-from dsstar.verdict import Status
-
-from . import _story as story
-from ._run import Run
+from dsstar.algorithm.answer import stated_answer
+from dsstar.algorithm.runtime import Script
+from dsstar.algorithm.verdict import Status
+from dsstar.runs.notebook import build_notebook
+from dsstar.runs.record import final_objects
+from flows import _story as story
+from flows._run import Run
+from tasks.record import publish_summary
 
 __all__ = ["finish"]
 
@@ -60,7 +58,7 @@ def finish(
 
 
 def _answer(run: Run, final: Script | None) -> str | None:
-    """The answer the final script states ("" when stated empty, see `dsstar.answer`); None
+    """The answer the final script states ("" when stated empty, see dsstar.algorithm.answer); None
     (with the reason noted) when there is none."""
     if final is None:
         return None

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dsstar.tasks._common import artifact_key
 from prefect import get_client, get_run_logger
 from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
@@ -24,10 +23,11 @@ from prefect.input import RunInput
 from prefect.states import Running
 from pydantic import Field
 
-from dsstar.agents import clip
-from dsstar.guidance import Checkpoint, Choice, Guidance
-from dsstar.storage import round_key
+from dsstar.algorithm.agents import clip
+from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
+from dsstar.runs.storage import round_key
 from dsstar.text import clean
+from tasks.keys import artifact_key
 
 __all__ = [
     "Asker",

@@ -9,14 +9,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dsstar.tasks.record import write_objects
 from prefect.runtime import flow_run
 
-from dsstar.form import SECRET_FIELDS
-from dsstar.ledger import Ledger, RunRow, question_key
-from dsstar.report import run_result
-from dsstar.run_claim import Claim, claim_run
-from dsstar.run_record import (
+from dsstar.algorithm.runtime import Round, Script
+from dsstar.algorithm.verdict import Status
+from dsstar.execution.scratch import owner
+from dsstar.runs.claim import Claim, claim_run
+from dsstar.runs.form import SECRET_FIELDS
+from dsstar.runs.ledger import Ledger, RunRow, question_key
+from dsstar.runs.record import (
     analysis_objects,
     figure_entries,
     round_item,
@@ -24,11 +25,10 @@ from dsstar.run_record import (
     round_row,
     usage,
 )
-from dsstar.runtime import Round, Script
-from dsstar.scratch import owner
+from dsstar.runs.report import run_result
+from dsstar.runs.storage import Store, check_run_id, round_key
 from dsstar.settings import Settings
-from dsstar.storage import Store, check_run_id, round_key
-from dsstar.verdict import Status
+from tasks.record import write_objects
 
 __all__ = ["Run"]
 
@@ -46,7 +46,7 @@ class Run:
     ledger: Ledger | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)  # the loop's LLM replies
     analysis_calls: list[dict[str, Any]] = field(default_factory=list)
-    claim: Claim | None = None  # this process's hold on the run id (see dsstar.run_claim)
+    claim: Claim | None = None  # this process's hold on the run id (see dsstar.runs.claim)
     _round_start: tuple[int, float] = field(default_factory=lambda: (0, time.monotonic()))
 
     @classmethod

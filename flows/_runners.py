@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from dsstar._layout import SOURCE_ROOT
 from dsstar.locations import is_remote
 from dsstar.settings import Settings
 
@@ -84,8 +84,9 @@ def _ray(settings: Settings) -> TaskRunner:
 
     if settings.ray_address:
         return RayTaskRunner(address=settings.ray_address)
-    # Ray workers must import dsstar (and with it dsstar.flows and dsstar.tasks).
-    path = os.pathsep.join(p for p in (str(SOURCE_ROOT), os.environ.get("PYTHONPATH")) if p)
+    # Ray workers must import dsstar, flows and tasks: the folder that holds them goes first.
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     return RayTaskRunner(
         init_kwargs={
             "num_cpus": settings.task_workers,

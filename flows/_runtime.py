@@ -3,27 +3,26 @@ Prefect tasks; rounds, routes and guidance stored and shown as Prefect artifacts
 
 from __future__ import annotations
 
-from dsstar.tasks.agents import RunSpec, TaskCalls
-from dsstar.tasks.record import publish_round, publish_rounds_table
-
 from dsstar import progress
-from dsstar.agents.router import Route
-from dsstar.guidance import Checkpoint, Guidance
-from dsstar.run_record import (
+from dsstar.algorithm.agents.router import Route
+from dsstar.algorithm.guidance import Checkpoint, Guidance
+from dsstar.algorithm.runtime import Round, Script
+from dsstar.algorithm.verdict import Verdict
+from dsstar.runs.record import (
     guidance_key,
     guidance_objects,
     read_guidance,
     reuse_objects,
     route_objects,
 )
-from dsstar.runtime import Round, Script
+from dsstar.runs.spec import RunSpec
+from dsstar.runs.storage import round_key
 from dsstar.settings import Settings
-from dsstar.storage import round_key
-from dsstar.verdict import Verdict
-
-from . import _story as story
-from ._guidance import ask_human, publish_guidance
-from ._run import Run
+from flows import _story as story
+from flows._guidance import ask_human, publish_guidance
+from flows._run import Run
+from tasks.agents import TaskCalls
+from tasks.record import publish_round, publish_rounds_table
 
 __all__ = ["FlowRuntime"]
 

@@ -14,7 +14,7 @@ from typing import Any
 from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
-from dsstar.verdict import verdict_label
+from dsstar.algorithm.verdict import verdict_label
 
 __all__ = ["analyzed", "answered", "failed", "reused", "retrieved", "route", "round_done", "say"]
 
@@ -26,7 +26,7 @@ def say(message: str, *args: Any, level: int = logging.INFO) -> None:
     try:
         logger: Any = get_run_logger()
     except MissingContextError:  # called outside a run (a unit test of a helper)
-        logger = logging.getLogger("dsstar.flows")
+        logger = logging.getLogger("flows")
     logger.log(level, message, *args)
 
 

@@ -17,24 +17,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dsstar.tasks._common import artifact_key
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar import progress
+from dsstar.algorithm.verdict import ANSWERED
 from dsstar.bench import BenchTask, agent_totals, score, table_rows, write_outputs
 from dsstar.bench.report import render_report
 from dsstar.errors import DSStarError
-from dsstar.form import SECRET_FIELDS, RunForm, RunOptions
-from dsstar.ledger import Ledger
-from dsstar.questions import Question
-from dsstar.report import agent_usage
+from dsstar.runs.form import SECRET_FIELDS, RunForm, RunOptions
+from dsstar.runs.ledger import Ledger
+from dsstar.runs.questions import Question
+from dsstar.runs.report import agent_usage
+from dsstar.runs.storage import Store
 from dsstar.settings import Settings
-from dsstar.storage import Store
-from dsstar.verdict import ANSWERED
-
-from .ds_star import completed_result, ds_star
-from .nightly import share_analyses
+from flows.ds_star import completed_result, ds_star
+from flows.nightly import share_analyses
+from tasks.keys import artifact_key
 
 __all__ = ["ds_star_bench", "task_dicts", "task_run_id"]
 

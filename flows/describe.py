@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsstar.tasks.agents import RunSpec
 from prefect import flow
 
-from dsstar.llm import require_model
+from dsstar.model.llm import require_model
+from dsstar.runs.spec import RunSpec
+from dsstar.runs.storage import Store, new_run_id
 from dsstar.settings import Settings
-from dsstar.storage import Store, new_run_id
+from flows._analysis import analyze_files, open_data
+from flows._runners import build_task_runner, default_task_runner
 
-from ._analysis import analyze_files, open_data
-from ._runners import default_task_runner
-
-__all__ = ["describe"]
+__all__ = ["describe", "describe_files"]
 
 
 @flow(name="ds-star-describe", task_runner=default_task_runner())
@@ -32,3 +31,10 @@ def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str,
         for item in analyze_files(spec, source)
     ]
     return described + [r | {"source": "skipped"} for r in source.skipped_records()]
+
+
+def describe_files(data: str, options: dict[str, Any], settings: Settings) -> list[dict[str, Any]]:
+    """Run the describe flow in this process, with the task runner `settings` chooses."""
+    return describe.with_options(task_runner=build_task_runner(settings))(
+        data=data, options=options
+    )

@@ -1,6 +1,6 @@
 """The DS-STAR flow: analyze every file, then plan, code, execute, verify and route in rounds
 until the verifier accepts the plan, the rounds run out or a person accepts or stops; finally
-format the answer. The loop's decisions are the core's (`dsstar.loop`); this flow supplies
+format the answer. The loop's decisions are the core's (`dsstar.algorithm.loop`); this flow supplies
 its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 
 from __future__ import annotations
@@ -8,34 +8,33 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from dsstar.tasks.agents import RunSpec
 from prefect import flow, get_client
 from prefect.runtime import flow_run
 from pydantic import ValidationError
 
-from dsstar import loop, scratch
-from dsstar.budget import check_question, whole_documents
-from dsstar.context import fit_context, retrieve
-from dsstar.contracts import failed_paths
+from dsstar.algorithm import loop
+from dsstar.algorithm.budget import check_question, whole_documents
+from dsstar.algorithm.context import fit_context, retrieve
+from dsstar.algorithm.verdict import Status
+from dsstar.data.contracts import failed_paths
+from dsstar.data.retrieval import embedding_similarity
 from dsstar.errors import UsageError
-from dsstar.form import RunForm, explain, form_parameters
-from dsstar.llm import count_tokens
+from dsstar.execution import scratch
 from dsstar.locations import normalize_location
-from dsstar.preflight import preflight, unreadable_warning
-from dsstar.retrieval import embedding_similarity
-from dsstar.runtime import Budget
+from dsstar.model.llm import count_tokens
+from dsstar.runs.form import RunForm, explain, form_parameters
+from dsstar.runs.preflight import preflight, unreadable_warning
+from dsstar.runs.spec import RunSpec
+from dsstar.runs.storage import Store
+from dsstar.runs.trust import check_data_location, check_form
 from dsstar.settings import Settings
-from dsstar.storage import Store
-from dsstar.trust import check_data_location, check_form
-from dsstar.verdict import Status
-
-from . import _story as story
-from ._analysis import analyze_files, open_data
-from ._contracts import check_contracts
-from ._finish import finish
-from ._run import Run
-from ._runners import default_task_runner
-from ._runtime import FlowRuntime
+from flows import _story as story
+from flows._analysis import analyze_files, open_data
+from flows._contracts import check_contracts
+from flows._finish import finish
+from flows._run import Run
+from flows._runners import build_task_runner, default_task_runner
+from flows._runtime import FlowRuntime
 
 __all__ = ["completed_result", "default_run_id", "ds_star"]
 
@@ -62,7 +61,7 @@ def _flow_run_name() -> str:
 def ds_star(**fields: Any) -> dict[str, Any]:
     """Answer a question about a folder or bucket of data files with the DS-STAR agent.
 
-    The parameters are the fields of `dsstar.form.RunForm` (the run form of the Prefect UI):
+    The parameters are the fields of `dsstar.runs.form.RunForm` (the run form of the Prefect UI):
     the question, its data, the answer's guidelines, the run id, and every run setting.
     """
     try:
@@ -103,11 +102,11 @@ def ds_star(**fields: Any) -> dict[str, Any]:
 
 
 def solve(run: Run, question: str, data: str, guidelines: str, settings: Settings) -> dict:
-    """Algorithm 1 of the paper, step by step; the decisions are the core's (`dsstar.loop`),
+    """Algorithm 1 of the paper, step by step; the decisions are the core's (dsstar.algorithm.loop),
     the work is done by Prefect tasks through the runtime."""
     source = open_data(data, settings, tag=run.run_id)
     spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
-    runtime, budget = FlowRuntime(run, spec, settings), Budget.from_settings(settings)
+    runtime, budget = FlowRuntime(run, spec, settings), spec.budget
 
     # 0. A question answered before: re-run its verified solution on today's data first,
     #    unless a file broke its data contract (then the full loop runs, seeded below).
@@ -158,10 +157,23 @@ def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
     stored run.json."""
     from prefect.exceptions import MissingResult
 
-    from dsstar.report import run_result
+    from dsstar.runs.report import run_result
 
     try:
         return state.result()
     except MissingResult:
         store = Store(storage or Settings().storage)
         return run_result(store.read_json(f"runs/{run_id}/run.json"), store.uri(f"runs/{run_id}"))
+
+
+def run_question(
+    form: Any, settings: Settings
+) -> tuple[dict[str, Any] | None, BaseException | None]:
+    """Run (or resume) the ds-star flow in this process, with the task runner `settings`
+    chooses; returns its result, or None and the error it ended with."""
+    state = ds_star.with_options(task_runner=build_task_runner(settings))(
+        **form.parameters(), return_state=True
+    )
+    if state.is_completed():
+        return completed_result(state, settings.storage, form.run_id), None
+    return None, state.result(raise_on_failure=False)

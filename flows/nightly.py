@@ -7,8 +7,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from dsstar.tasks._common import artifact_key
-from dsstar.tasks.agents import RunSpec
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.runtime import flow_run
@@ -18,18 +16,19 @@ from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
 from dsstar.errors import DSStarError, UsageError
-from dsstar.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
-from dsstar.ledger import Ledger, question_key
 from dsstar.locations import normalize_location
-from dsstar.questions import Question, load_questions
+from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
+from dsstar.runs.ledger import Ledger, question_key
+from dsstar.runs.questions import Question, load_questions
+from dsstar.runs.spec import RunSpec
+from dsstar.runs.storage import Store
+from dsstar.runs.trust import check_data_location, check_form, check_question_set
 from dsstar.settings import Settings
-from dsstar.storage import Store
-from dsstar.trust import check_data_location, check_form, check_question_set
-
-from . import _story as story
-from ._analysis import analyze_files, open_data
-from ._runners import default_task_runner
-from .ds_star import default_run_id, ds_star
+from flows import _story as story
+from flows._analysis import analyze_files, open_data
+from flows._runners import default_task_runner
+from flows.ds_star import default_run_id, ds_star
+from tasks.keys import artifact_key
 
 __all__ = ["NightlyForm", "ds_star_nightly"]
 
@@ -83,7 +82,7 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
         settings = form.settings()
     except ValidationError as exc:
         raise UsageError(explain(exc)) from exc
-    # A flow run's parameters are the worker's to judge (see dsstar.trust): the question set
+    # A flow run's parameters are the worker's to judge (see dsstar.runs.trust): the question set
     # is read by the worker, and each question's data is analyzed ahead of its run.
     worker = Settings()
     check_form(form.chosen(), worker)

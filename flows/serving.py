@@ -19,10 +19,12 @@ from typing import Any
 from prefect.runner import Runner
 from prefect.schedules import Cron
 
-from .ds_star import ds_star
-from .nightly import ds_star_nightly
+from dsstar.settings import Settings
+from flows.ds_star import ds_star
+from flows.nightly import ds_star_nightly
+from tasks.slots import ensure_limit, ensure_rate, server_url
 
-__all__ = ["NAMES", "api_configured", "serve_deployments"]
+__all__ = ["NAMES", "api_configured", "serve_deployments", "share_limits"]
 
 NAMES = ("ds-star/on-demand", "ds-star-nightly/nightly")
 
@@ -33,6 +35,21 @@ def api_configured() -> bool:
     from prefect.settings import get_current_settings
 
     return bool(os.environ.get("PREFECT_API_URL") or get_current_settings().api.url)
+
+
+def share_limits(settings: Settings) -> list[str] | None:
+    """On a shared server, create (or reset) the global limits all its runs share, and say
+    which; None on this command's own temporary server, whose runs keep to their own bounds
+    (see tasks.slots)."""
+    if server_url() is None:
+        return None
+    said = []
+    for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
+        said.append(f"global concurrency limit {ensure_limit(kind, size, reset=True)}: {size}")
+    if settings.llm_rpm:
+        rate = ensure_rate(settings.llm_rpm, reset=True)
+        said.append(f"global rate limit {rate}: {settings.llm_rpm} LLM requests per minute")
+    return said
 
 
 class _Runner(Runner):

@@ -1,56 +1,26 @@
-"""File analysis as a Prefect task, cached by file content so unchanged files are analyzed once."""
+"""File analysis (step 1, `dsstar.algorithm.analysis`) as a Prefect task, cached by file
+content so that unchanged files are analyzed once."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.context import TaskRunContext
 from prefect.runtime import task_run
 
-from dsstar import agents
-from dsstar.catalog import save_analysis
-from dsstar.profiler import ProfileLimits, profile_files
-from dsstar.repair import run_with_repair
-from dsstar.storage import Store
+from dsstar.algorithm import analysis
+from dsstar.runs.spec import RunSpec
 from dsstar.text import clean
+from tasks._common import is_transient, result_storage
+from tasks.agents import TaskCalls
 
-from ._common import digest
-from .agents import RunSpec, TaskCalls
-
-__all__ = ["analyze_file", "config_key"]
-
-
-def _request(file: dict[str, Any]) -> list[dict[str, str]]:
-    return agents.analyzer.render(path=f"data/{file['path']}", format=file["format"])
-
-
-def config_key(file: dict[str, Any], spec: dict[str, Any]) -> str:
-    """What, besides the file's content, makes its analysis: path, prompt, models and limits,
-    but not the run: every run over an unchanged file reuses the first description. Only
-    what changes a reply counts (model, temperature): a moved gateway or a longer timeout
-    does not make a description stale."""
-    models = {
-        name: (spec["llm"][name]["model"], spec["llm"][name].get("temperature"))
-        for name in ("analyzer", "debugger", "summarizer")
-    }
-    return digest(file["path"], _request(file), models, spec["limits"])
+__all__ = ["analysis_task", "analyze_file"]
 
 
 def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
-    file, spec = params["file"], params["spec"]
-    return "analysis-{}-{}".format(file["sha256"][:24], config_key(file, spec))
-
-
-def _profile(path: str, spec: dict[str, Any]) -> str:
-    """The built-in profiler's description, read inside the sandbox like any script."""
-    limits = ProfileLimits(memory_mb=spec["limits"]["memory_mb"], workers=1)
-    work_root = Path(spec["work_dir"]) if spec["work_dir"] else None
-    texts = profile_files(
-        Path(spec["data_dir"]), [path], limits=limits, mode=spec["sandbox"], work_root=work_root
-    )
-    return texts[path]
+    file, spec = params["file"], RunSpec(**params["spec"])
+    return "analysis-{}-{}".format(file["sha256"][:24], analysis.config_key(file, spec))
 
 
 def _run_name() -> str:
@@ -66,37 +36,22 @@ def _run_name() -> str:
     result_serializer="json",
 )
 def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    """Have the analyzer describe one file, repairing its script from tracebacks alone. When
-    every attempt fails, the built-in profiler's description stands in, marked as such."""
-    # The analysis task is the unit of caching and retry: its LLM call and scripts run
-    # inline, not as task runs of their own (a lake of 1,560 files means 3,120 fewer).
-    # An analyzer prints a description; any chart it saves is not kept.
-    run_spec = RunSpec(**{**spec, "limits": {**spec["limits"], "figures": 0}})
+    """Describe one file and keep its description in the catalog."""
+    run_spec = RunSpec(**spec).without_figures()
+    # This task is the unit of caching and retry: its LLM calls and scripts run inline, not
+    # as task runs of their own (a lake of 1,560 files means 3,120 fewer).
     calls = TaskCalls(run_spec, inline=True)
-    sandbox_path = f"data/{file['path']}"
-    code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", _request(file)))
-    script = run_with_repair(
-        calls,
-        f"analysis {file['path']}",
-        code,
-        lambda code, error: agents.debugger.render_analyzer(
-            path=sandbox_path, code=code, error=error
-        ),
-        run_spec.budget,
-    )
-    output = script.result.output.strip()
-    ok = script.result.ok and bool(output)
-    description = output if ok else _profile(file["path"], spec)
-    record = {
-        **file,
-        "description": description,
-        "source": "analyzer" if ok else "profiler",
-        "error": None if ok else agents.clip(script.result.output, 2000),
-        "script": script.code,
-        "attempts": script.attempts,
-        "calls": calls.calls,
-        "run_id": spec["run_id"],
-    }
-    # Into the catalog at once: a run stopped half-way keeps every finished description.
-    save_analysis(Store(spec["storage"]), file["sha256"], config_key(file, spec), record)
+    record = {**analysis.analyze_file(calls, file, run_spec), "calls": calls.calls}
+    analysis.keep(record, RunSpec(**spec))
     return record
+
+
+def analysis_task(spec: RunSpec) -> Any:
+    """`analyze_file` with the run's result storage and retries: its LLM calls run inline,
+    so a transient error of the model retries the whole analysis."""
+    return analyze_file.with_options(
+        result_storage=result_storage(spec.storage),
+        retries=spec.llm_retries,
+        retry_delay_seconds=spec.retry_delays or 0,
+        retry_condition_fn=is_transient,
+    )

@@ -8,10 +8,9 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
-from dsstar.sandbox import Limits, run_script
-
-from ._common import current_settings, digest, key_part
-from .limits import slot
+from dsstar.execution.sandbox import Limits, run_script
+from tasks.keys import digest, key_part
+from tasks.slots import slot
 
 __all__ = ["execute"]
 
@@ -37,12 +36,12 @@ def execute(
     limits: dict[str, Any],
     sandbox: str,
     work_dir: str | None = None,
-    max_parallel: int | None = None,
+    max_parallel: int = 1,
+    slot_wait: float = 600.0,
 ) -> dict[str, Any]:
     """Run `code` in the sandbox with the data folder mounted read-only at `data/`. At most
-    `max_parallel` scripts (default: DSSTAR_MAX_PARALLEL) run at once."""
-    settings = current_settings()
-    with slot("exec", max_parallel or settings.max_parallel, run_id, settings.slot_wait):
+    `max_parallel` scripts run at once; a slot is waited for `slot_wait` seconds at most."""
+    with slot("exec", max_parallel, run_id, slot_wait):
         result = run_script(
             code,
             data_dir=Path(data_dir),

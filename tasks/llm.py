@@ -7,13 +7,14 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
-from dsstar.agents import prompt_hash
-from dsstar.llm import LLMConfig, Message, complete
-from dsstar.replies import Replies
-from dsstar.storage import Store
-
-from ._common import current_settings, digest, is_transient, key_part
-from .limits import pace, slot
+from dsstar.algorithm.agents import prompt_hash
+from dsstar.model.llm import LLMConfig, Message, complete
+from dsstar.model.replies import Replies
+from dsstar.runs.storage import Store
+from dsstar.settings import api_key_here
+from tasks._common import is_transient
+from tasks.keys import digest, key_part
+from tasks.slots import pace, slot
 
 __all__ = ["ask"]
 
@@ -48,11 +49,13 @@ def ask(
     messages: list[Message],
     config: dict[str, Any],
     run_id: str,
-    concurrency: int | None = None,
     storage: str | None = None,
+    concurrency: int = 1,
+    rpm: int | None = None,
+    slot_wait: float = 600.0,
 ) -> dict[str, Any]:
     """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency.
-    At most `concurrency` requests (default: DSSTAR_LLM_CONCURRENCY) are in flight at once.
+    At most `concurrency` requests are in flight at once and `rpm` start per minute.
     With `storage`, the reply is kept in the run's store as it arrives, and a request the
     run already had answered (before a crash) is answered from there."""
     replies = Replies(Store(storage), run_id) if storage else None
@@ -60,16 +63,15 @@ def ask(
     kept = replies.replay(key) if replies else None
     if kept is not None:
         return kept
-    settings = current_settings()
-    api_key = settings.api_key  # read here, never passed as a (recorded) task parameter
-    with slot("llm", concurrency or settings.llm_concurrency, run_id, settings.slot_wait):
-        pace(settings.llm_rpm)
+    api_key = api_key_here()  # read here, never passed as a (recorded) task parameter
+    with slot("llm", concurrency, run_id, slot_wait):
+        pace(rpm)
         reply = complete(
             LLMConfig(**config),
             messages,
             agent=agent,
             run_id=run_id,
-            api_key=api_key.get_secret_value() if api_key else None,
+            api_key=api_key,
         )
     record = {"agent": agent, "label": label, "run_id": run_id, **reply.to_dict()}
     if replies:

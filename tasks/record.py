@@ -10,11 +10,11 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from dsstar.storage import Store
+from dsstar.algorithm.verdict import verdict_label
+from dsstar.runs.storage import Store
 from dsstar.text import clean, clean_deep
-from dsstar.verdict import verdict_label
-
-from ._common import artifact_key, is_storage_error
+from tasks._common import is_storage_error
+from tasks.keys import artifact_key
 
 __all__ = ["publish_round", "publish_rounds_table", "publish_summary", "write_objects"]
 

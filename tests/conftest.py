@@ -77,8 +77,9 @@ def prefect_server():
 @pytest.fixture
 def fresh_limits():
     """The shared test server starts and ends this test without dsstar's global limits."""
-    from dsstar.tasks.limits import LIMIT_NAMES, RATE_NAME
     from prefect import get_client
+
+    from tasks.slots import LIMIT_NAMES, RATE_NAME
 
     def drop() -> None:
         with get_client(sync_client=True) as client:

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from dsstar.tasks.limits import RATE_NAME
 from fake_llm import Error, FakeLLM, text_of
 from scenarios import FINAL_ONLY_ANSWER, JOIN, answered, asked, describe_script, fence
+
+from tasks.slots import RATE_NAME
 
 SLOW = "import time\ntime.sleep(12)\n"  # killed after 2 s; a resumed run waits it out
 FAILING = "raise RuntimeError('the first try at the script fails')\n"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import jinja2
 import pytest
 
-from dsstar.agents import (
+from dsstar.algorithm.agents import (
     analyzer,
     coder,
     debugger,
@@ -18,14 +18,14 @@ from dsstar.agents import (
     summarizer,
     verifier,
 )
-from dsstar.agents._base import (
+from dsstar.algorithm.agents._base import (
     PROMPTS_DIR,
     FileInfo,
     clip,
     prompt_hash,
     render,
 )
-from dsstar.agents._reading import extract_code
+from dsstar.algorithm.agents._reading import extract_code
 from dsstar.bench import judge
 
 QUESTION = "What was the total revenue of the North region in 2024?"

@@ -1,10 +1,10 @@
-"""The answer a final script states (dsstar.answer)."""
+"""The answer a final script states (dsstar.algorithm.answer)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dsstar.answer import stated_answer
+from dsstar.algorithm.answer import stated_answer
 
 
 @pytest.mark.parametrize(

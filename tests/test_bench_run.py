@@ -98,9 +98,10 @@ def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(env, ll
     assert "input_tokens_per_call" in report and "finalyzer" in report
 
     # The table artifact in the Prefect UI: one row per task, with tokens, cost and failures.
-    from dsstar.tasks._common import artifact_key
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from tasks.keys import artifact_key
 
     bench_id = json.loads((out / "bench.json").read_text())["bench_id"]
     key = ArtifactFilterKey(any_=[artifact_key(f"{bench_id}-bench")])

@@ -8,11 +8,11 @@ import shutil
 import pytest
 from shared_data import DABSTEP
 
-from dsstar.agents import FileInfo
-from dsstar.budget import check_question, fit, whole_documents
-from dsstar.context import fit_context, retrieve
+from dsstar.algorithm.agents import FileInfo
+from dsstar.algorithm.budget import check_question, fit, whole_documents
+from dsstar.algorithm.context import fit_context, retrieve
 from dsstar.errors import UsageError
-from dsstar.llm import count_tokens
+from dsstar.model.llm import count_tokens
 
 NULL_RULE = "If a field is set to null it means that it applies to all possible values"
 

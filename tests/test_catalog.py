@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from scenarios import describe_script, two_rounds
 
-from dsstar.catalog import Catalog
-from dsstar.data import DataSource
-from dsstar.storage import Store
+from dsstar.data.catalog import Catalog
+from dsstar.data.sources import DataSource
+from dsstar.runs.storage import Store
 
 
 def make_lake(root: Path) -> Path:

@@ -22,7 +22,7 @@ from conftest import EXAMPLE, REPO
 from fake_llm import Error
 from scenarios import ANSWER, two_rounds
 
-from dsstar.preflight import unreadable_warning
+from dsstar.runs.preflight import unreadable_warning
 from dsstar.settings import Settings
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dsstar.flows.nightly import contracts_cell
 
-from dsstar.contracts import (
+from dsstar.data.contracts import (
     accept_file,
     check_data_root,
     contract_key,
@@ -23,9 +22,10 @@ from dsstar.contracts import (
     read_tables,
     validate_file,
 )
-from dsstar.data import DataSource
-from dsstar.report import run_result
-from dsstar.storage import Store
+from dsstar.data.sources import DataSource
+from dsstar.runs.report import run_result
+from dsstar.runs.storage import Store
+from flows.nightly import contracts_cell
 
 ORDERS = pd.DataFrame(
     {
@@ -114,7 +114,7 @@ def test_compatible_refresh_validates_every_format(lake, tmp_path):
 
 
 def test_unchanged_content_against_unchanged_suites_is_not_validated_again(lake, tmp_path):
-    from dsstar.catalog import Catalog
+    from dsstar.data.catalog import Catalog
 
     store = Store(str(tmp_path / "storage"))
     source = DataSource(str(lake), tmp_path / "cache")
@@ -230,7 +230,7 @@ def test_bounded_reads_mark_truncated_tables(tmp_path):
 
 
 def test_importing_contracts_does_not_import_great_expectations():
-    modules = "dsstar.contracts, dsstar.flows._contracts"
+    modules = "dsstar.data.contracts, flows._contracts"
     code = f"import sys, {modules}; print('great_expectations' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

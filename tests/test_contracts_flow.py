@@ -11,12 +11,12 @@ import subprocess
 import sys
 
 import pytest
-from dsstar.flows.ds_star import ds_star
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from scenarios import ANSWER, fence, two_rounds
 
-from dsstar.contracts import contract_key
+from dsstar.data.contracts import contract_key
+from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
 

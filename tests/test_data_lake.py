@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from dsstar.data import DataSource
+from dsstar.data.lake import ArchiveLimits
+from dsstar.data.sources import DataSource
 from dsstar.errors import DataError
-from dsstar.lake import ArchiveLimits
 
 SECRET = "s3cr3t-value-outside-the-root"
 

@@ -25,7 +25,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.states import Scheduled
 from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, two_rounds
 
-from dsstar.ledger import Ledger, question_key
+from dsstar.runs.ledger import Ledger, question_key
 
 pytestmark = pytest.mark.slow
 

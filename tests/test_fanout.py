@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from dsstar.tasks.limits import LIMIT_NAMES, RATE_NAME, ensure_limit
 from scenarios import ANSWER, describe_script, fence
+
+from tasks.slots import LIMIT_NAMES, RATE_NAME, ensure_limit
 
 pytestmark = pytest.mark.slow
 

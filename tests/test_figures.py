@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from dsstar.flows.ds_star import ds_star
 from scenarios import ANSWER, FINAL_ONLY_ANSWER, JOIN, LOAD, describe_script, fence
 
-from dsstar.sandbox import Limits, run_script
-from dsstar.sandbox.keep import collect
-from dsstar.sandbox.supervise import kept_figures
-from dsstar.storage import Store
+from dsstar.execution.sandbox import Limits, run_script
+from dsstar.execution.sandbox.keep import collect
+from dsstar.execution.sandbox.supervise import kept_figures
+from dsstar.runs.storage import Store
+from flows.ds_star import ds_star
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
 SAVE_SVG = "open('trend.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\"/>')\n"

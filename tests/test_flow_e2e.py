@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from dsstar.flows.ds_star import ds_star
 from fake_llm import Error, text_of
 from scenarios import (
     ANSWER,
@@ -20,6 +19,7 @@ from scenarios import (
 )
 
 from dsstar.errors import LLMFatalError
+from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
 

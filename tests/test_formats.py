@@ -13,8 +13,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from dsstar.data import DataSource
-from dsstar.profiler import ProfileLimits, profile_files
+from dsstar.data.profiler import ProfileLimits, profile_files
+from dsstar.data.sources import DataSource
 
 
 def pdf_bytes(lines: list[str]) -> bytes:

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsstar import agents
-from dsstar.agents import (
+from dsstar.algorithm import agents
+from dsstar.algorithm.agents import (
     analyzer,
     coder,
     debugger,
@@ -25,9 +25,9 @@ from dsstar.agents import (
     summarizer,
     verifier,
 )
-from dsstar.agents._base import PLAN_STEP_CHARS, FileInfo, prompt_hash
+from dsstar.algorithm.agents._base import PLAN_STEP_CHARS, FileInfo, prompt_hash
 from dsstar.errors import DSStarError
-from dsstar.storage import Store
+from dsstar.runs.storage import Store
 from dsstar.text import clean, for_terminal
 
 FAST = settings(max_examples=400, deadline=None)
@@ -203,7 +203,7 @@ def _responder(replies: list[str]):
 )
 @given(replies=RUN_REPLIES, name=FILE_NAME, content=st.binary(max_size=200))
 def test_fuzzed_runs_end_cleanly(env, llm, tmp_path, replies, name, content) -> None:
-    from dsstar.flows.ds_star import completed_result, ds_star
+    from flows.ds_star import completed_result, ds_star
 
     RUNS["count"] += 1
     run_id = f"fuzz-{RUNS['count']:03d}"

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, require_binary
-from dsstar.flows._guidance import HumanAnswer, describe
 from fake_llm import text_of
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -24,8 +23,9 @@ from prefect.flow_runs import resume_flow_run
 from rich.console import Console
 from scenarios import ANSWER, two_rounds
 
+from dsstar.algorithm.guidance import Checkpoint, Choice
 from dsstar.cli._prompt import TerminalAsker
-from dsstar.guidance import Checkpoint, Choice
+from flows._guidance import HumanAnswer, describe
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 HINT = "Use regions.json to find the manager of the best region."
@@ -60,8 +60,9 @@ def test_the_form_offers_four_choices_and_guidance_text():
 
 
 def test_the_nightly_deployment_has_an_ask_human_parameter():
-    from dsstar.flows.nightly import ds_star_nightly
     from prefect.utilities.callables import parameter_schema
+
+    from flows.nightly import ds_star_nightly
 
     schema = parameter_schema(ds_star_nightly).model_dump()
     # Unset by default: the worker's DSSTAR_ASK_HUMAN decides, a tick in the form overrides it.
@@ -136,7 +137,7 @@ def answer(flow_run_id: str, choice: str, guidance: str = "") -> None:
 
 def in_thread(run_id: str, data: Path, **options):
     """The ds-star flow in a thread of this process; returns (thread, result holder)."""
-    from dsstar.flows.ds_star import ds_star
+    from flows.ds_star import ds_star
 
     result: dict = {}
 

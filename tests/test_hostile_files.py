@@ -65,8 +65,8 @@ CONTRACT = """
     import json
     from pathlib import Path
     from types import SimpleNamespace
-    from dsstar.contracts import check_data_root
-    from dsstar.storage import Store
+    from dsstar.data.contracts import check_data_root
+    from dsstar.runs.storage import Store
     root = Path({root!r})
     file = SimpleNamespace(path={name!r}, format={fmt!r}, sha256="")
     report = check_data_root(Store({store!r}), str(root), root, [file])
@@ -119,7 +119,7 @@ def test_a_table_past_the_memory_bound_is_skipped_not_the_process(tmp_path):
 EXPAND = """
     import json
     from pathlib import Path
-    from dsstar.lake.archives import ArchiveError, ArchiveLimits, expand_cached
+    from dsstar.data.lake.archives import ArchiveError, ArchiveLimits, expand_cached
     try:
         expand_cached({archive!r}, "gz", Path({cache!r}), ArchiveLimits())
         print(json.dumps("expanded"))

@@ -13,9 +13,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from dsstar.flows.ds_star import ds_star
 from fake_llm import text_of
 from scenarios import describe_script, fence, two_rounds
+
+from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy
 from scenarios import ANSWER, two_rounds
 
-from dsstar.ledger import Ledger, question_key
+from dsstar.runs.ledger import Ledger, question_key
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 
@@ -22,7 +22,7 @@ def database_url(request, tmp_path):
     with engine.begin() as connection:  # every test starts from an empty schema
         connection.execute(sqlalchemy.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
     engine.dispose()
-    from dsstar import ledger
+    from dsstar.runs import ledger
 
     ledger._engine.cache_clear()
     return url
@@ -45,7 +45,7 @@ CALL = {"agent": "planner", "label": "planner r00", "model": "m", "input_tokens"
 
 def test_schema_is_migrated_once_and_versioned(database_url):
     Ledger(database_url)
-    from dsstar import ledger
+    from dsstar.runs import ledger
 
     ledger._engine.cache_clear()
     Ledger(database_url)  # a second open finds the schema current
@@ -66,7 +66,7 @@ def test_calls_keep_their_cached_tokens(database_url):
 
 
 def _open_at_once(url: str, barrier, results) -> None:
-    from dsstar import ledger
+    from dsstar.runs import ledger
 
     ledger._engine.cache_clear()  # a forked child opens its own engine, as a new process does
     barrier.wait()
@@ -124,7 +124,7 @@ def test_records_history_and_reuse_lookup(database_url):
 
 @pytest.mark.slow
 def test_a_run_writes_its_ledger_rows(database_url, env, llm, sales, monkeypatch):
-    from dsstar.flows.ds_star import ds_star
+    from flows.ds_star import ds_star
 
     monkeypatch.setenv("DSSTAR_DATABASE_URL", database_url)
     two_rounds(llm)

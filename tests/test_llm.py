@@ -1,4 +1,4 @@
-"""dsstar.llm against the fake OpenAI-compatible server: replies, accounting, attribution,
+"""dsstar.model.llm against the fake OpenAI-compatible server: replies, accounting, attribution,
 error classification, and no hidden retries."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from fake_llm import Error, FakeLLM, Reasoned
 from pydantic import ValidationError
 
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError
-from dsstar.llm import LLMConfig, complete, config_for, require_model
+from dsstar.model.llm import LLMConfig, complete, config_for, require_model
 from dsstar.settings import Settings
 
 MESSAGES = [{"role": "user", "content": "Plan the analysis of orders.csv, please."}]
@@ -67,7 +67,7 @@ def test_cached_tokens_are_recorded_and_priced(llm: FakeLLM) -> None:
 
 
 def test_anthropic_requests_mark_the_shared_prefix_for_caching() -> None:
-    from dsstar.caching import cache_marked
+    from dsstar.model.caching import cache_marked
 
     messages = [{"role": "user", "content": "files and question\n## Your task\nPlan."}]
     marked = cache_marked(messages, "anthropic/claude-sonnet-4-5")[0]["content"]

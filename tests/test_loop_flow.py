@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from dsstar.flows.ds_star import ds_star
 from fake_llm import text_of
 from scenarios import ANSWER, two_rounds
+
+from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
 

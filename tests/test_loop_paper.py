@@ -10,9 +10,9 @@ from scenarios import ANSWER, FINAL_ONLY_ANSWER, JOIN, LOAD, backtrack, fence, n
 from test_loop import PROBLEM, solve
 from test_loop import runtime as runtime  # noqa: F401  (the fixture)
 
-from dsstar import loop
-from dsstar.runtime import NO_CODE, Budget
-from dsstar.verdict import Status, Verdict
+from dsstar.algorithm import loop
+from dsstar.algorithm.runtime import NO_CODE, Budget
+from dsstar.algorithm.verdict import Status, Verdict
 
 BROKEN = "import pandas as pd\npd.read_csv('data/no_such_file.csv')\n"
 

@@ -8,66 +8,35 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 from conftest import REPO
 from scenarios import ANSWER, two_rounds
 
-PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
 # What a build reads: the project file, the readme of its metadata and the listed packages.
 SOURCES = ("pyproject.toml", "README.md", "dsstar", "flows", "tasks", "prompts")
 
 
 def package_folders() -> dict[str, Path]:
-    """Every package the install must hold, by dotted name: each top-level package and each
-    folder that package-dir maps, with every folder of .py files under them."""
-    mapped = {name: REPO / folder for name, folder in PYPROJECT.get("package-dir", {}).items()}
-    tops = {name: REPO / name for name in PYPROJECT["packages"] if "." not in name}
-    roots = {**tops, **mapped}
+    """Every package the install must hold, by dotted name: each top-level folder of the
+    layout and every folder of .py files under it."""
     found = {}
-    for name, root in roots.items():
+    for top in ("dsstar", "flows", "tasks", "prompts"):
+        root = REPO / top
         for folder in [root, *sorted(p for p in root.rglob("*") if p.is_dir())]:
-            if folder.name == "__pycache__" or not any(folder.glob("*.py")) and folder != root:
-                continue
-            found[".".join([name, *folder.relative_to(root).parts])] = folder
+            if folder.name != "__pycache__" and (folder / "__init__.py").is_file():
+                found[".".join([top, *folder.relative_to(root).parts])] = folder
     return found
 
 
-def test_every_package_is_listed():
-    """pyproject lists packages by hand (package-dir needs it): a new sub-package must be added
-    there, or `pip install .` would leave it out."""
-    listed = set(PYPROJECT["packages"])
-    assert set(package_folders()) - listed == set(), "add these to pyproject's packages"
-    assert listed - set(package_folders()) == set(), "these listed packages have no folder"
-
-
-def test_flows_and_tasks_are_imported_by_their_installed_names():
-    """No module, test, benchmark, doc or entrypoint names a top-level `flows` or `tasks`: an
-    installed copy has none, and a source tree would load a second copy of each module."""
-    done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "namespace_imports.py"), "--check"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, "run scripts/namespace_imports.py:\n" + done.stdout
-
-
-def test_a_source_tree_imports_the_top_folders_under_dsstar(tmp_path):
-    """From the repository (PYTHONPATH or the root on sys.path), dsstar.flows and dsstar.tasks
-    are the folders at the top of that same tree, whatever else is installed."""
-    probe = (
-        "import dsstar.flows.ds_star as f, dsstar.tasks._common as t; print(f.__file__, t.__file__)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [
-        str(REPO / "flows" / "ds_star.py"),
-        str(REPO / "tasks" / "_common.py"),
-    ]
+def test_every_folder_of_code_is_a_package():
+    """pyproject finds packages by their __init__.py: a folder of modules without one would be
+    left out of `pip install .`."""
+    for top in ("dsstar", "flows", "tasks"):
+        for folder in (REPO / top).rglob("*"):
+            if folder.is_dir() and folder.name != "__pycache__" and any(folder.glob("*.py")):
+                assert (folder / "__init__.py").is_file(), folder
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +76,7 @@ def test_the_installed_copy_holds_what_a_run_needs(installed, tmp_path):
         wanted = {p.name for p in folder.iterdir() if p.suffix in {".py", ".j2", ".mako"}}
         assert wanted <= {p.name for p in inside.iterdir()}, name
     probe = (
-        "import dsstar, dsstar.agents._base as base, dsstar.flows.ds_star as flow;"
+        "import dsstar, dsstar.algorithm.agents._base as base, flows.ds_star as flow;"
         "print(dsstar.__file__, base.PROMPTS_DIR, flow.__file__, sep='\\n')"
     )
     done = from_install(installed, "-c", probe, cwd=tmp_path)

@@ -16,8 +16,8 @@ from fake_llm import Error
 from scenarios import two_rounds
 
 from dsstar.errors import ConfigError
-from dsstar.preflight import check_keys
-from dsstar.reachability import check_models
+from dsstar.model.reachability import check_models
+from dsstar.runs.preflight import check_keys
 from dsstar.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -126,9 +126,9 @@ def test_bench_run_checks_the_model_once_before_any_task(env, llm, tmp_path):
 
 
 def test_the_model_checks_take_seconds(llm, monkeypatch):
-    import dsstar.llm  # imported first: its seconds are not the checks'
+    import dsstar.model.llm  # imported first: its seconds are not the checks'
 
-    dsstar.llm.provider_of("openai/gpt-4o")
+    dsstar.model.llm.provider_of("openai/gpt-4o")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -8,8 +8,8 @@ import zipfile
 import pandas as pd
 import pytest
 
-from dsstar import profiler
-from dsstar.profiler import FORMATS, detect_format, profile_file
+from dsstar.data import profiler
+from dsstar.data.profiler import FORMATS, detect_format, profile_file
 
 
 def test_formats_and_detection_by_suffix(tmp_path):
@@ -294,7 +294,7 @@ def test_time_columns_state_the_years_they_cover(tmp_path):
 
 
 def test_the_sandboxed_script_and_its_reader_share_the_result_mark():
-    from dsstar.profiler import _core, isolated
+    from dsstar.data.profiler import _core, isolated
 
     assert isolated._MARK == _core.MARK
 
@@ -304,6 +304,6 @@ def test_listing_a_lake_does_not_import_the_readers():
     import subprocess
     import sys
 
-    code = "import sys, dsstar.catalog, dsstar.profiler; print('pandas' in sys.modules)"
+    code = "import sys, dsstar.data.catalog, dsstar.data.profiler; print('pandas' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr

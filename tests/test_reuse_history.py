@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from dsstar.flows.ds_star import ds_star
 from fake_llm import text_of
 from scenarios import ANSWER, FINAL_ONLY_ANSWER, fence, two_rounds
 
-from dsstar.ledger import Ledger, question_key
+from dsstar.runs.ledger import Ledger, question_key
+from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from dsstar.flows.ds_star import ds_star
-from dsstar.flows.nightly import ds_star_nightly
 from prefect import get_client
 from prefect.exceptions import ParameterTypeError
 from prefect.utilities.callables import parameter_schema
 from pydantic import ValidationError
 
-from dsstar.form import OPTION_FIELDS, SECRET_FIELDS, WORKER_FIELDS, RunForm, explain
+from dsstar.runs.form import OPTION_FIELDS, SECRET_FIELDS, WORKER_FIELDS, RunForm, explain
 from dsstar.settings import Settings
+from flows.ds_star import ds_star
+from flows.nightly import ds_star_nightly
 
 
 def _option(schema: dict, name: str) -> dict:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from dsstar.flows._runners import build_task_runner, shared_storage_warning
-from dsstar.flows.describe import describe
 from prefect.task_runners import ThreadPoolTaskRunner
 from scenarios import describe_script
 
 from dsstar.settings import Settings
+from flows._runners import build_task_runner, shared_storage_warning
+from flows.describe import describe
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ import pytest
 from pydantic import ValidationError
 
 from dsstar.errors import ConfigError
-from dsstar.preflight import check_isolation
-from dsstar.sandbox import Limits, pool, resolve_mode, run_script, sweep_stale
-from dsstar.sandbox import modes as sandbox_modes
+from dsstar.execution.sandbox import Limits, pool, resolve_mode, run_script, sweep_stale
+from dsstar.execution.sandbox import modes as sandbox_modes
+from dsstar.runs.preflight import check_isolation
 from dsstar.settings import Settings
 
 ISOLATED = [m for m in ("bwrap", "unshare") if sandbox_modes._usable(m)]
@@ -202,7 +202,7 @@ def test_scripts_and_pool_die_with_a_killed_parent(data, mode, tmp_path):
     parent = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from dsstar.sandbox import Limits, run_script\n"
+        "from dsstar.execution.sandbox import Limits, run_script\n"
         "code = 'import subprocess, sys, time\\n' \\\n"
         f'    \'subprocess.Popen([sys.executable, "-c", "import time; time.sleep({marker})"],'
         " start_new_session=True)\\n' \\\n"

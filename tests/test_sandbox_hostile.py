@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dsstar.sandbox import Limits, run_script
-from dsstar.sandbox.modes import _usable
+from dsstar.execution.sandbox import Limits, run_script
+from dsstar.execution.sandbox.modes import _usable
 
 MODES = [m for m in ("bwrap", "unshare") if _usable(m)]
 LIMITS = Limits(timeout_s=20, memory_mb=1024, output_bytes=20_000, processes=48, disk_mb=64)

@@ -82,7 +82,7 @@ def test_sigterm_then_the_next_run_finishes(tmp_path, llm, sales):
 
 HOLD = """
 import sys, time
-from dsstar.tasks.limits import slot
+from tasks.slots import slot
 with slot("exec", 1, "holder-run"):
     print("holding", flush=True)
     time.sleep(600)
@@ -92,7 +92,7 @@ with slot("exec", 1, "holder-run"):
 @pytest.fixture
 def one_exec_slot(fresh_limits):
     """The session's server with dsstar-exec at one slot (dropped again afterwards)."""
-    from dsstar.tasks.limits import ensure_limit
+    from tasks.slots import ensure_limit
 
     ensure_limit("exec", 1, reset=True)
 

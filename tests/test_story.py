@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import logging
 
-from dsstar.flows import _story as story
-from dsstar.flows.nightly import change_mark
-
-from dsstar.ledger import Ledger
 from dsstar.locations import normalize_location
-from dsstar.questions import Question
+from dsstar.runs.ledger import Ledger
+from dsstar.runs.questions import Question
+from flows import _story as story
+from flows.nightly import change_mark
 
 
 def _record(ledger: Ledger, run_id: str, data: str, answer: str | None, at: str) -> None:
@@ -39,7 +38,7 @@ def test_change_marks_compare_with_the_last_answer_over_the_same_data(tmp_path):
 
 
 def test_route_lines_say_which_steps_were_dropped(caplog):
-    with caplog.at_level(logging.INFO, logger="dsstar.flows"):
+    with caplog.at_level(logging.INFO, logger="flows"):
         story.route(3, "Step 2", 3)
         story.route(2, "Add Step", 1)
         story.route(4, "Step 7", 3)

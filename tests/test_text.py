@@ -16,9 +16,9 @@ from test_ledger import database_url, record  # noqa: F401  (a fixture, used by 
 
 from dsstar.cli import _output
 from dsstar.errors import LLMFatalError
-from dsstar.ledger import Ledger
-from dsstar.llm import LLMConfig, complete
-from dsstar.storage import Store
+from dsstar.model.llm import LLMConfig, complete
+from dsstar.runs.ledger import Ledger
+from dsstar.runs.storage import Store
 from dsstar.text import clean, clean_bytes, clean_deep, for_database, for_terminal
 
 MESSAGES = [{"role": "user", "content": "Plan the analysis of orders.csv, please."}]
@@ -123,7 +123,7 @@ def test_an_undecodable_reply_reads_as_empty_and_is_not_retried() -> None:
 
 
 def test_an_unencodable_request_is_fatal_not_transient() -> None:
-    from dsstar.llm import _classify
+    from dsstar.model.llm import _classify
 
     try:
         "\ud800".encode("utf-8")
@@ -165,7 +165,7 @@ def test_ledger_rows_take_surrogates_and_nul(database_url) -> None:  # noqa: F81
 def ledger_key() -> str:
     from test_ledger import QUESTION
 
-    from dsstar.ledger import question_key
+    from dsstar.runs.ledger import question_key
 
     return question_key(QUESTION)
 

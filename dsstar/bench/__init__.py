@@ -2,9 +2,9 @@
 outputs of a benchmark run (submission, scores, report). Free of Prefect: flows/bench.py runs
 the tasks."""
 
-from .report import agent_totals, reasoning_trace, table_rows, write_outputs
-from .score import SUITES, load_records, score, score_files
-from .suites import BenchTask, dabstep_tasks, kramabench_tasks, select
+from dsstar.bench.report import agent_totals, reasoning_trace, table_rows, write_outputs
+from dsstar.bench.score import SUITES, load_records, score, score_files
+from dsstar.bench.suites import BenchTask, dabstep_tasks, kramabench_tasks, select
 
 __all__ = [
     "SUITES",

@@ -9,10 +9,10 @@ import json
 import re
 from pathlib import Path
 
-from ..agents._base import render as _render
-from ..errors import LLMError
-from ..llm import Message, complete, config_for
-from ..settings import Settings
+from dsstar.algorithm.agents import render as _render
+from dsstar.errors import LLMError
+from dsstar.model.llm import Message, complete, config_for
+from dsstar.settings import Settings
 
 __all__ = ["LLMJudge", "parse", "render"]
 

@@ -13,8 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from . import dabstep, kramabench
+from dsstar.bench import dabstep, kramabench
+from dsstar.errors import UsageError
 
 __all__ = ["SUITES", "load_records", "score", "score_files"]
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from .score import load_records
+from dsstar.bench.score import load_records
+from dsstar.errors import UsageError
 
 __all__ = ["BenchTask", "dabstep_tasks", "kramabench_tasks", "select"]
 

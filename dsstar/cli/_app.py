@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import atexit
 import functools
 import inspect
 import json
 import os
 import sys
 import typing
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -20,11 +18,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from .. import scratch, stopping
-from ..errors import Interrupted, UsageError
-from ..form import default_text, explain
-from ..settings import Settings
-from ..text import clean, for_terminal
+from dsstar.errors import Interrupted, UsageError
+from dsstar.execution import scratch, stopping
+from dsstar.runs.form import default_text, explain
+from dsstar.settings import Settings
+from dsstar.text import clean, for_terminal
 
 
 class _App(typer.Typer):
@@ -110,7 +108,7 @@ def _version(shown: bool) -> None:
     if shown:
         from importlib.metadata import PackageNotFoundError, version
 
-        from .. import __version__
+        from dsstar import __version__
 
         try:
             number = version("dsstar")
@@ -238,7 +236,7 @@ def fail_usage(
 ) -> NoReturn:
     """Report a usage error in one line (on stdout too under --json, as `payload` or
     {"error": ...}) and exit 2."""
-    from ..text import clean_deep
+    from dsstar.text import clean_deep
 
     err.print(error_line(message))
     if as_json:
@@ -262,26 +260,9 @@ OfflineOpt = Annotated[
 def check_data(data: str) -> None:
     """The data root exists, is readable and is not empty (local roots; remote ones are
     checked when opened)."""
-    from ..preflight import check_data as check
+    from dsstar.runs.preflight import check_data as check
 
     check(data)
-
-
-@contextmanager
-def prefect_api() -> Iterator[None]:
-    """A Prefect API for the flows of this command: the configured one, else a temporary
-    server that dies with this process (even on SIGKILL)."""
-    from ._server import ensure_api
-
-    server = ensure_api()
-    if server is None:
-        yield
-        return
-    atexit.register(server.stop)  # after Prefect's own exit handlers have flushed to it
-    with stopping.on_stop(server.stop):
-        server.wait_ready()
-        server.watch()
-        yield
 
 
 def money(value: float | None) -> str:

@@ -15,9 +15,9 @@ from typing import Any
 
 from rich.text import Text
 
-from ..text import clean_deep, for_terminal
-from ..verdict import verdict_label
-from ._app import console, err, money
+from dsstar.algorithm.verdict import verdict_label
+from dsstar.cli._app import console, err, money
+from dsstar.text import clean_deep, for_terminal
 
 __all__ = ["LiveProgress", "heading", "json_line", "report", "shown"]
 
@@ -78,7 +78,7 @@ class LiveProgress:
         self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0, "cost": 0.0}
 
     def __enter__(self) -> LiveProgress:
-        from .. import progress
+        from dsstar import progress
 
         if self.live:
             self.status = err.status(self)  # rendered through __rich__ at every refresh

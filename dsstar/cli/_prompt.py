@@ -11,9 +11,9 @@ from typing import TextIO
 
 from rich.console import Console
 
-from ..agents import clip
-from ..guidance import Checkpoint, Choice, Guidance
-from ..text import clean, for_terminal
+from dsstar.algorithm.agents import clip
+from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
+from dsstar.text import clean, for_terminal
 
 __all__ = ["TerminalAsker"]
 

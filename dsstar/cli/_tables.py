@@ -18,8 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ._app import console
-from ._output import shown
+from dsstar.cli._app import console
+from dsstar.cli._output import shown
 
 __all__ = ["Format", "FormatOpt", "print_table", "resolve_format"]
 

@@ -11,8 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import DSStarError, UsageError
-from ._app import (
+from dsstar.cli._app import (
     EXIT_FAILED,
     EXIT_OK,
     JsonOpt,
@@ -22,6 +21,7 @@ from ._app import (
     load_settings,
     setting_option,
 )
+from dsstar.errors import DSStarError, UsageError
 
 __all__ = ["bench"]
 
@@ -81,8 +81,8 @@ def run(
 
     Example: dsstar bench run --suite kramabench --root KramaBench --domain legal --limit 5
     """
-    from ._app import prefect_quietly
-    from .run import _agent_models
+    from dsstar.cli._app import prefect_quietly
+    from dsstar.cli.run import _agent_models
 
     prefect_quietly(verbose)
     try:
@@ -91,9 +91,9 @@ def run(
                      "max_debug_attempts": max_debug_attempts, "exec_timeout": exec_timeout,
                      "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
         settings = load_settings(**overrides)
-        from ..llm import require_model
-        from ..preflight import check_isolation
-        from ..reachability import check_models
+        from dsstar.model.llm import require_model
+        from dsstar.model.reachability import check_models
+        from dsstar.runs.preflight import check_isolation
 
         require_model(settings)
         check_isolation(settings)
@@ -102,9 +102,8 @@ def run(
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    from dsstar.flows.bench import ds_star_bench, task_dicts
-
-    from ..trust import trust_local_user
+    from dsstar.runs.trust import trust_local_user
+    from flows import ds_star_bench, task_dicts
 
     trust_local_user()  # the person at the terminal chose these settings: no worker policy
     named = {"model", "storage", "max_rounds"}
@@ -150,13 +149,13 @@ def score_command(
 
     Example: dsstar bench score --suite dabstep --answers submission.jsonl --truth truth.jsonl
     """
-    from ..bench import score_files
+    from dsstar.bench import score_files
 
     try:
         settings = load_settings(model=model, api_base=api_base)
         grader = None
         if suite == "kramabench" and judge and (settings.model or settings.agent_models):
-            from ..bench.judge import LLMJudge
+            from dsstar.bench.judge import LLMJudge
 
             grader = LLMJudge(settings)
         result = score_files(suite, answers, truth, grader)
@@ -181,7 +180,7 @@ def _tasks(
     ids: list[str] | None,
     limit: int | None,
 ) -> list:
-    from ..bench import dabstep_tasks, kramabench_tasks, select
+    from dsstar.bench import dabstep_tasks, kramabench_tasks, select
 
     if suite == "dabstep":
         if not tasks or not data:
@@ -201,7 +200,7 @@ def _tasks(
 
 def _bench_id(out: Path) -> str:
     """The benchmark's id, kept in OUT/bench.json: the same folder resumes the same runs."""
-    from ..storage import new_run_id
+    from dsstar.runs.storage import new_run_id
 
     marker = out / "bench.json"
     if marker.is_file():
@@ -248,7 +247,7 @@ class _BenchProgress:
             TimeRemainingColumn,
         )
 
-        from .. import progress
+        from dsstar import progress
 
         self.bar = Progress(
             TextColumn("[bold]bench[/bold]"), BarColumn(), MofNCompleteColumn(),

@@ -10,8 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import DSStarError
-from ._app import (
+from dsstar.cli._app import (
     EXIT_FAILED,
     JsonOpt,
     StorageOpt,
@@ -22,7 +21,8 @@ from ._app import (
     fail_usage,
     load_settings,
 )
-from ._output import heading
+from dsstar.cli._output import heading
+from dsstar.errors import DSStarError
 
 contracts_app = typer.Typer(
     help="Data contracts: one Great Expectations suite per tabular file, made when the file is"
@@ -38,9 +38,9 @@ DataArg = Annotated[
 
 def _open(data: str, storage: str | None) -> tuple[Any, str, Any]:
     """The store, the normalized data location and the opened data source."""
-    from ..data import DataSource
-    from ..locations import normalize_location
-    from ..storage import Store
+    from dsstar.data.sources import DataSource
+    from dsstar.locations import normalize_location
+    from dsstar.runs.storage import Store
 
     settings = load_settings(storage=storage)
     check_data(data)
@@ -54,9 +54,9 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
 
     Example: dsstar contracts show examples/sales
     """
-    from ..contracts import contract_key, stored_contracts
-    from ..locations import normalize_location
-    from ..storage import Store
+    from dsstar.data.contracts import contract_key, stored_contracts
+    from dsstar.locations import normalize_location
+    from dsstar.runs.storage import Store
 
     try:
         settings = load_settings(storage=storage)
@@ -92,13 +92,13 @@ def validate(
 
     Example: dsstar contracts validate examples/sales --data-docs
     """
-    from ..contracts import check_data_root, render_html, root_key
+    from dsstar.data.contracts import check_data_root, render_html, root_key
 
     try:
         store, location, source = _open(data, storage)
         report = check_data_root(store, location, source.mount_dir, source.files(), create=False)
         if data_docs:  # GX's own Data Docs, plus a one-page summary of this check
-            from ..contracts._docs import build_data_docs
+            from dsstar.data.contracts import build_data_docs
 
             prefix = f"contracts-docs/{root_key(location)}"
             report["data_docs"] = build_data_docs(
@@ -144,7 +144,7 @@ def accept(
 
     Example: dsstar contracts accept examples/sales --path orders_2024.csv
     """
-    from ..contracts import accept_file, contract_key
+    from dsstar.data.contracts import accept_file, contract_key
 
     try:
         store, location, source = _open(data, storage)

@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import DSStarError
-from ._app import (
+from dsstar.cli._app import (
     ApiBaseOpt,
     DaskAddressOpt,
     DataOpt,
@@ -23,11 +22,11 @@ from ._app import (
     console,
     fail_usage,
     load_settings,
-    prefect_api,
     prefect_quietly,
     setting_option,
 )
-from ._output import LiveProgress, heading, json_line, shown
+from dsstar.cli._output import LiveProgress, heading, json_line, shown
+from dsstar.errors import DSStarError
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
@@ -37,27 +36,26 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     check_data(data)
     if offline:
         return _offline_descriptions(data, settings)
-    from ..llm import require_model
+    from dsstar.model.llm import require_model
 
     require_model(settings)
-    from dsstar.flows._runners import build_task_runner
-    from dsstar.flows.describe import describe as describe_flow
+    from flows import describe_files, prefect_api
 
     options = {k: v for k, v in flags.items() if v is not None}
-    describe_flow = describe_flow.with_options(task_runner=build_task_runner(settings))
     with prefect_api(), LiveProgress(enabled=True):
-        return describe_flow(data=data, options=options)
+        return describe_files(data, options, settings)
 
 
 def _offline_descriptions(data: str, settings: Any) -> list[dict[str, Any]]:
     """The built-in profiler's text for every file, read inside the sandbox and profiling
     only what the catalog does not know yet; entries left out of the view (links out of the
     root, FIFOs, bombs) are listed with their reason."""
-    from .. import scratch
-    from ..catalog import Catalog
-    from ..data import DataSource, archive_limits, profile_limits
-    from ..profiler import profile_files
-    from ..storage import Store
+    from dsstar.data.catalog import Catalog
+    from dsstar.data.profiler import profile_files
+    from dsstar.data.sources import DataSource
+    from dsstar.execution import scratch
+    from dsstar.runs.spec import archive_limits, profile_limits
+    from dsstar.runs.storage import Store
 
     source = DataSource(
         data,
@@ -150,7 +148,7 @@ def retrieve(
     Example: dsstar retrieve --data examples/sales -q "revenue by region" --offline
     """
     prefect_quietly(False)
-    from ..retrieval import embedding_similarity, rank_sources
+    from dsstar.data.retrieval import embedding_similarity, rank_sources
 
     try:
         files = _descriptions(data, offline, model=model, api_base=api_base)

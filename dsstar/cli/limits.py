@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from ._app import JsonOpt, app, console, err, prefect_api, prefect_quietly
-from ._output import json_line, shown
+from dsstar.cli._app import JsonOpt, app, console, err, prefect_quietly
+from dsstar.cli._output import json_line, shown
 
 
 @app.command()
@@ -31,10 +31,10 @@ def limits(
     Only a shared server (PREFECT_API_URL) has such limits in use: without one, each run
     keeps to its own --max-parallel and --llm-concurrency and holds no shared slot."""
     prefect_quietly(False)
-    with prefect_api():
-        from ..tasks.limits import inspect
+    from flows import inspect_slots, prefect_api
 
-        state = inspect(reset=reset)
+    with prefect_api():
+        state = inspect_slots(reset=reset)
     if as_json:
         sys.stdout.write(json_line(state))
         return

@@ -10,15 +10,8 @@ import typer
 from pydantic import ValidationError
 from rich.text import Text
 
-from .. import stopping
-from ..errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
-from ..form import OPTION_FIELDS, explain
-from ..preflight import preflight, unreadable_warning
-from ..settings import Settings
-from ..storage import check_run_id, new_run_id
-from ..text import clean
-from ..verdict import ANSWERED, Status
-from ._app import (
+from dsstar.algorithm.verdict import ANSWERED, Status
+from dsstar.cli._app import (
     EXIT_FAILED,
     EXIT_OK,
     DataOpt,
@@ -29,12 +22,18 @@ from ._app import (
     fail_usage,
     flag_name,
     load_settings,
-    prefect_api,
     prefect_quietly,
     setting_option,
     settings_flags,
 )
-from ._output import LiveProgress, report
+from dsstar.cli._output import LiveProgress, report
+from dsstar.errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
+from dsstar.execution import stopping
+from dsstar.runs.form import OPTION_FIELDS, explain
+from dsstar.runs.preflight import preflight, unreadable_warning
+from dsstar.runs.storage import check_run_id, new_run_id
+from dsstar.settings import Settings
+from dsstar.text import clean
 
 # The settings `dsstar run` has a flag for; every other one is a DSSTAR_ variable (and a
 # field of the run form in the Prefect UI). Type, help and bounds come from Settings.
@@ -99,7 +98,7 @@ def run(
             **({"agent_models": models} if models else {}),
         )
         settings = build_settings(form)
-        from ..budget import check_question  # the agents' imports: only for a run
+        from dsstar.algorithm.budget import check_question  # the agents' imports: only for a run
 
         check_question(form.question, form.guidelines, settings.max_question_chars)
         preflight(settings, data)
@@ -113,7 +112,7 @@ def run(
 
 def build_form(**fields: Any) -> Any:
     """The run form (the flow's parameters) from flags; a bad value is one UsageError line."""
-    from ..form import RunForm
+    from dsstar.runs.form import RunForm
 
     try:
         return RunForm(**fields)
@@ -133,13 +132,11 @@ def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
     run_id = form.run_id
     err.print(f"run {run_id}")  # on stderr at once: the id to resume it by
-    from ..trust import trust_local_user
+    from dsstar.runs.trust import trust_local_user
 
     trust_local_user()  # the person at the terminal chose these settings: no worker policy
-    from dsstar.flows._runners import build_task_runner
-    from dsstar.flows.ds_star import completed_result, ds_star
-
-    from ..llm import preload
+    from dsstar.model.llm import preload
+    from flows import prefect_api, run_question
 
     preload()  # litellm's import overlaps the flow run's start
     error: BaseException | None = None
@@ -151,13 +148,8 @@ def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
             LiveProgress(enabled=not as_json) as live,
             _terminal_prompt(settings, live),
         ):
-            state = ds_star.with_options(task_runner=build_task_runner(settings))(
-                **form.parameters(), return_state=True
-            )
-        if state.is_completed():
-            result = completed_result(state, settings.storage, run_id)
-        else:
-            error = state.result(raise_on_failure=False)
+            result, error = run_question(form, settings)
+        if result is None:
             result = _failed_result(settings.storage, run_id, error)
     except Exception as exc:  # e.g. the Prefect API is unreachable: a report, not a traceback
         error = exc
@@ -184,9 +176,8 @@ def _terminal_prompt(settings: Settings, live: LiveProgress) -> Any:
 
     if not (settings.ask_human and sys.stdin.isatty()):
         return nullcontext()
-    from dsstar.flows._guidance import answer_in_terminal
-
-    from ._prompt import TerminalAsker
+    from dsstar.cli._prompt import TerminalAsker
+    from flows import answer_in_terminal
 
     return answer_in_terminal(TerminalAsker(err, sys.stdin, live.pause, live.resume))
 
@@ -198,9 +189,9 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
     def stop(signum: int) -> None:
         import signal
 
-        from ..report import run_result
-        from ..runs import mark_interrupted
-        from ..storage import Store
+        from dsstar.runs.listing import mark_interrupted
+        from dsstar.runs.report import run_result
+        from dsstar.runs.storage import Store
 
         store = Store(settings.storage)
         reason = f"interrupted by {signal.Signals(signum).name}"
@@ -236,8 +227,8 @@ def resume(
     Example: dsstar resume 20261121-193000-3fa2c1 --json
     """
     prefect_quietly(verbose)
-    from ..report import run_result
-    from ..storage import Store
+    from dsstar.runs.report import run_result
+    from dsstar.runs.storage import Store
 
     try:
         check_run_id(run_id)
@@ -270,7 +261,7 @@ def resume(
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:
     """A run whose process still works must not be resumed beside it."""
-    from ..runs import STALE_AFTER_S, liveness
+    from dsstar.runs.listing import STALE_AFTER_S, liveness
 
     state = liveness(record)
     where = f"pid {record.get('pid')} on {record.get('host')}"
@@ -303,8 +294,8 @@ def _agent_models(pairs: list[str] | None) -> dict[str, str] | None:
 
 def _failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
     """The JSON result of a run that did not finish, rebuilt from its stored run.json."""
-    from ..report import run_result
-    from ..storage import Store
+    from dsstar.runs.report import run_result
+    from dsstar.runs.storage import Store
 
     store = Store(storage)
     record: dict[str, Any] = {"run_id": run_id}

@@ -8,9 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ..errors import DSStarError
-from ..verdict import verdict_label
-from ._app import (
+from dsstar.algorithm.verdict import verdict_label
+from dsstar.cli._app import (
     EXIT_OK,
     JsonOpt,
     StorageOpt,
@@ -21,8 +20,9 @@ from ._app import (
     load_settings,
     money,
 )
-from ._output import heading, json_line, shown
-from ._tables import Format, FormatOpt, print_table, resolve_format
+from dsstar.cli._output import heading, json_line, shown
+from dsstar.cli._tables import Format, FormatOpt, print_table, resolve_format
+from dsstar.errors import DSStarError
 
 runs_app = typer.Typer(
     help="Inspect stored runs (local folders and S3 alike).", no_args_is_help=True
@@ -41,8 +41,8 @@ def runs_list(
 
     Piped (cron, CI, a log) each run is one line; --format csv for spreadsheets.
     """
-    from ..runs import list_runs
-    from ..storage import Store
+    from dsstar.runs.listing import list_runs
+    from dsstar.runs.storage import Store
 
     fmt = resolve_format(fmt, as_json)
     try:
@@ -85,8 +85,8 @@ def runs_show(
     agent, the run's totals and the figure files (charts) its scripts saved, with their
     storage URIs; with --round N, that round's plan, code, output and figures.
     """
-    from ..runs import read_round, run_report
-    from ..storage import Store, check_run_id
+    from dsstar.runs.listing import read_round, run_report
+    from dsstar.runs.storage import Store, check_run_id
 
     try:
         check_run_id(run_id)
@@ -230,8 +230,8 @@ def history(
 
     Example: dsstar history "Which region had the highest revenue in 2024 H1?"
     """
-    from ..ledger import Ledger, question_key
-    from ..locations import normalize_location
+    from dsstar.locations import normalize_location
+    from dsstar.runs.ledger import Ledger, question_key
 
     fmt = resolve_format(fmt, as_json)
     try:

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .. import stopping
-from .._layout import SOURCE_ROOT
-from ..errors import DSStarError, UsageError
-from ..questions import load_questions
-from ..settings import Settings
-from ._app import (
+from dsstar.cli._app import (
     LLMConcurrencyOpt,
     MaxParallelOpt,
     app,
     err,
     fail_usage,
     load_settings,
-    prefect_api,
 )
+from dsstar.errors import DSStarError, UsageError
+from dsstar.execution import stopping
+from dsstar.runs.questions import PROJECT_DIR, load_questions
+from dsstar.settings import Settings
 
 
 @app.command()
@@ -69,16 +65,17 @@ def serve(
         load_questions(questions)  # a missing or malformed set fails now, not at 2 a.m.
     except DSStarError as exc:
         fail_usage(str(exc))
+    from flows import prefect_api
+
     with prefect_api():  # a temporary server, when none is configured, dies with this process
         _serve(settings, questions, cron, timezone, limit)
 
 
 def _serve(settings: Settings, questions: Path, cron: str, timezone: str, limit: int) -> None:
-    from dsstar.flows.serving import serve_deployments
-    from dsstar.tasks.limits import ensure_limit, ensure_rate, server_url
+    from flows import open_api_warning, serve_deployments, share_limits
 
-    shared = server_url() is not None
-    if not shared:
+    shared = share_limits(settings)
+    if shared is None:
         err.print(
             "warning: PREFECT_API_URL is not set: serving on a temporary Prefect server that"
             " ends with this process, taking its deployments, schedules and runs with it. For"
@@ -89,13 +86,8 @@ def _serve(settings: Settings, questions: Path, cron: str, timezone: str, limit:
     warning = open_api_warning(settings)
     if warning:
         err.print(f"[yellow]warning:[/yellow] {warning}")
-    if shared:  # a temporary server's runs keep to their own bounds (dsstar.tasks.limits)
-        for kind, size in (("exec", settings.max_parallel), ("llm", settings.llm_concurrency)):
-            name = ensure_limit(kind, size, reset=True)
-            err.print(f"global concurrency limit {name}: {size}")
-        if settings.llm_rpm:
-            rate = ensure_rate(settings.llm_rpm, reset=True)
-            err.print(f"global rate limit {rate}: {settings.llm_rpm} LLM requests per minute")
+    for line in shared or []:
+        err.print(line)
     err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")
     stopping.at_stop(_say_paused)  # also when the stop outlasts its grace period
     serve_deployments(questions, cron, timezone, limit)
@@ -119,43 +111,16 @@ def _say_paused(*_: object) -> None:
     )
 
 
-def open_api_warning(settings: Settings) -> str | None:
-    """What to tell the operator when the Prefect API answers a request that carries no
-    credentials: then anyone who can reach it can start runs here (None when it refuses)."""
-    from prefect.settings import get_current_settings
-
-    url = str(get_current_settings().api.url or "").rstrip("/")
-    try:  # asked without credentials on purpose: what an intruder would see
-        with urllib.request.urlopen(f"{url}/admin/version", timeout=5):
-            pass
-    except urllib.error.HTTPError:
-        return None  # 401: the server wants credentials
-    except (OSError, ValueError):
-        return None  # unreachable: Prefect itself reports that
-    allowed = ", ".join(settings.form_allow) or "none"
-    roots = ", ".join(settings.data_roots) or "none (forms cannot name data)"
-    return (
-        f"the Prefect API at {url} accepts requests without credentials: anyone who can reach"
-        " it can start runs on this process and read their artifacts. Start the server with"
-        " PREFECT_SERVER_API_AUTH_STRING=user:secret and give this process the same value in"
-        " PREFECT_API_AUTH_STRING. Run forms may choose guarded settings: "
-        f"{allowed} (DSSTAR_FORM_ALLOW); data roots: {roots} (DSSTAR_DATA_ROOTS)."
-    )
-
-
-PROJECT = SOURCE_ROOT  # in a checkout, the folder holding deployments/ and flows/
-
-
 def questions_path(name: str) -> Path:
     """The question set `name`: absolute as given; relative, in the project folder (where
     the default deployments/questions.yaml lives), else in the current folder."""
     path = Path(name).expanduser()
     if path.is_absolute():
         return path
-    for root in (PROJECT, Path.cwd()):
+    for root in (PROJECT_DIR, Path.cwd()):
         if (root / path).is_file():
             return (root / path).resolve()
     raise UsageError(
-        f"question set {name} not found in the project ({PROJECT}) nor in the current folder"
+        f"question set {name} not found in the project ({PROJECT_DIR}) nor in the current folder"
         f" ({Path.cwd()}); pass --questions-file with an existing YAML file"
     )

@@ -1,0 +1,75 @@
+"""What every agent shares: template rendering, code extraction (see `_reading`) and prompt
+hashing."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from dsstar.model.llm import Message
+
+# The templates are package data of the top-level `prompts` package, installed or not.
+PROMPTS_DIR = Path(str(importlib.resources.files("prompts")))
+
+
+# Output shown to an agent is clipped: the head says what ran, the tail holds the traceback.
+# (The default of the max_output_chars setting.)
+PROMPT_OUTPUT_CHARS = 8000
+# Code quoted in a prompt: far above any real script, but a runaway reply stays bounded.
+PROMPT_CODE_CHARS = 40_000
+# A plan step is one or two sentences; a longer reply is cut before it enters every prompt.
+PLAN_STEP_CHARS = 2000
+# A person's guidance between rounds enters two prompts; a pasted essay is cut.
+GUIDANCE_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A data file as the agents see it: its path inside the sandbox and its description."""
+
+    path: str
+    description: str
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(PROMPTS_DIR),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+        autoescape=False,
+    )
+
+
+def render(template: str, **variables: Any) -> list[Message]:
+    """Render `prompts/<template>.j2` into a single user message."""
+    text = _environment().get_template(f"{template}.j2").render(**variables)
+    return [{"role": "user", "content": text.strip() + "\n"}]
+
+
+def prompt_hash(messages: list[Message]) -> str:
+    """A stable fingerprint of a request, part of every LLM cache key."""
+    # surrogatepass: a lone surrogate still hashes (valid text hashes as plain UTF-8).
+    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False)
+    blob = blob.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def clip(text: str, limit: int = PROMPT_OUTPUT_CHARS) -> str:
+    """Keep the head and the tail of a long text, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    if limit <= 0:
+        return f"[{len(text)} characters left out]"
+    head = limit * 2 // 5
+    tail = limit - head
+    return f"{text[:head]}\n... [{len(text) - limit} characters left out] ...\n{text[-tail:]}"

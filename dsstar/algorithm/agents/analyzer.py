@@ -1,0 +1,19 @@
+"""Analyzer: writes a script that loads one data file and prints its essential properties."""
+
+from __future__ import annotations
+
+from dsstar.algorithm.agents._base import render as _render
+from dsstar.algorithm.agents._reading import extract_code
+from dsstar.model.llm import Message
+
+__all__ = ["parse", "render"]
+
+
+def render(*, path: str, format: str) -> list[Message]:
+    """Ask for a description script for the file at `path` (relative to the sandbox)."""
+    return _render("analyzer", path=path, format=format)
+
+
+def parse(text: str) -> str | None:
+    """The script, or None (a failed attempt the debugger can repair)."""
+    return extract_code(text)

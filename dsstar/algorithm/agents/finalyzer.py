@@ -1,0 +1,43 @@
+"""Finalyzer: turns the last script into one that states the answer in the required format
+(on a `FINAL ANSWER:` line, see `dsstar.algorithm.answer`)."""
+
+from __future__ import annotations
+
+from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
+from dsstar.algorithm.agents._base import render as _render
+from dsstar.algorithm.agents._reading import extract_code
+from dsstar.model.llm import Message
+
+__all__ = ["parse", "render"]
+
+
+def render(
+    *,
+    question: str,
+    guidelines: str,
+    files: list[FileInfo],
+    plan: list[str],
+    code: str,
+    output: str,
+    max_output_chars: int = PROMPT_OUTPUT_CHARS,
+    status: str = "verified",
+    reason: str = "",
+) -> list[Message]:
+    """Ask for the final script that states the answer, following `guidelines`. `status` says
+    how the rounds ended (verified, max_rounds, accepted, not_applicable, with `reason`)."""
+    return _render(
+        "finalyzer",
+        status=status,
+        reason=reason,
+        question=question,
+        guidelines=guidelines,
+        files=files,
+        plan=plan,
+        code=clip(code, PROMPT_CODE_CHARS),
+        output=clip(output, max_output_chars),
+    )
+
+
+def parse(text: str) -> str | None:
+    """The final script, or None (a failed attempt the debugger can repair)."""
+    return extract_code(text)

@@ -1,0 +1,85 @@
+"""Step 1 of the algorithm: a description of one data file, written by the analyzer's script.
+
+The analyzer writes a script that prints what the file holds; the script runs in the sandbox and
+is repaired from its tracebacks alone. When every attempt fails, the built-in profiler's
+description stands in, marked as such. Each description goes into the catalog at once, keyed
+by the file's content and by everything else that makes it (`config_key`), so a run stopped
+half-way keeps every finished description and no later run pays for it again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dsstar.algorithm import agents
+from dsstar.algorithm.repair import run_with_repair
+from dsstar.algorithm.runtime import Calls
+from dsstar.data.catalog import save_analysis
+from dsstar.data.profiler import ProfileLimits, profile_files
+from dsstar.runs.spec import RunSpec
+from dsstar.runs.storage import Store
+from dsstar.text import digest
+
+__all__ = ["analyze_file", "config_key", "keep"]
+
+ERROR_CHARS = 2000  # of a failed analysis's output, kept with its record
+
+
+def _request(file: dict[str, Any]) -> list[dict[str, str]]:
+    return agents.analyzer.render(path=f"data/{file['path']}", format=file["format"])
+
+
+def config_key(file: dict[str, Any], spec: RunSpec) -> str:
+    """What, besides the file's content, makes its analysis: path, prompt, models and limits,
+    but not the run: every run over an unchanged file reuses the first description. Only
+    what changes a reply counts (model, temperature): a moved gateway or a longer timeout
+    does not make a description stale."""
+    models = {
+        name: (spec.llm[name]["model"], spec.llm[name].get("temperature"))
+        for name in ("analyzer", "debugger", "summarizer")
+    }
+    return digest(file["path"], _request(file), models, spec.limits)
+
+
+def analyze_file(calls: Calls, file: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
+    """Describe one file (see the module's docstring); returns its catalog record. `calls`
+    must run scripts without keeping figures: an analyzer prints, any chart it saves is
+    dropped."""
+    sandbox_path = f"data/{file['path']}"
+    code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", _request(file)))
+    script = run_with_repair(
+        calls,
+        f"analysis {file['path']}",
+        code,
+        lambda code, error: agents.debugger.render_analyzer(
+            path=sandbox_path, code=code, error=error
+        ),
+        spec.budget,
+    )
+    output = script.result.output.strip()
+    ok = script.result.ok and bool(output)
+    return {
+        **file,
+        "description": output if ok else _profile(file["path"], spec),
+        "source": "analyzer" if ok else "profiler",
+        "error": None if ok else agents.clip(script.result.output, ERROR_CHARS),
+        "script": script.code,
+        "attempts": script.attempts,
+        "run_id": spec.run_id,
+    }
+
+
+def keep(record: dict[str, Any], spec: RunSpec) -> None:
+    """Into the catalog at once: a run stopped half-way keeps every finished description."""
+    save_analysis(Store(spec.storage), record["sha256"], config_key(record, spec), record)
+
+
+def _profile(path: str, spec: RunSpec) -> str:
+    """The built-in profiler's description, read inside the sandbox like any script."""
+    limits = ProfileLimits(memory_mb=spec.limits["memory_mb"], workers=1)
+    work_root = Path(spec.work_dir) if spec.work_dir else None
+    texts = profile_files(
+        Path(spec.data_dir), [path], limits=limits, mode=spec.sandbox, work_root=work_root
+    )
+    return texts[path]

@@ -1,0 +1,62 @@
+"""The repair loop shared by file analysis and solution scripts: execute, and while the
+script fails, have the debugger fix it from the (summarized) error, a bounded number of
+times."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dsstar.algorithm import agents
+from dsstar.algorithm.runtime import NO_CODE, Budget, Calls, Script
+from dsstar.execution.sandbox import ExecResult
+from dsstar.model.llm import Message
+
+__all__ = ["Fix", "run_with_repair", "summarize"]
+
+# Builds the debugger's request from the failing script and its (summarized) error.
+Fix = Callable[[str, str], list[Message]]
+
+
+def run_with_repair(calls: Calls, label: str, code: str | None, fix: Fix, budget: Budget) -> Script:
+    """Execute `code`; while it fails, ask the debugger (with the messages `fix(code, error)`
+    builds) for a repaired script, at most `budget.max_debug_attempts` times.
+
+    A debugger reply without code counts as a failed attempt that ran nothing: the script
+    and the real error it gave stay, so the next attempt (and the round, when attempts run
+    out) sees that error, never a "no code" placeholder in its place."""
+    result = _execute(calls, f"execute {label}", code)
+    attempts = [_attempt(code, result)]
+    error, summarized = "", None  # the same error is summarized once
+    for n in range(1, budget.max_debug_attempts + 1):
+        if result.ok:
+            break
+        if summarized is not result:
+            error, summarized = summarize(calls, f"{label} #{n}", result.output, budget), result
+        reply = calls.ask("debugger", f"debugger {label} #{n}", fix(code or "", error))
+        fixed = agents.debugger.parse(reply)
+        if fixed is None:
+            attempts.append({"code": None, "ok": False, "output": NO_CODE.output})
+            continue
+        code = fixed
+        result = _execute(calls, f"execute {label} #{n}", fixed)
+        attempts.append(_attempt(fixed, result))
+    return Script(code=code or "", result=result, attempts=attempts)
+
+
+def summarize(calls: Calls, label: str, error: str, budget: Budget) -> str:
+    """`error` as the debugger sees it: a long one summarized by the summarizer agent (or
+    clipped to head and tail when the summary comes back empty)."""
+    if len(error) <= budget.summarize_over_chars:
+        return error
+    request = agents.summarizer.render(error=error)
+    summary = agents.summarizer.parse(calls.ask("summarizer", f"summarizer {label}", request))
+    return summary or agents.clip(error, budget.summarize_over_chars)
+
+
+def _execute(calls: Calls, label: str, code: str | None) -> ExecResult:
+    return NO_CODE if code is None else calls.execute(label, code)
+
+
+def _attempt(code: str | None, result: ExecResult) -> dict[str, Any]:
+    return {"code": code, "ok": result.ok, "output": result.output}

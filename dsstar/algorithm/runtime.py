@@ -1,0 +1,104 @@
+"""What the DS-STAR loop needs from the world around it, as two small protocols.
+
+The loop (`loop`) decides; a runtime does. The Prefect flow supplies one (tasks with
+caching and retries, stored artifacts, the UI); tests supply one in a few lines. Nothing here
+imports Prefect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dsstar.algorithm.agents import PROMPT_OUTPUT_CHARS
+from dsstar.algorithm.agents.router import Route
+from dsstar.algorithm.guidance import Checkpoint, Guidance
+from dsstar.algorithm.verdict import Verdict
+from dsstar.execution.sandbox import ExecResult
+from dsstar.model.llm import Message
+
+__all__ = ["NO_CODE", "Budget", "Calls", "Round", "Runtime", "Script"]
+
+
+class Calls(Protocol):
+    """The model and the sandbox: all the repair loop needs (file analysis uses just this)."""
+
+    def ask(self, agent: str, label: str, messages: list[Message]) -> str:
+        """The reply of `agent`'s model to `messages`. `label` names the call (e.g.
+        "planner r01"): a runtime that caches keys its cache on it."""
+        ...
+
+    def execute(self, label: str, code: str) -> ExecResult:
+        """Run `code` in the sandbox with the data files under `data/`."""
+        ...
+
+
+class Runtime(Calls, Protocol):
+    """Calls, plus where the loop's decisions are recorded and a person is asked."""
+
+    run_id: str
+
+    def record_round(self, round: Round) -> None:
+        """A round was executed and judged (rounds/NN/plan.json, code.py, output.txt,
+        verdict.json)."""
+        ...
+
+    def record_route(self, number: int, route: Route) -> None:
+        """The router's decision that opens round `number` (rounds/NN/route.json)."""
+        ...
+
+    def record_guidance(self, number: int, guidance: Guidance) -> None:
+        """A person's answer after round `number` (rounds/NN/guidance.json)."""
+        ...
+
+    def record_reuse(self, script: Script, verdict: Verdict, reply: str) -> None:
+        """A stored solution tried first and rejected (reuse/)."""
+        ...
+
+    def ask_human(self, checkpoint: Checkpoint) -> Guidance | None:
+        """A person's answer after a round that was not sufficient; None: nobody is asked."""
+        ...
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The loop's bounds (the settings of the same names; built by `dsstar.runs.spec`)."""
+
+    max_rounds: int = 20
+    max_debug_attempts: int = 3
+    summarize_over_chars: int = 2000
+    max_output_chars: int = PROMPT_OUTPUT_CHARS
+
+
+@dataclass
+class Script:
+    """A script after the repair loop: the last version tried and what running it gave."""
+
+    code: str
+    result: ExecResult
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Round:
+    """One executed and judged round. `route` is the decision that opened it (None for
+    round 00)."""
+
+    number: int
+    plan: list[str]
+    script: Script
+    verdict: Verdict
+    reply: str  # the verifier's
+    route: str | None = None
+
+
+# What "running" a reply without a code block gives: a failure the debugger can read.
+NO_CODE = ExecResult(
+    ok=False,
+    exit_code=None,
+    output="[dsstar] The reply contained no ```python code block, so nothing was run.",
+    timed_out=False,
+    duration_s=0.0,
+    truncated=False,
+    sandbox="none",
+)

@@ -1,0 +1,43 @@
+"""Data contracts: one Great Expectations 1.x suite per tabular file, derived from the file
+when it is first analyzed, stored beside the descriptions, checked before a stored solution
+(or a cached description) is trusted on refreshed data, and owned by the user afterwards.
+
+Great Expectations is imported lazily, only when a contract is validated."""
+
+from dsstar.data.contracts._book import (
+    FileCheck,
+    accept_file,
+    check_data_root,
+    contract_key,
+    create_contract,
+    failed_paths,
+    load_contract,
+    root_key,
+    stored_contracts,
+    validate_file,
+)
+from dsstar.data.contracts._build import build_suite, gx_version
+from dsstar.data.contracts._docs import build_data_docs
+from dsstar.data.contracts._read import MAX_ROWS, TABULAR_FORMATS, read_tables
+from dsstar.data.contracts._report import failures_markdown, render_html
+
+__all__ = [
+    "MAX_ROWS",
+    "TABULAR_FORMATS",
+    "FileCheck",
+    "accept_file",
+    "build_data_docs",
+    "build_suite",
+    "check_data_root",
+    "contract_key",
+    "create_contract",
+    "failed_paths",
+    "failures_markdown",
+    "gx_version",
+    "load_contract",
+    "read_tables",
+    "render_html",
+    "root_key",
+    "stored_contracts",
+    "validate_file",
+]

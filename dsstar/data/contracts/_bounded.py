@@ -1,0 +1,198 @@
+"""Reading the tables of untrusted files outside the dsstar process, under bounds.
+
+The data-contract step compares a file's tables with its stored suite, so it needs them as
+frames in the dsstar process (Great Expectations runs there). pandas, pyarrow and sqlite
+parse them in a child process instead: its address space is capped (`RLIMIT_AS`), it may
+not write files (`RLIMIT_FSIZE` 0), it dies with its parent, and a file that takes longer
+than the time bound gets it killed and restarted for the next file. The child sends each
+canonical frame back as an Arrow IPC stream, which the parent reads as plain columns (no
+pickle crosses the boundary). A file beyond a bound raises `TableSkipped` naming it.
+
+One child serves the whole process (pandas is imported once), one file at a time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsstar.data.contracts._read import MAX_ROWS, Table, TableSkipped, canonical, read_tables
+
+__all__ = ["ReadBounds", "read_tables_bounded"]
+
+
+@dataclass(frozen=True)
+class ReadBounds:
+    """Per file: wall seconds, and the reader's address space in MB."""
+
+    timeout_s: float = 30.0
+    memory_mb: int = 1024
+
+    @classmethod
+    def from_settings(cls) -> ReadBounds:
+        from dsstar.settings import Settings
+
+        settings = Settings()
+        return cls(settings.read_timeout, settings.read_memory_mb)
+
+
+# Of the reader's bound, what this process may receive of tables. The reader holds several
+# copies of what it sends (rows, frame, canonical frame, Arrow), so its own cap usually
+# binds first; this guard keeps the bound here too whatever the reader's copies.
+_MAX_SHIPPED_SHARE = 0.25
+_LOCK = threading.Lock()
+_CHILD: dict[str, subprocess.Popen] = {}
+
+
+def read_tables_bounded(
+    path: Path, fmt: str, bounds: ReadBounds | None = None, max_rows: int = MAX_ROWS
+) -> list[Table]:
+    """`read_tables` in the bounded reader. Raises TableSkipped past a bound, and
+    ValueError with the reader's message for a file that does not parse."""
+    bounds = bounds or ReadBounds.from_settings()
+    request = json.dumps({"path": str(path), "fmt": fmt, "max_rows": max_rows}) + "\n"
+    with _LOCK:
+        child = _reader(bounds)
+        try:
+            child.stdin.write(request.encode())
+            child.stdin.flush()
+            deadline = time.monotonic() + bounds.timeout_s
+            header = json.loads(_read_line(child, deadline))
+            sizes = [t["size"] for t in header.get("tables", [])]
+            if sum(sizes) > _MAX_SHIPPED_SHARE * (bounds.memory_mb << 20):
+                _stop(child)  # its frames would be as big here, where no cap holds them
+                raise TableSkipped(
+                    f"its tables take {sum(sizes) >> 20} MB, more than a quarter of"
+                    f" {bounds.memory_mb} MB (DSSTAR_READ_MEMORY_MB)"
+                )
+            blobs = [_read_exact(child, size, deadline) for size in sizes]
+        except (OSError, ValueError, TimeoutError) as exc:
+            _stop(child)
+            code = child.returncode
+            if isinstance(exc, TimeoutError):
+                why = f"reading it took longer than {bounds.timeout_s:g} s (DSSTAR_READ_TIMEOUT)"
+            elif code is not None and (code < 0 or code == 3):  # a signal, or MemoryError
+                why = f"reading it needs more than {bounds.memory_mb} MB (DSSTAR_READ_MEMORY_MB)"
+            else:
+                why = f"the reader stopped (exit {code}: {exc})"
+            raise TableSkipped(why) from exc
+    if header.get("skipped"):
+        raise TableSkipped(header["skipped"])
+    if header.get("error"):
+        raise ValueError(header["error"])
+    return [
+        Table(t["name"], canonical(_frame(blob)), t["truncated"])
+        for t, blob in zip(header["tables"], blobs, strict=True)
+    ]
+
+
+def _reader(bounds: ReadBounds) -> subprocess.Popen:
+    key = f"{bounds.memory_mb}"
+    child = _CHILD.get(key)
+    if child is not None and child.poll() is None:
+        return child
+    memory = bounds.memory_mb << 20
+
+    def limit() -> None:  # in the child, before exec
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "dsstar.data.contracts._bounded"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=limit,  # noqa: PLW1509 - only setrlimit and prctl, async-signal-safe enough
+        env={**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+    )
+    _CHILD[key] = child
+    return child
+
+
+def _stop(child: subprocess.Popen) -> None:
+    if child.poll() is None:
+        child.kill()
+    child.wait()
+
+
+def _wait_readable(child: subprocess.Popen, deadline: float) -> None:
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([child.stdout], [], [], left)[0]:
+        raise TimeoutError
+
+
+def _read_line(child: subprocess.Popen, deadline: float) -> bytes:
+    line = b""
+    while not line.endswith(b"\n"):
+        _wait_readable(child, deadline)
+        chunk = os.read(child.stdout.fileno(), 1)
+        if not chunk:
+            child.wait()
+            raise OSError("the reader exited")
+        line += chunk
+    return line
+
+
+def _read_exact(child: subprocess.Popen, size: int, deadline: float) -> bytes:
+    parts, left = [], size
+    while left:
+        _wait_readable(child, deadline)
+        chunk = os.read(child.stdout.fileno(), min(left, 1 << 20))
+        if not chunk:
+            child.wait()
+            raise OSError("the reader exited")
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _frame(blob: bytes):  # noqa: ANN202 - a pandas DataFrame, imported lazily
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_all().to_pandas()
+
+
+def _serve() -> None:
+    """The child: one JSON request per line in; a JSON header line and Arrow streams out."""
+    import pyarrow as pa
+
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        header: dict = {"tables": []}
+        blobs: list[bytes] = []
+        try:
+            for table in read_tables(Path(request["path"]), request["fmt"], request["max_rows"]):
+                sink = pa.BufferOutputStream()
+                arrow = pa.Table.from_pandas(table.frame, preserve_index=False)
+                with pa.ipc.new_stream(sink, arrow.schema) as writer:
+                    writer.write_table(arrow)
+                blobs.append(sink.getvalue().to_pybytes())
+                header["tables"].append(
+                    {"name": table.name, "truncated": table.truncated, "size": len(blobs[-1])}
+                )
+        except TableSkipped as exc:
+            header, blobs = {"skipped": str(exc)}, []
+        except MemoryError:
+            os._exit(3)  # the parent names the memory bound
+        except Exception as exc:  # a malformed file: the parent reports it as such
+            header, blobs = {"error": f"{type(exc).__name__}: {exc}"}, []
+        out.write(json.dumps(header).encode() + b"\n")
+        for blob in blobs:
+            out.write(blob)
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,142 @@
+"""Profiling inside the sandbox: the profiler's own source runs as a generated script would,
+with the data mounted read-only, a batch of files per interpreter and bounds per file.
+
+The sandbox cannot import dsstar, so the script is the text of the self-contained modules
+of this package joined in dependency order, followed by one call."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from dsstar.data.profiler import _detect
+from dsstar.execution.sandbox import Limits, run_script
+
+__all__ = ["ProfileLimits", "profile_files", "script_source"]
+
+# Their sources make the sandboxed script; they are read from disk, not imported, since
+# they import pandas and this module is loaded by every command that lists a lake.
+_MODULES = ("_base", "_detect", "_tables", "_docs", "_core")  # each imports only earlier ones
+_MARK = "@@dsstar-profile@@ "  # what _core prints before each result (a test checks both agree)
+# The modules are joined into one script: their imports of one another go.
+_SIBLING_IMPORT = re.compile(
+    rf"^from {re.escape(__package__)}\.\w* import (\([^)]*\)|[^\n]*)\n", re.M
+)
+
+
+@dataclass(frozen=True)
+class ProfileLimits:
+    """Bounds of offline profiling: per file, and per batch script."""
+
+    file_timeout_s: float = 30.0
+    file_max_bytes: int = 64 << 20
+    max_chars: int = 6000
+    batch_files: int = 100
+    memory_mb: int = 4096
+    workers: int = max(1, min(4, os.cpu_count() or 1))
+
+
+@cache
+def _library() -> str:
+    parts = ["from __future__ import annotations\n"]
+    for module in _MODULES:
+        source = (Path(_detect.__file__).parent / f"{module}.py").read_text(encoding="utf-8")
+        source = source.replace("from __future__ import annotations\n", "")
+        parts.append(_SIBLING_IMPORT.sub("", source))
+    return "\n".join(parts)
+
+
+def script_source(paths: list[str], limits: ProfileLimits) -> str:
+    """The script that profiles `paths` (relative to `data/`) and prints marked results."""
+    call = (
+        "\nimport os as _os\n"
+        f"profile_batch({['data/' + p for p in paths]!r}, {paths!r},"
+        f" seconds={limits.file_timeout_s!r}, max_bytes={limits.file_max_bytes!r},"
+        f" max_chars={limits.max_chars!r})\n"
+        "_os._exit(0)  # skip interpreter teardown: the results are out\n"
+    )
+    return _library() + call
+
+
+def _parse(output: str) -> tuple[dict[str, str], str | None]:
+    """Finished results, and the file that was started but not finished (if any)."""
+    done: dict[str, str] = {}
+    started: str | None = None
+    for line in output.split("\n"):
+        if not line.startswith(_MARK):
+            continue
+        try:
+            record = json.loads(line[len(_MARK) :])
+        except ValueError:  # a line cut by the output bound
+            continue
+        if "start" in record:
+            started = record["start"]
+        elif "text" in record:
+            done[record["path"]] = record["text"]
+            started = None
+    return done, started
+
+
+def _run_batch(
+    mount_dir: Path, paths: list[str], limits: ProfileLimits, mode: str, work_root: Path | None
+) -> dict[str, str]:
+    """Profile `paths`; when the script dies (time, memory), the file it was on gets the
+    reason and the rest go on in a fresh script."""
+    results: dict[str, str] = {}
+    pending = list(paths)
+    while pending:
+        # Each result is at most max_chars characters, up to 3 bytes each in UTF-8.
+        sandbox_limits = Limits(
+            timeout_s=20.0 + limits.file_timeout_s * len(pending),
+            memory_mb=limits.memory_mb,
+            output_bytes=(limits.max_chars * 4 + 1000) * len(pending) + 10_000,
+        )
+        code = script_source(pending, limits)
+        result = run_script(code, data_dir=mount_dir, limits=sandbox_limits, mode=mode,
+                            work_root=work_root)  # fmt: skip
+        done, stuck = _parse(result.output)
+        results.update(done)
+        rest = [p for p in pending if p not in done]
+        if not rest:
+            break
+        if stuck is None:  # it died before the first file: nothing will work, say why
+            reason = _tail(result.output) or "the profiling script failed to start"
+            results.update({p: f"File: {p}\nnot profiled: {reason}" for p in rest})
+            break
+        timed_out = result.timed_out or "Timeout (" in result.output  # faulthandler's
+        why = "time" if timed_out else "memory or a crash"
+        results[stuck] = f"File: {stuck}\nnot profiled: the profiler stopped on this file ({why})"
+        pending = [p for p in rest if p != stuck]
+    return results
+
+
+def _tail(output: str) -> str:
+    lines = [ln for ln in output.strip().split("\n") if not ln.startswith(_MARK)]
+    return " ".join(lines[-3:])[:500]
+
+
+def profile_files(
+    mount_dir: Path,
+    paths: list[str],
+    *,
+    limits: ProfileLimits | None = None,
+    mode: str = "auto",
+    work_root: Path | None = None,
+) -> dict[str, str]:
+    """The offline profile of each of `paths` (relative to `mount_dir`, the folder scripts
+    see as `data/`), profiled in sandboxed batches. Never raises for a bad file: its text
+    states the error."""
+    limits = limits or ProfileLimits()
+    batches = [paths[i : i + limits.batch_files] for i in range(0, len(paths), limits.batch_files)]
+    results: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(limits.workers, len(batches) or 1))) as pool:
+        for done in pool.map(
+            lambda batch: _run_batch(Path(mount_dir), batch, limits, mode, work_root), batches
+        ):
+            results.update(done)
+    return {p: results[p] for p in paths}

@@ -1,0 +1,154 @@
+"""Where the input files come from: a local folder (or single file) or an fsspec URL, and
+the view of them that generated scripts read as `data/`.
+
+Remote data is downloaded once per run into a local snapshot. Either way the scripts see a
+view of the data root (see `dsstar.data.lake`): only regular files under the root, archives
+expanded in place, and nothing a link outside the root points to."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from fsspec.core import url_to_fs
+
+from dsstar.data.lake import ArchiveLimits, Skipped, build_view
+from dsstar.data.lake.archives import sha256_of
+from dsstar.data.profiler import detect_format
+from dsstar.errors import DataError
+from dsstar.locations import is_remote, local_path
+
+__all__ = [
+    "ArchiveLimits",
+    "DataFile",
+    "DataSource",
+    "Skipped",
+]
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One input file: its path relative to the data root (archive members as
+    `bundle.zip/inner/x.csv`), size, format and content hash."""
+
+    path: str
+    size: int
+    format: str
+    sha256: str
+
+    @property
+    def sandbox_path(self) -> str:
+        """Where generated scripts find it."""
+        return f"data/{self.path}"
+
+
+def _identify(path: Path, relative: str) -> tuple[str, str]:
+    """A file's sha256 and format, read from the file itself."""
+    return sha256_of(path), detect_format(str(path))
+
+
+class DataSource:
+    """The data root of a run, materialized as a local read-only view."""
+
+    def __init__(
+        self,
+        url: str,
+        cache_dir: Path,
+        limits: ArchiveLimits | None = None,
+        archive_cache: Path | None = None,
+    ) -> None:
+        self.url = url
+        self._cache_dir = Path(cache_dir)
+        # Expanded archives, keyed by content: shared by every run that passes the same folder.
+        self._archive_cache = Path(archive_cache or self._cache_dir / "archives")
+        self.limits = limits or ArchiveLimits()
+        self.is_remote = is_remote(url)
+        self._snapshot: Path | None = None
+        if self.is_remote:
+            self.root = self._snapshot = self._download()
+        else:
+            # Not resolved: a root that is itself a link is taken as the user named it.
+            self.root = local_path(url).absolute()
+            if not self.root.exists():
+                raise DataError(f"data location {url} does not exist")
+
+    @cached_property
+    def _view(self) -> tuple[Path, list[Skipped]]:
+        self._cache_dir.mkdir(parents=True, exist_ok=True)
+        views = self._cache_dir / "views"
+        views.mkdir(exist_ok=True)
+        view = Path(tempfile.mkdtemp(prefix="data-", dir=views))
+        view.chmod(0o755)  # the sandbox's unprivileged uid reads it as it is, without a copy
+        try:
+            skipped = build_view(self.root, view, self._archive_cache, self.limits)
+        except OSError as exc:
+            raise DataError(f"cannot read data location {self.url}: {exc}") from exc
+        return view, skipped
+
+    @property
+    def mount_dir(self) -> Path:
+        """The folder shown to scripts as `data/` (built on first use)."""
+        return self._view[0]
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """Entries of the data root that are not in the view, with the reason for each."""
+        return self._view[1]
+
+    def files(self, identify: Callable[[Path, str], tuple[str, str]] = _identify) -> list[DataFile]:
+        """Every file of the view, sorted by path. Raises DataError when there is none.
+        `identify(path, relative_path)` gives a file's sha256 and format (default: hash its
+        bytes and detect the format from its head); the catalog passes one that reuses what
+        it knows of unchanged files."""
+        view = self.mount_dir
+        paths = sorted(p for p in view.rglob("*") if p.is_file())
+        files = []
+        for p in paths:
+            relative = p.relative_to(view).as_posix()
+            sha, found = identify(p, relative)
+            files.append(DataFile(path=relative, size=p.stat().st_size, format=found, sha256=sha))
+        if not files:
+            why = f" ({len(self.skipped)} entries skipped)" if self.skipped else ""
+            raise DataError(f"no files found under {self.url}{why}")
+        return files
+
+    def skipped_records(self) -> list[dict[str, Any]]:
+        """The skipped entries in the shape of `describe --json` files, error stated."""
+        return [
+            {"path": s.path, "format": "skipped", "description": "", "error": s.reason}
+            for s in self.skipped
+        ]
+
+    def close(self) -> None:
+        """Remove the view (and a remote snapshot); the data root itself is untouched."""
+        if "_view" in self.__dict__:
+            shutil.rmtree(self.__dict__.pop("_view")[0], ignore_errors=True)
+        if self._snapshot is not None:
+            shutil.rmtree(self._snapshot, ignore_errors=True)
+
+    def _download(self) -> Path:
+        try:
+            fs, path = url_to_fs(self.url)
+            if not fs.exists(path):
+                raise DataError(f"data location {self.url} does not exist")
+        except DataError:
+            raise
+        except Exception as exc:
+            raise DataError(f"cannot reach data location {self.url}: {exc}") from exc
+        # A fresh snapshot for every run: files deleted upstream must not linger, and a
+        # concurrent run must never see a file half re-downloaded.
+        self._cache_dir.mkdir(parents=True, exist_ok=True)
+        target = Path(tempfile.mkdtemp(prefix="data-", dir=self._cache_dir))
+        try:
+            if fs.isfile(path):
+                fs.get_file(path, str(target / path.rsplit("/", 1)[-1]))
+                return target
+            fs.get(path.rstrip("/") + "/", str(target), recursive=True)
+        except Exception as exc:
+            raise DataError(f"cannot download {self.url}: {exc}") from exc
+        return target

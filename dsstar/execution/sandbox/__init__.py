@@ -1,0 +1,137 @@
+"""Run untrusted, LLM-written Python scripts in a sandbox.
+
+Each script gets a fresh working directory (a tmpfs capped with /tmp at `disk_mb`) with the
+input files read-only under `data/`, an allowlisted environment, a minimal /etc, no network,
+and runs as a dedicated unprivileged host uid with caps on processes, tree memory, CPU, wall
+time and output. Modes: `bwrap` and `unshare` isolate (same layout, same guarantees); `none`
+keeps only the limits, the environment and the uid, and is used only when asked for.
+
+Scripts start warm (forked from a pool interpreter with pandas imported, see pool.py) when
+they can, else cold; both give the same result.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+from dsstar.execution.sandbox import pool
+from dsstar.execution.sandbox.modes import (
+    MODES,
+    boot_argv,
+    environment,
+    interpreter_reachable,
+    resolve_mode,
+)
+from dsstar.execution.sandbox.staging import (
+    new_dir,
+    readable_data,
+    readonly_copy,
+    remove,
+    sweep_once,
+    sweep_stale,
+    write_etc,
+)
+from dsstar.execution.sandbox.supervise import (
+    UID_BASE,
+    UID_SLOTS,
+    kill_tree,
+    kill_uid,
+    result,
+    uid_slot,
+    watch,
+)
+from dsstar.execution.sandbox.types import ExecResult, Limits
+
+__all__ = ["MODES", "ExecResult", "Limits", "resolve_mode", "run_script", "sweep_stale"]
+
+log = logging.getLogger(__name__)
+
+
+def run_script(
+    code: str,
+    *,
+    data_dir: Path,
+    limits: Limits,
+    mode: str = "auto",
+    work_root: Path | None = None,
+) -> ExecResult:
+    """Run `code` as a script with `data_dir` mounted read-only at `data/`."""
+    mode = resolve_mode(mode)
+    sweep_once(work_root)
+    data_dir = Path(data_dir).resolve()
+    code = code.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be run
+    with uid_slot() as uid:
+        if uid is not None and mode != "none":
+            data_dir = readable_data(data_dir, work_root)
+        note = ""
+        if limits.warm:
+            zygote, note = pool.get(mode, data_dir, work_root)
+            if zygote is not None:
+                warm = zygote.run(code, uid, limits)
+                if warm is not None:
+                    return warm
+                note = zygote.failure
+        return _cold(code, data_dir, limits, mode, work_root, uid, note)
+
+
+def _cold(
+    code: str,
+    data_dir: Path,
+    limits: Limits,
+    mode: str,
+    work_root: Path | None,
+    uid: int | None,
+    note: str,
+) -> ExecResult:
+    """A fresh interpreter in fresh namespaces for one script."""
+    stage = new_dir("exec", work_root)
+    pipes = [os.pipe() for _ in range(3)]
+    try:
+        (stage / "script.py").write_text(code, encoding="utf-8")
+        write_etc(stage, range(UID_BASE, UID_BASE + UID_SLOTS))
+        spec = {"role": "cold", "mode": mode, "uid": uid, "limits": limits.boot(),
+                "status_fd": pipes[2][1]}  # fmt: skip
+        cwd, env = None, environment("/sandbox", "/tmp")
+        if mode == "none":
+            uid = uid if interpreter_reachable() else None
+            spec["uid"] = uid
+            cwd = _plain_workdir(stage, code, data_dir, work_root, uid)
+            spec["workdir"] = str(cwd)
+            env = environment(str(cwd), str(cwd))
+        proc = pool.spawn(boot_argv(mode, stage, data_dir, spec), pipes, env, cwd)
+        report, facts = watch(
+            tuple(r for r, _ in pipes), uid, limits, lambda: _kill(uid, proc), mode != "none"
+        )
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pool.kill_group(proc)
+            proc.wait()
+        return result(report, facts, limits, mode, start="cold", note=note)
+    finally:
+        remove(stage)
+
+
+def _plain_workdir(
+    stage: Path, code: str, data_dir: Path, work_root: Path | None, uid: int | None
+) -> Path:
+    """Mode 'none': a host folder owned by the script's uid, data as a read-only copy."""
+    workdir = stage / "work"
+    workdir.mkdir()
+    (workdir / "script.py").write_text(code, encoding="utf-8")
+    (workdir / "data").symlink_to(readonly_copy(data_dir, work_root))
+    if uid is not None:
+        stage.chmod(0o755)
+        for path in (workdir, workdir / "script.py"):
+            os.chown(path, uid, uid)
+    return workdir
+
+
+def _kill(uid: int | None, proc) -> None:  # type: ignore[no-untyped-def]
+    if uid is None:
+        kill_tree(proc.pid)  # the boot program reaps and reports; orphans come back to it
+    else:
+        kill_uid(uid)

@@ -1,0 +1,47 @@
+"""Every model reply of a run, kept the moment it arrives, under runs/<run_id>/replies/.
+
+A run can die between a reply's arrival and the point where the orchestrator has recorded
+the call as finished (a SIGKILL, a crash of the task's process, a server gone). The reply
+was paid for, so it is written to the run's store before anything uses it, and a resumed run
+(same run id, same request) reads it back instead of asking again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dsstar.algorithm.agents import prompt_hash
+from dsstar.errors import StorageError
+from dsstar.model.llm import Message
+from dsstar.runs.storage import Store
+
+__all__ = ["Replies"]
+
+
+class Replies:
+    """The kept replies of one run."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.folder = f"runs/{run_id}/replies"
+
+    def key(self, label: str, config: dict[str, Any], messages: list[Message]) -> str:
+        """The object of one request: its label (round and agent), model, temperature and
+        exact prompt (what changes the answer, as in the task's cache key)."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in label)[:60]
+        model = {"model": config["model"], "temperature": config.get("temperature")}
+        request = prompt_hash([model, *messages])
+        return f"{self.folder}/{safe}-{request}.json"
+
+    def replay(self, key: str) -> dict[str, Any] | None:
+        """The reply kept under `key`, if the run received it before."""
+        try:
+            kept = self.store.read_json(key)
+        except (FileNotFoundError, StorageError, json.JSONDecodeError):
+            return None
+        return kept if isinstance(kept, dict) and "text" in kept else None
+
+    def keep(self, key: str, reply: dict[str, Any]) -> None:
+        """Write `reply` (the whole record: text, tokens, cost) before it is used."""
+        self.store.write_json(key, reply)

@@ -1,0 +1,102 @@
+"""One run id, one run: a run claims its id in the store before it writes anything.
+
+    runs/<run_id>/claims/000001.json    the first attempt under the id
+    runs/<run_id>/claims/000002.json    a resume, after the first one ended or died
+
+Each claim is created only if its key is free, in one step (`Store.create_json`: O_EXCL on
+a local folder, a conditional PUT on S3), so of two runs starting under one id at the same
+moment exactly one gets the claim; the other is refused with `RunIdInUse` and writes
+nothing. A claim is released when its run ends; one whose process is gone (same host: the
+pid is dead; another host: no heartbeat for `STALE_AFTER_S`) may be followed by the next
+number, which is how a crashed run is resumed. A run that finished with an answer, or was
+stopped by a person, is never run again under its id: what it stored stays as it is.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from dsstar.algorithm.verdict import ANSWERED, Status
+from dsstar.errors import RunIdInUse
+from dsstar.execution.scratch import owner
+from dsstar.runs.listing import liveness
+from dsstar.runs.storage import Store
+
+__all__ = ["Claim", "claim_run"]
+
+FINISHED = frozenset({*ANSWERED, Status.STOPPED})
+
+
+@dataclass
+class Claim:
+    """This process's claim on a run id; `release` it when the run ends."""
+
+    store: Store
+    key: str
+    record: dict[str, Any]
+
+    def release(self) -> None:
+        """Mark the claim released (only if it is still ours), so a resume may follow."""
+        try:
+            current = self.store.read_json(self.key)
+        except FileNotFoundError:
+            return
+        if current.get("token") == self.record["token"] and not current.get("released_at"):
+            self.store.write_json(self.key, {**current, "released_at": _now()})
+
+
+def claim_run(store: Store, run_id: str, flow_run_id: str | None = None) -> Claim:
+    """Claim `run_id` in `store` for this process, or raise RunIdInUse saying who holds it
+    (a live run) or that it has finished."""
+    prefix = f"runs/{run_id}"
+    record = _read(store, f"{prefix}/run.json") or {}
+    if record.get("status") in FINISHED:
+        raise RunIdInUse(
+            f"run {run_id} has finished ({record['status']}) under {store.uri(prefix)}; a"
+            " finished run is never overwritten: choose another run id"
+        )
+    claims = [n for n in store.listdir(f"{prefix}/claims") if n.endswith(".json")]
+    number = 1
+    if claims:
+        last = max(claims)
+        number = int(last.split(".", 1)[0]) + 1
+        held = _read(store, f"{prefix}/claims/{last}")
+        if held and not held.get("released_at") and _live(held, record):
+            raise RunIdInUse(
+                f"run {run_id} is in use by pid {held.get('pid')} on {held.get('host')}"
+                f" (flow run {held.get('flow_run_id')}, since {held.get('claimed_at')}):"
+                " choose another run id, or wait for it to end and resume it"
+            )
+    mine = {
+        **owner(),
+        "token": secrets.token_hex(8),
+        "flow_run_id": flow_run_id,
+        "claimed_at": _now(),
+    }
+    key = f"{prefix}/claims/{number:06d}.json"
+    if not store.create_json(key, mine):
+        raise RunIdInUse(f"run {run_id} was claimed by another run at the same moment")
+    return Claim(store, key, mine)
+
+
+def _live(held: dict[str, Any], record: dict[str, Any]) -> bool:
+    """Whether the claim's process may still run: judged like a running run.json, with the
+    run's own heartbeat when it has one."""
+    beat = record.get("heartbeat_at") if record.get("pid") == held.get("pid") else None
+    state = liveness({"status": "running", **held, "heartbeat_at": beat or held["claimed_at"]})
+    return state != "stale"
+
+
+def _read(store: Store, key: str) -> dict[str, Any] | None:
+    try:
+        value = store.read_json(key)
+    except FileNotFoundError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

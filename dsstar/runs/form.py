@@ -1,0 +1,247 @@
+"""The run form: what one run of the ds-star flow is given, as one typed pydantic model.
+
+`RunForm` is the flow's parameters (so the Prefect UI renders it as a form with descriptions
+and bounds), and what `dsstar run`, `dsstar resume`, the nightly batch and the benchmark build
+to start a run. Its option fields are derived from `Settings`, never written twice: every
+setting except the secrets (`api_key`, `database_url`, read from the worker's environment)
+and the worker's policy over forms (`form_allow`, `data_roots`; see `trust.py`),
+with the same type, bounds and description. An option left unset (None) takes the setting of
+the process that runs the flow (its `DSSTAR_*` variables, then the default), so a deployment's
+form never overrides a worker's environment by accident.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+
+from dsstar.errors import UsageError
+from dsstar.settings import Settings
+
+__all__ = [
+    "OPTION_FIELDS",
+    "SECRET_FIELDS",
+    "WORKER_FIELDS",
+    "RunForm",
+    "RunOptions",
+    "default_text",
+    "explain",
+    "form_parameters",
+    "options_form",
+]
+
+SECRET_FIELDS = frozenset({"api_key", "database_url"})
+# The worker's policy over forms (see trust.py): a form choosing it would be no policy.
+WORKER_FIELDS = frozenset({"form_allow", "data_roots"})
+# The form shows these first: what a person starting one run most often changes.
+_FIRST = ("model", "max_rounds", "storage", "reuse", "ask_human")
+OPTION_FIELDS = tuple(
+    [n for n in _FIRST if n in Settings.model_fields]
+    + [
+        n
+        for n in Settings.model_fields
+        if n not in SECRET_FIELDS | WORKER_FIELDS and n not in _FIRST
+    ]
+)
+
+
+def default_text(name: str) -> str | None:
+    """The default of setting `name` as shown to people (None when it has none worth showing)."""
+    value = Settings.model_fields[name].get_default(call_default_factory=True)
+    if value is None or value == {}:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _option(name: str, field: FieldInfo) -> tuple[Any, Any]:
+    """Setting `name` as an optional form field: its type and bounds, None by default."""
+    shown = default_text(name)
+    unset = f"Unset: DSSTAR_{name.upper()} where the flow runs"
+    unset += f", else {shown}." if shown else "."
+    # The UI renders descriptions as Markdown: a placeholder such as <name> goes in a code span.
+    text = re.sub(r"'?(\S*<[a-z-]+>\S*?)'?(?=[\s,.]|$)", r"`\1`", field.description or name)
+    return _unset_or(_typed(field)), Field(None, description=f"{text} {unset}")
+
+
+def _unset_or(kind: Any) -> Any:
+    """`kind` or None (unset). The Prefect UI shows such a field with a type picker whose
+    "None" (unset, the default) leaves the setting to the worker."""
+    return Optional[kind]  # noqa: UP045
+
+
+def _typed(field: FieldInfo) -> Any:
+    """The field's type with its bounds (ge, gt, ...) attached, as a parameter annotation."""
+    return Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+
+
+class _Options(BaseModel):
+    """What every form shares: building the run's Settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def chosen(self) -> dict[str, Any]:
+        """The settings this form sets (None: left to the environment)."""
+        chosen = {name: getattr(self, name) for name in OPTION_FIELDS}
+        return {name: value for name, value in chosen.items() if value is not None}
+
+    def settings(self) -> Settings:
+        """The run's Settings: this form's options over `DSSTAR_*` variables and defaults.
+        Raises pydantic's ValidationError (see `explain`) for a value Settings refuses."""
+        return Settings(**self.chosen())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secrets(cls, values: Any) -> Any:
+        kept = SECRET_FIELDS | WORKER_FIELDS
+        if isinstance(values, dict) and kept & set(values):
+            found = ", ".join(sorted(kept & set(values)))
+            raise ValueError(f"{found} cannot be given here: set it in the worker's environment")
+        return values
+
+
+_OPTION_DEFS = {name: _option(name, Settings.model_fields[name]) for name in OPTION_FIELDS}
+
+
+def options_form(name: str, doc: str, **first: Any) -> type[BaseModel]:
+    """A form model named `name`: the fields in `first` (pydantic `(type, Field)` pairs),
+    then every run setting as an optional field."""
+    return create_model(name, __base__=_Options, __doc__=doc, **first, **_OPTION_DEFS)
+
+
+RunOptions = options_form("RunOptions", "Every run setting but the secrets.")
+
+
+class _Question(_Options):
+    question: str = Field(
+        description="The question to answer, e.g. 'Which region had the highest revenue?'."
+    )
+    data: str = Field(
+        min_length=1,
+        description="Folder, single file or URL (s3://bucket/prefix) holding the data files.",
+    )
+    guidelines: str = Field(
+        "", description="How the answer must be formatted, e.g. 'a number with 2 decimals'."
+    )
+
+    @field_validator("question")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the question is empty")
+        return value
+
+    @field_validator("run_id", check_fields=False)
+    @classmethod
+    def _valid_run_id(cls, value: str | None) -> str | None:
+        from dsstar.runs.storage import check_run_id
+
+        if value is not None:
+            try:
+                check_run_id(value)
+            except UsageError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_options(cls, values: Any) -> Any:
+        """Deployments made before the form passed other settings as an `options` dict;
+        they still work: its entries fill the fields left unset."""
+        if isinstance(values, dict) and isinstance(values.get("options"), dict):
+            legacy = values["options"]
+            values = {k: v for k, v in values.items() if k != "options"}
+            values |= {k: v for k, v in legacy.items() if values.get(k) is None}
+        return values
+
+    def parameters(self) -> dict[str, Any]:
+        """The flow's keyword arguments (unset fields left out: the flow's defaults apply)."""
+        return self.model_dump(mode="json", exclude_none=True, exclude={"options"})
+
+    @classmethod
+    def for_question(
+        cls, question: dict[str, Any], run_id: str | None, settings: dict[str, Any]
+    ) -> Any:
+        """The form of one question run with every setting of `settings` (a Settings dump,
+        as a batch shares it); keys that are not run options are left out."""
+        chosen = {k: v for k, v in settings.items() if k in OPTION_FIELDS and v is not None}
+        return cls(**question, run_id=run_id, **chosen)
+
+
+RunForm = create_model(
+    "RunForm",
+    __base__=_Question,
+    __doc__="One run of the ds-star flow: the question, its data and the settings it runs with.",
+    **_OPTION_DEFS,
+    run_id=(
+        _unset_or(str),
+        Field(
+            None,
+            description="Continue or name a run. Unset: derived from the flow run, so a retry"
+            " of the flow run resumes it (and finds its finished work).",
+        ),
+    ),
+    options=(
+        _unset_or(dict[str, Any]),
+        Field(
+            None,
+            description="Deprecated (older deployments): settings by name, e.g."
+            ' {"exec_timeout": 60}; the fields above are the same settings, typed.',
+        ),
+    ),
+)
+
+
+def form_parameters(form: type[BaseModel]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a function that takes `**fields` the signature of `form`: one keyword parameter
+    per field, with its type, bounds and default, and its description in the docstring's
+    Args (where Prefect reads parameter descriptions). Prefect then builds the flow's
+    parameter schema, the form of the UI, from the model."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        params = []
+        for name, field in form.model_fields.items():
+            default = inspect.Parameter.empty if field.is_required() else field.default
+            params.append(
+                inspect.Parameter(
+                    name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=_typed(field)
+                )
+            )
+        returns = inspect.signature(fn).return_annotation
+        fn.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+        fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+        args = "\n".join(
+            f"    {name}: {' '.join((field.description or name).split())}"
+            for name, field in form.model_fields.items()
+        )
+        fn.__doc__ = f"{inspect.cleandoc(fn.__doc__ or '')}\n\nArgs:\n{args}\n"
+        return fn
+
+    return decorate
+
+
+def explain(exc: ValidationError, name: Callable[[str], str] = str) -> str:
+    """A validation error as one readable line, e.g. "--max-rounds 0: should be greater than
+    or equal to 1". `name` turns a field name into what the user typed (a flag, a key)."""
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"])
+        message = error["msg"].removeprefix("Value error, ").removeprefix("Input ")
+        if error["type"] == "extra_forbidden":
+            message = "no such setting"
+        given = error.get("input")
+        shown = "" if error["type"] == "missing" or isinstance(given, dict) else f" {given!r}"
+        parts.append(f"{name(field)}{shown}: {message}" if field else message)
+    return "; ".join(parts)

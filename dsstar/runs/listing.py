@@ -1,0 +1,167 @@
+"""Reading runs back from storage, for `dsstar runs list` and `dsstar runs show`, and telling a
+run whose process is gone ("stale") from one that still runs.
+
+A running run records its host, pid and process start time in run.json, and a heartbeat
+(`heartbeat_at`) at every round. On the same host the pid answers whether it runs; on another
+host a heartbeat older than STALE_AFTER_S counts as gone.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from dsstar.errors import DSStarError, UsageError
+from dsstar.execution.scratch import owner_alive
+from dsstar.runs.storage import Store, round_key
+
+__all__ = [
+    "STALE_AFTER_S",
+    "list_runs",
+    "liveness",
+    "mark_interrupted",
+    "read_round",
+    "read_run",
+    "run_report",
+]
+
+STALE_AFTER_S = 2 * 3600
+
+ROUND_FILES = ("plan.json", "code.py", "output.txt", "verdict.json", "route.json")
+
+
+def read_run(store: Store, run_id: str) -> dict[str, Any]:
+    """A run's run.json. Raises UsageError when there is no such run."""
+    try:
+        return store.read_json(f"runs/{run_id}/run.json")
+    except FileNotFoundError:
+        raise UsageError(f"no run {run_id} under {store.url}") from None
+
+
+def run_report(store: Store, run_id: str, database_url: str | None = None) -> dict[str, Any]:
+    """Everything `dsstar runs show` reports: run.json, each round's verifier reply, the
+    URIs of its final notebook, solution and answer (those it wrote), cost per agent (from
+    the ledger, when it holds the run) and the figure files (charts) its scripts saved, as
+    run.json lists them."""
+    from dsstar.runs.report import agent_usage, run_figures
+
+    record = read_run(store, run_id)
+    rounds = [row["round"] for row in record.get("round_table") or []]
+
+    def reply(number: int) -> str | None:
+        try:
+            found = store.read_json(f"runs/{run_id}/rounds/{round_key(number)}/verdict.json")
+        except (FileNotFoundError, DSStarError):
+            return None
+        return found.get("reply") if isinstance(found, dict) else None
+
+    with ThreadPoolExecutor(max_workers=8) as pool:  # one read per round: overlap them on S3
+        replies = dict(zip(rounds, pool.map(reply, rounds), strict=True))
+    agents: list[dict[str, Any]] | None = None
+    if database_url:
+        try:
+            from dsstar.runs.ledger import Ledger
+
+            agents = agent_usage(Ledger(database_url).calls(run_id)) or None
+        except DSStarError:
+            agents = None  # the ledger is optional for a report: storage has the rest
+    final = {
+        name.split(".")[0]: store.uri(f"runs/{run_id}/final/{name}")
+        for name in ("notebook.ipynb", "solution.py", "answer.json")
+        if store.exists(f"runs/{run_id}/final/{name}")
+    }
+    return record | {
+        "final": final,  # the notebook, solution and answer files, where the run wrote them
+        "verdict_replies": {str(n): r for n, r in replies.items()},
+        "figures": run_figures(record),
+        "agents": agents,
+        "saved_figures": record.get("saved_figures") or [],
+    }
+
+
+def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
+    """The most recent runs (newest first): id, question, answer, status, rounds, cost,
+    started."""
+    run_ids = sorted(store.listdir("runs"), reverse=True)[:limit]  # ids sort by start time
+
+    def summary(run_id: str) -> dict[str, Any]:
+        try:
+            record = store.read_json(f"runs/{run_id}/run.json")
+        except FileNotFoundError:
+            record = {"status": "unknown"}
+        return {
+            "run_id": run_id,
+            "question": record.get("question", ""),
+            "answer": record.get("answer"),
+            "status": "stale" if liveness(record) == "stale" else record.get("status"),
+            "rounds": len(record.get("round_table") or []),
+            "cost_usd": record.get("cost_usd"),
+            "started_at": record.get("started_at"),
+        }
+
+    with ThreadPoolExecutor(max_workers=8) as pool:  # one read per run: overlap them on S3
+        runs = list(pool.map(summary, run_ids))
+    return sorted(runs, key=lambda r: r["started_at"] or "", reverse=True)
+
+
+def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:
+    """Everything stored for one round: plan, code, output, verdict, route and the URIs of
+    the figure files its script saved (top level of figures/)."""
+    folder = f"runs/{run_id}/rounds/{round_key(number)}"
+    found: dict[str, Any] = {"round": number}
+    for name in ROUND_FILES:
+        try:
+            text = store.read_text(f"{folder}/{name}")
+        except FileNotFoundError:
+            continue
+        key = name.rsplit(".", 1)[0]
+        if name.endswith(".json"):
+            found[key] = json.loads(text)
+        else:
+            found[key] = text
+    if len(found) == 1:
+        raise UsageError(f"run {run_id} has no round {number}")
+    names = store.listdir(f"{folder}/figures")
+    found["figures"] = [store.uri(f"{folder}/figures/{name}") for name in names]
+    return found
+
+
+def liveness(record: dict[str, Any]) -> str | None:
+    """For a run stored as "running": "alive", "stale" (its process is gone) or "unknown"
+    (another host, recent heartbeat). None for runs in any other status."""
+    if record.get("status") != "running":
+        return None
+    alive = owner_alive(record.get("host"), record.get("pid"), record.get("pid_started"))
+    if alive is not None:
+        return "alive" if alive else "stale"
+    beat = record.get("heartbeat_at") or record.get("started_at")
+    try:
+        age = (datetime.now(UTC) - datetime.fromisoformat(beat)).total_seconds()
+    except (TypeError, ValueError):
+        return "stale"  # a run.json without any time: written by a process long gone
+    return "stale" if age > STALE_AFTER_S else "unknown"
+
+
+def mark_interrupted(
+    store: Store, run_id: str, reason: str, database_url: str | None = None
+) -> dict[str, Any] | None:
+    """Mark this process's run `interrupted` in run.json (and the ledger), unless the flow did
+    already. Returns the stored record, or None when the run stored nothing yet."""
+    import os
+
+    try:
+        record = store.read_json(f"runs/{run_id}/run.json")
+    except (FileNotFoundError, DSStarError):
+        return None
+    if record.get("status") != "running" or record.get("pid") not in (None, os.getpid()):
+        return record  # finished, already marked, or another process's attempt
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    record.update(status="interrupted", error=reason, finished_at=now)
+    store.write_json(f"runs/{run_id}/run.json", record)
+    if database_url:
+        from dsstar.runs.ledger import Ledger
+
+        Ledger(database_url).record(record, record.get("round_table") or [], [])
+    return record

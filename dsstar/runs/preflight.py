@@ -1,0 +1,184 @@
+"""Checks that take a few seconds and save a wasted run: each failure is one line that names
+the fix, raised before any LLM call, execution or stored run.
+
+    model configured      ConfigError   --model / DSSTAR_MODEL
+    key for its provider  ConfigError   OPENAI_API_KEY, ... or DSSTAR_API_KEY
+    model routable        ConfigError   --model: litellm knows the provider (`reachability`)
+    server reachable      ConfigError   --api-base / DSSTAR_API_BASE answers within seconds
+    key accepted          ConfigError   the provider's list of models takes the key
+    usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=none
+    data root             DataError     exists, readable, holds at least one file
+    storage               ConfigError   writable
+
+The key is tried on a free request (the provider's list of models), never a completion.
+A model the server does not know fails at the first call, at once, with LLMFatalError,
+which is never retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from dsstar.errors import ConfigError, DataError, DSStarError
+from dsstar.locations import is_remote, local_path
+from dsstar.settings import AGENTS, Settings
+
+__all__ = [
+    "NO_MODEL",
+    "check_data",
+    "check_isolation",
+    "check_keys",
+    "check_model",
+    "preflight",
+    "unreadable_warning",
+]
+
+NO_MODEL = (
+    "No model is configured: pass --model (or set DSSTAR_MODEL), e.g. --model openai/gpt-4o"
+    " with OPENAI_API_KEY set, or --model ollama/qwen2.5-coder --api-base"
+    " http://localhost:11434 for a local server."
+)
+_HIDDEN = {"__pycache__", "__MACOSX"}
+
+log = logging.getLogger(__name__)
+
+
+def preflight(
+    settings: Settings, data: str | None = None, *, llm: bool = True, storage: bool = True
+) -> None:
+    """Run every check that applies; raise the first failure (a UsageError: CLI exit 2)."""
+    if llm:
+        check_model(settings)
+        check_keys(settings)
+    check_isolation(settings)
+    if data is not None:
+        check_data(data)
+    if storage:
+        check_storage(settings)
+    if llm:  # last: the only check that waits on the network
+        from dsstar.model.reachability import check_models
+
+        check_models(settings)
+
+
+def check_model(settings: Settings) -> None:
+    if not settings.model and not settings.agent_models:
+        raise ConfigError(NO_MODEL)
+    unset = [a for a in AGENTS if not settings.model_for(a)]
+    if unset:
+        raise ConfigError(
+            f"No model for the {', '.join(unset)} agent(s): pass --model (or DSSTAR_MODEL) for"
+            " every agent not named in --agent-model."
+        )
+
+
+def check_keys(settings: Settings) -> None:
+    """Every model's provider has its key. DSSTAR_API_KEY counts for all; a server given with
+    --api-base (Ollama, vLLM, a gateway) may need none."""
+    if settings.api_key or settings.api_base:
+        return
+    from dsstar.model.llm import missing_keys
+
+    for model in sorted({settings.model_for(a) for a in AGENTS} - {None}):
+        missing = missing_keys(model)
+        if missing:
+            names = " or ".join(missing)
+            raise ConfigError(
+                f"The model {model} needs {names}: export it (or set DSSTAR_API_KEY), or pass"
+                " --api-base for a server that needs no key."
+            )
+
+
+def check_isolation(settings: Settings) -> str:
+    """The mode scripts will run in (ConfigError, one line naming the fix, when none works);
+    warns on every run that goes without isolation."""
+    from dsstar.execution.sandbox import resolve_mode
+
+    mode = resolve_mode(settings.sandbox)
+    if mode == "none":
+        log.warning(
+            "sandbox 'none': generated scripts run WITHOUT isolation (limits and a clean"
+            " environment only): they can read host files, write outside their folder and"
+            " reach the network."
+        )
+    return mode
+
+
+def check_data(data: str) -> None:
+    """A local data root exists, is readable and holds at least one visible file. Remote roots
+    are checked when the run opens them (listing a bucket may take long)."""
+    if is_remote(data):
+        return
+    path = local_path(data)
+    if not path.exists():
+        raise DataError(f"--data {data}: no such file or folder; pass an existing path.")
+    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+        raise DataError(f"--data {data}: not readable by this user; fix its permissions.")
+    if path.is_file():
+        return
+    if not _has_a_file(path):
+        raise DataError(
+            f"--data {data}: the folder holds no data files; put files in it or pass another."
+        )
+
+
+def unreadable_warning(data: str, sample: int = 200) -> str | None:
+    """A warning when none of the first `sample` files of a local data root can be read: each
+    is unreadable or binary of no known format. The run would still spend its LLM calls on
+    analyzers that cannot open them, so the user hears it before the first one. None when
+    a file looks readable, and for remote roots (listing a bucket may take long)."""
+    if is_remote(data):
+        return None
+    from dsstar.data.profiler import detect_format
+
+    root = local_path(data)
+    paths = [root] if root.is_file() else _visible_files(root, sample)
+    if not paths or any(detect_format(str(p)) not in _UNREADABLE for p in paths):
+        return None
+    which = f"none of the first {sample} files" if len(paths) == sample else "no input file"
+    return (
+        f"--data {data}: {which} could be read ({len(paths)} checked, each unreadable or"
+        " binary of no known format); the run will still spend LLM calls on files it cannot"
+        " open. Check the path, the permissions and the files."
+    )
+
+
+_UNREADABLE = {"unknown", "binary"}  # detect_format: cannot open it / no format it knows
+
+
+def _visible_files(root: Path, most: int) -> list[Path]:
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _HIDDEN)
+        found += [Path(folder) / f for f in sorted(files) if not f.startswith(".")]
+        if len(found) >= most:
+            return found[:most]
+    return found
+
+
+def check_storage(settings: Settings) -> None:
+    from dsstar.runs.storage import Store
+
+    try:
+        Store(settings.storage).check()
+    except DSStarError as exc:
+        raise ConfigError(_one_line(str(exc)) + " (--storage, DSSTAR_STORAGE)") from exc
+
+
+def _has_a_file(root: Path) -> bool:
+    """True at the first visible file (stops early: a big lake costs no more than a small one)."""
+    for _folder, dirs, files in os.walk(root, onerror=_raise):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _HIDDEN]
+        if any(not f.startswith(".") for f in files):
+            return True
+    return False
+
+
+def _raise(exc: OSError) -> None:
+    raise DataError(f"cannot read {exc.filename}: {exc.strerror}; fix its permissions.") from exc
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

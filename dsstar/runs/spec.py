@@ -1,0 +1,120 @@
+"""The one place where settings become what a run's parts need: the `RunSpec` every task gets
+(models, sandbox limits, bounds of concurrency and repair), the loop's `Budget`, and the bounds
+of archives and of the offline profiler. Built once per run, in the process that validated the
+settings; tasks take it as their parameter and read nothing else from the environment, except
+the API key, which is never a (recorded) parameter."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from dsstar.algorithm.runtime import Budget
+from dsstar.data.lake.archives import ArchiveLimits
+from dsstar.data.profiler import ProfileLimits
+from dsstar.execution.sandbox import Limits
+from dsstar.model.llm import config_for
+from dsstar.settings import AGENTS, Settings
+
+__all__ = ["RunSpec", "archive_limits", "profile_limits", "sandbox_limits"]
+
+
+def sandbox_limits(settings: Settings) -> Limits:
+    """The bounds of one generated script."""
+    return Limits(
+        timeout_s=settings.exec_timeout,
+        memory_mb=settings.exec_memory_mb,
+        output_bytes=settings.exec_output_bytes,
+        processes=settings.exec_processes,
+        disk_mb=settings.exec_disk_mb,
+        figures=settings.exec_figures,
+        figures_mb=settings.exec_figures_mb,
+        cpu_s=settings.exec_cpu_seconds,
+        warm=settings.exec_pool,
+    )
+
+
+def archive_limits(settings: Settings) -> ArchiveLimits:
+    """How far an archive of the data may expand."""
+    return ArchiveLimits(
+        max_bytes=settings.archive_max_bytes,
+        max_members=settings.archive_max_members,
+        max_depth=settings.archive_max_depth,
+    )
+
+
+def profile_limits(settings: Settings) -> ProfileLimits:
+    """The offline profiler's bounds."""
+    return ProfileLimits(
+        file_timeout_s=settings.profile_timeout,
+        file_max_bytes=settings.profile_max_bytes,
+        max_chars=settings.max_description_chars,
+        memory_mb=settings.exec_memory_mb,
+    )
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What every agent call and execution of a run needs. JSON-safe, without secrets."""
+
+    run_id: str
+    storage: str
+    data_dir: str
+    llm: dict[str, dict[str, Any]]  # agent -> LLMConfig fields
+    limits: dict[str, Any]  # sandbox Limits fields
+    sandbox: str
+    work_dir: str | None
+    max_rounds: int
+    max_debug_attempts: int
+    summarize_over_chars: int
+    max_output_chars: int
+    llm_retries: int
+    llm_retry_delay: float
+    max_parallel: int
+    llm_concurrency: int
+    llm_rpm: int | None
+    slot_wait: float
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, run_id: str, storage: str, data_dir: Path
+    ) -> RunSpec:
+        return cls(
+            run_id=run_id,
+            storage=storage,
+            data_dir=str(data_dir),
+            llm={agent: vars(config_for(settings, agent)) for agent in AGENTS},
+            limits=asdict(sandbox_limits(settings)),
+            sandbox=settings.sandbox,
+            work_dir=str(settings.work_dir) if settings.work_dir else None,
+            max_rounds=settings.max_rounds,
+            max_debug_attempts=settings.max_debug_attempts,
+            summarize_over_chars=settings.summarize_over_chars,
+            max_output_chars=settings.max_output_chars,
+            llm_retries=settings.llm_retries,
+            llm_retry_delay=settings.llm_retry_delay,
+            max_parallel=settings.max_parallel,
+            llm_concurrency=settings.llm_concurrency,
+            llm_rpm=settings.llm_rpm,
+            slot_wait=settings.slot_wait,
+        )
+
+    def without_figures(self) -> RunSpec:
+        """The same spec for scripts whose charts are not kept (file analysis)."""
+        return replace(self, limits={**self.limits, "figures": 0})
+
+    @property
+    def budget(self) -> Budget:
+        """The loop's bounds."""
+        return Budget(
+            max_rounds=self.max_rounds,
+            max_debug_attempts=self.max_debug_attempts,
+            summarize_over_chars=self.summarize_over_chars,
+            max_output_chars=self.max_output_chars,
+        )
+
+    @property
+    def retry_delays(self) -> list[float]:
+        """Seconds before each retry of an LLM call: doubling from `llm_retry_delay`."""
+        return [self.llm_retry_delay * 2**i for i in range(self.llm_retries)]

@@ -1,0 +1,179 @@
+"""Who may choose what: the worker's policy over what a run form asks for.
+
+A flow run created through the Prefect API carries parameters chosen by whoever can reach
+that API, and Prefect's server has no authentication unless it is given one. So the process
+that runs the flow (a worker, `dsstar serve`) decides, from its own environment:
+
+- settings that weaken isolation or send the worker's credentials or data elsewhere
+  (`GUARDED`) may be set by a form only to what the worker would use anyway, unless the
+  worker lists them in `DSSTAR_FORM_ALLOW`;
+- a form's data location must lie under one of `DSSTAR_DATA_ROOTS`, after every link in it
+  is resolved (a link under a root that points out of it is refused).
+
+The person at the command line (`dsstar run`, `resume`, `bench run`) started the process
+themselves: the CLI calls `trust_local_user()` and nothing here limits it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from dsstar.errors import ForbiddenError
+from dsstar.locations import is_remote, local_path, normalize_location
+from dsstar.settings import Settings
+
+__all__ = [
+    "GUARDED",
+    "check_data_location",
+    "check_form",
+    "check_question_set",
+    "is_local_user",
+    "trust_local_user",
+]
+
+# Each guarded setting and what a form choosing it could do with the worker's authority.
+GUARDED = {
+    "sandbox": "runs generated code without isolation, as the worker's user",
+    "api_base": "sends the worker's model key and the prompts to another server",
+    "embedding_api_base": "sends the worker's embedding key and file texts to another server",
+    "model": "routes prompts (and that provider's key) to a provider the worker does not use",
+    "agent_models": "routes an agent's prompts to a provider the worker does not use",
+    "embedding_model": "routes file texts to a provider the worker does not use",
+    "storage": "writes run artifacts where the form says, with the worker's credentials",
+    "work_dir": "makes the worker create and delete folders where the form says",
+    "embedding_cache_dir": "makes the worker write files where the form says",
+    "dask_address": "ships tasks and data to another cluster",
+    "ray_address": "ships tasks and data to another cluster",
+}
+
+_LOCAL_USER = False
+
+
+def trust_local_user() -> None:
+    """Mark this process as started by the person who chose its settings (the CLI): forms
+    it builds and runs itself are not limited by the worker's policy."""
+    global _LOCAL_USER
+    _LOCAL_USER = True
+
+
+def is_local_user() -> bool:
+    """Whether `trust_local_user()` was called in this process."""
+    return _LOCAL_USER
+
+
+def check_form(chosen: dict[str, Any], worker: Settings) -> None:
+    """Refuse (ForbiddenError) the guarded settings of `chosen` (a form's set options) that
+    `worker` (the Settings of the worker's own environment) does not allow."""
+    if _LOCAL_USER:
+        return
+    allowed = set(worker.form_allow)
+    refused = [
+        f"{name}={_shown(value)} ({GUARDED[name]})"
+        for name, value in chosen.items()
+        if name in GUARDED
+        and "*" not in allowed
+        and name not in allowed
+        and _differs(name, value, worker)
+    ]
+    if refused:
+        names = ",".join(n.split("=", 1)[0] for n in refused)
+        raise ForbiddenError(
+            "this worker does not let a run form choose " + "; ".join(refused) + ". Leave"
+            f" it unset, or allow it where the worker runs: DSSTAR_FORM_ALLOW={names}"
+        )
+
+
+def check_data_location(location: str, worker: Settings, what: str = "data") -> str:
+    """The location a form gave, resolved (links followed, so where it really is), when it
+    lies under one of the worker's data roots; ForbiddenError otherwise. From the CLI, the
+    location as given."""
+    if _LOCAL_USER:
+        return location
+    roots = list(worker.data_roots)
+    hint = "the worker's DSSTAR_DATA_ROOTS"
+    if not roots:
+        raise ForbiddenError(
+            f"{what} {location}: this worker accepts no data location from a run form; set"
+            " DSSTAR_DATA_ROOTS (folders or s3:// prefixes, comma-separated) where it runs"
+        )
+    if is_remote(location):
+        url = location.rstrip("/")
+        if "/../" in url + "/":  # object stores may read '..' literally, or not: refused
+            raise ForbiddenError(f"{what} {location}: '..' is not allowed in a data URL")
+        if any(_under_url(url, root) for root in roots if is_remote(root)):
+            return url
+        raise ForbiddenError(f"{what} {location} is not under {hint} ({', '.join(roots)})")
+    # realpath follows every link, so a link under a root that leads out is judged by its
+    # target; the resolved path is what the run then opens.
+    real = os.path.realpath(local_path(location))
+    if any(_under_path(real, root) for root in roots if not is_remote(root)):
+        return real
+    raise ForbiddenError(
+        f"{what} {location} (resolved: {real}) is not under {hint} ({', '.join(roots)})"
+    )
+
+
+def check_question_set(path: str, worker: Settings) -> str:
+    """A nightly form's question set, resolved: in the project's deployments/ folder (where
+    `dsstar serve` finds its own) or under the worker's data roots; ForbiddenError otherwise."""
+    if _LOCAL_USER:
+        return path
+    from dsstar.runs.questions import PROJECT_DIR
+
+    real = os.path.realpath(local_path(path))
+    if _under_path(real, str(PROJECT_DIR / "deployments")):
+        return real
+    return check_data_location(path, worker, what="question set")
+
+
+def _differs(name: str, value: Any, worker: Settings) -> bool:
+    """Whether the form's `value` for `name` goes beyond what the worker would use anyway."""
+    own = getattr(worker, name)
+    if name == "sandbox":
+        from dsstar.execution.sandbox.modes import resolve_mode
+
+        return resolve_mode(value, probe=False) == "none" != own
+    if name in {"model", "embedding_model"}:
+        return value != own and _route(value) not in _routes(worker)
+    if name == "agent_models":
+        return any(
+            m != worker.model_for(agent) and _route(m) not in _routes(worker)
+            for agent, m in (value or {}).items()
+        )
+    if name == "storage":
+        return normalize_location(str(value)) != normalize_location(str(own))
+    if name in {"work_dir", "embedding_cache_dir"}:
+        return os.path.realpath(str(value)) != (os.path.realpath(str(own)) if own else None)
+    return value != own
+
+
+def _route(model: str) -> str:
+    """The provider a litellm model name is sent to: its prefix ('openai' in openai/gpt-4o);
+    a bare name is its own route (only the same name matches it)."""
+    return model.split("/", 1)[0].lower() if "/" in model else model
+
+
+def _routes(worker: Settings) -> set[str]:
+    models: Iterable[str | None] = [
+        worker.model,
+        worker.embedding_model,
+        *worker.agent_models.values(),
+    ]
+    return {_route(m) for m in models if m}
+
+
+def _under_path(real: str, root: str) -> bool:
+    base = os.path.realpath(local_path(root))
+    return real == base or real.startswith(base.rstrip("/") + "/")
+
+
+def _under_url(url: str, root: str) -> bool:
+    base = root.rstrip("/")
+    return url == base or url.startswith(base + "/")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,167 @@
+"""The Prefect API a command talks to: the configured one, else a server for this command only.
+
+Left alone, Prefect starts a temporary server in a subprocess when `PREFECT_API_URL` is unset,
+and that subprocess outlives a CLI killed with SIGKILL. This one runs the same application
+(without the UI) under a small launcher that asks the kernel to kill it when the CLI dies
+(PR_SET_PDEATHSIG), in its own session so that a Ctrl-C in the terminal reaches only the CLI,
+which stops it in order.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import prefect
+from prefect.context import refresh_global_settings_context
+from prefect.settings import get_current_settings
+
+from dsstar.execution import stopping
+from dsstar.settings import Settings
+
+__all__ = ["EphemeralServer", "ensure_api", "open_api_warning", "prefect_api"]
+
+# Runs before the server: arm the parent-death signal, make sure the parent did not die in
+# the meantime, then become the server (the setting survives exec).
+_LAUNCH = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+class EphemeralServer:
+    """A Prefect API server on a free loopback port that dies with this process."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.stopping = False
+        self.url = f"http://127.0.0.1:{self.port}/api"
+        argv = [
+            "-m", "uvicorn", "--app-dir", os.path.dirname(os.path.dirname(prefect.__file__)),
+            "--factory", "prefect.server.api.server:create_app",
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--log-level", "error", "--lifespan", "on",
+        ]  # fmt: skip
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1"}
+        env.pop("PREFECT_API_URL", None)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCH, str(os.getpid()), *argv],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Block until the API answers its health check."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the temporary Prefect server did not start") from None
+                time.sleep(0.1)
+
+    def watch(self) -> None:
+        """Stop this command (as SIGTERM would: the run is marked interrupted and can be
+        resumed) if the server exits under it. Without its API a run cannot go on, and
+        Prefect's clients would retry every call for minutes before giving up."""
+
+        def wait() -> None:
+            code = self.process.wait()
+            if self.stopping:
+                return
+            print(
+                f"error: the temporary Prefect server exited (code {code}) under this command;"
+                " stopping it",
+                file=sys.stderr,
+                flush=True,
+            )
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=wait, name="dsstar-server-watch", daemon=True).start()
+
+    def stop(self, *_: object) -> None:
+        """Terminate the server (politely, then not)."""
+        self.stopping = True
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def ensure_api() -> EphemeralServer | None:
+    """Start a server for this process when Prefect has no API URL configured (neither in the
+    environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL.
+    It is marked private (DSSTAR_PRIVATE_API_URL): runs take no slot of its global limits,
+    whose counts would outlive it in the database all runs of the user share."""
+    if os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux"):
+        return None  # configured; or no PR_SET_PDEATHSIG here: Prefect's own server then
+    if get_current_settings().api.url:
+        return None
+    server = EphemeralServer()
+    os.environ["PREFECT_API_URL"] = os.environ["DSSTAR_PRIVATE_API_URL"] = server.url
+    refresh_global_settings_context()
+    return server
+
+
+@contextmanager
+def prefect_api() -> Iterator[None]:
+    """A Prefect API for the flows of this command: the configured one, else a temporary
+    server that dies with this process (even on SIGKILL)."""
+    server = ensure_api()
+    if server is None:
+        yield
+        return
+    atexit.register(server.stop)  # after Prefect's own exit handlers have flushed to it
+    with stopping.on_stop(server.stop):
+        server.wait_ready()
+        server.watch()
+        yield
+
+
+def open_api_warning(settings: Settings) -> str | None:
+    """What to tell the operator when the Prefect API answers a request that carries no
+    credentials: then anyone who can reach it can start runs here (None when it refuses)."""
+    url = str(get_current_settings().api.url or "").rstrip("/")
+    try:  # asked without credentials on purpose: what an intruder would see
+        with urllib.request.urlopen(f"{url}/admin/version", timeout=5):
+            pass
+    except urllib.error.HTTPError:
+        return None  # 401: the server wants credentials
+    except (OSError, ValueError):
+        return None  # unreachable: Prefect itself reports that
+    allowed = ", ".join(settings.form_allow) or "none"
+    roots = ", ".join(settings.data_roots) or "none (forms cannot name data)"
+    return (
+        f"the Prefect API at {url} accepts requests without credentials: anyone who can reach"
+        " it can start runs on this process and read their artifacts. Start the server with"
+        " PREFECT_SERVER_API_AUTH_STRING=user:secret and give this process the same value in"
+        " PREFECT_API_AUTH_STRING. Run forms may choose guarded settings: "
+        f"{allowed} (DSSTAR_FORM_ALLOW); data roots: {roots} (DSSTAR_DATA_ROOTS)."
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

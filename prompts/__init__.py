@@ -1,0 +1,1 @@
+"""The agents' Jinja templates (*.j2), read with importlib.resources."""

@@ -34,7 +34,7 @@ from dsstar.data.profiler import profile_file
 from dsstar.data.retrieval import EmbeddingCache, EmbeddingSimilarity, rank_sources
 from dsstar.data.retrieval._recall import covered_paths, found
 from dsstar.data.sources import DataSource
-from dsstar.model.llm import LLMConfig
+from dsstar.model.config import LLMConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
 from retrieval_lake import build_lake  # noqa: E402

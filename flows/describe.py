@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from dsstar.model.llm import require_model
+from dsstar.model.config import require_model
 from dsstar.runs.spec import RunSpec
 from dsstar.runs.storage import Store, new_run_id
 from dsstar.settings import Settings

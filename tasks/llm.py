@@ -8,7 +8,8 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from dsstar.algorithm.agents import prompt_hash
-from dsstar.model.llm import LLMConfig, Message, complete
+from dsstar.model.config import LLMConfig
+from dsstar.model.llm import Message, complete
 from dsstar.model.replies import Replies
 from dsstar.runs.storage import Store
 from dsstar.settings import api_key_here

@@ -11,7 +11,8 @@ from fake_llm import Error, FakeLLM, Reasoned
 from pydantic import ValidationError
 
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError
-from dsstar.model.llm import LLMConfig, complete, config_for, require_model
+from dsstar.model.config import LLMConfig, config_for, require_model
+from dsstar.model.llm import complete
 from dsstar.settings import Settings
 
 MESSAGES = [{"role": "user", "content": "Plan the analysis of orders.csv, please."}]

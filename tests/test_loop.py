@@ -29,7 +29,8 @@ from dsstar.algorithm.verdict import Status, Verdict
 from dsstar.data.sources import DataSource
 from dsstar.execution import scratch
 from dsstar.execution.sandbox import ExecResult, Limits, run_script
-from dsstar.model.llm import LLMConfig, Message, complete
+from dsstar.model.config import LLMConfig
+from dsstar.model.llm import Message, complete
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"

@@ -30,7 +30,7 @@ from dsstar.data.retrieval import (
 from dsstar.data.retrieval._recall import covered_paths, found, normalize_source
 from dsstar.data.retrieval._text import name_years, span_years
 from dsstar.data.sources import DataSource
-from dsstar.model.llm import LLMConfig
+from dsstar.model.config import LLMConfig
 
 DOCS = {
     "data/orders_2024.csv": "Sales orders: order_id, region, revenue in EUR, order date.",

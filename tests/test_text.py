@@ -16,7 +16,8 @@ from test_ledger import database_url, record  # noqa: F401  (a fixture, used by 
 
 from dsstar.cli import _output
 from dsstar.errors import LLMFatalError
-from dsstar.model.llm import LLMConfig, complete
+from dsstar.model.config import LLMConfig
+from dsstar.model.llm import complete
 from dsstar.runs.ledger import Ledger
 from dsstar.runs.storage import Store
 from dsstar.text import clean, clean_bytes, clean_deep, for_database, for_terminal

@@ -91,7 +91,7 @@ def run(
                      "max_debug_attempts": max_debug_attempts, "exec_timeout": exec_timeout,
                      "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
         settings = load_settings(**overrides)
-        from dsstar.model.llm import require_model
+        from dsstar.model.config import require_model
         from dsstar.model.reachability import check_models
         from dsstar.runs.preflight import check_isolation
 

@@ -36,7 +36,7 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     check_data(data)
     if offline:
         return _offline_descriptions(data, settings)
-    from dsstar.model.llm import require_model
+    from dsstar.model.config import require_model
 
     require_model(settings)
     from flows import describe_files, prefect_api

@@ -20,21 +20,18 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from dsstar.model.caching import cache_marked, cached_tokens, reasoning_of  # noqa: E402
-from dsstar.settings import Settings  # noqa: E402
+from dsstar.model.config import LLMConfig  # noqa: E402
 from dsstar.text import clean  # noqa: E402
 
 __all__ = [
-    "LLMConfig",
     "LLMReply",
     "Message",
     "complete",
-    "config_for",
     "count_tokens",
     "embed",
     "missing_keys",
     "preload",
     "provider_of",
-    "require_model",
 ]
 
 log = logging.getLogger(__name__)
@@ -101,26 +98,6 @@ def _transient_types() -> tuple[type[BaseException], ...]:
     )
 
 
-NO_MODEL_HELP = """No model is configured. dsstar needs an LLM; set one of:
-  * a cloud model:  export OPENAI_API_KEY=...  and  --model openai/gpt-4o
-                    (or GEMINI_API_KEY with gemini/gemini-2.5-pro, ANTHROPIC_API_KEY with
-                    anthropic/claude-sonnet-4-5, ...)
-  * a local server: --model ollama/qwen2.5-coder --api-base http://localhost:11434
-                    or any OpenAI-compatible server (vLLM, LM Studio, a gateway):
-                    --model openai/<served-model> --api-base http://host:8000/v1
-The same settings can come from DSSTAR_MODEL, DSSTAR_API_BASE and DSSTAR_API_KEY."""
-
-
-@dataclass(frozen=True)
-class LLMConfig:
-    """How to reach one agent's model. JSON-safe and free of secrets (keys come from the env)."""
-
-    model: str
-    api_base: str | None = None
-    temperature: float | None = None
-    timeout: float = 300.0
-
-
 @dataclass(frozen=True)
 class LLMReply:
     """One model reply with what it cost."""
@@ -139,12 +116,6 @@ class LLMReply:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def require_model(settings: Settings) -> None:
-    """Fail with instructions when no model is configured for some agent."""
-    if not settings.model and not settings.agent_models:
-        raise ConfigError(NO_MODEL_HELP)
 
 
 # Providers whose credentials may come from a cloud chain (profiles, instance roles) that
@@ -188,19 +159,6 @@ def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | Non
             " openai/<served-name> with --api-base (--model, DSSTAR_MODEL, --agent-model)."
         ) from exc
     return str(provider), base
-
-
-def config_for(settings: Settings, agent: str) -> LLMConfig:
-    """The model configuration of one agent."""
-    model = settings.model_for(agent)
-    if not model:
-        raise ConfigError(f"No model for the {agent} agent.\n\n{NO_MODEL_HELP}")
-    return LLMConfig(
-        model=model,
-        api_base=settings.api_base,
-        temperature=settings.temperature,
-        timeout=settings.llm_timeout,
-    )
 
 
 def complete(

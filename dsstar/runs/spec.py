@@ -14,7 +14,7 @@ from dsstar.algorithm.runtime import Budget
 from dsstar.data.lake.archives import ArchiveLimits
 from dsstar.data.profiler import ProfileLimits
 from dsstar.execution.sandbox import Limits
-from dsstar.model.llm import config_for
+from dsstar.model.config import config_for
 from dsstar.settings import AGENTS, Settings
 
 __all__ = ["RunSpec", "archive_limits", "profile_limits", "sandbox_limits"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # dsstar.model.llm imports litellm: loaded only when embeddings are used
-    from dsstar.model.llm import LLMConfig
+    from dsstar.model.config import LLMConfig
     from dsstar.settings import Settings
 
 __all__ = ["EmbeddingCache", "EmbeddingSimilarity", "JsonDirStore", "embedding_similarity"]
@@ -128,7 +128,7 @@ def embedding_similarity(settings: Settings, run_id: str = "") -> EmbeddingSimil
     """The embedding `Similarity` that settings ask for (cached on disk), or None for BM25 alone."""
     if not settings.embedding_model:
         return None
-    from dsstar.model.llm import LLMConfig
+    from dsstar.model.config import LLMConfig
 
     config = LLMConfig(
         model=settings.embedding_model,

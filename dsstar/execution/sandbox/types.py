@@ -5,22 +5,29 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from dsstar.settings import Settings
+
 __all__ = ["ExecResult", "Limits"]
+
+
+def _default(setting: str) -> Any:
+    """The default of the setting that chooses this bound: defaults live in one place."""
+    return Settings.model_fields[setting].default
 
 
 @dataclass(frozen=True)
 class Limits:
     """Bounds on one script run. Every cap holds for the script's whole process tree."""
 
-    timeout_s: float = 120.0  # wall clock
-    memory_mb: int = 4096  # address space of each process, and resident memory of the tree
-    output_bytes: int = 200_000  # of stdout and of stderr, head and tail kept
-    processes: int = 256  # processes and threads of the script at once
-    disk_mb: int = 1024  # /tmp plus the working directory
-    cpu_s: float | None = None  # CPU seconds of each process; None: the wall timeout + 2
-    warm: bool = True  # start from the warm interpreter pool when it can be built
-    figures: int = 8  # figure files (png, jpg, svg, pdf, html) kept from the working directory
-    figures_mb: float = 4.0  # their bytes together
+    timeout_s: float = _default("exec_timeout")  # wall clock
+    memory_mb: int = _default("exec_memory_mb")  # of each process, and resident of the tree
+    output_bytes: int = _default("exec_output_bytes")  # of stdout and stderr, head and tail kept
+    processes: int = _default("exec_processes")  # processes and threads of the script at once
+    disk_mb: int = _default("exec_disk_mb")  # /tmp plus the working directory
+    cpu_s: float | None = _default("exec_cpu_seconds")  # per process; None: the timeout + 2
+    warm: bool = _default("exec_pool")  # start from the warm interpreter pool when it can
+    figures: int = _default("exec_figures")  # figure files kept from the working directory
+    figures_mb: float = _default("exec_figures_mb")  # their bytes together
 
     @property
     def cpu_seconds(self) -> int:

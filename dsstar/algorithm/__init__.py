@@ -11,3 +11,19 @@ guidance   what a person may answer between rounds
 answer     the answer a final script states
 agents/    the eight agents: render a prompt, parse a reply
 """
+
+# The public names of this package are its modules, imported where they are used (several
+# pull in heavy libraries that most commands never need).
+__all__ = [
+    "agents",
+    "analysis",
+    "answer",
+    "budget",
+    "calls",
+    "context",
+    "guidance",
+    "loop",
+    "repair",
+    "runtime",
+    "verdict",
+]

@@ -7,9 +7,8 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
-from dsstar.algorithm.agents import prompt_hash
 from dsstar.model.config import LLMConfig
-from dsstar.model.llm import Message, complete
+from dsstar.model.llm import Message, complete, prompt_hash
 from dsstar.model.replies import Replies
 from dsstar.runs.storage import Store
 from dsstar.settings import api_key_here

@@ -22,11 +22,11 @@ from dsstar.algorithm.agents._base import (
     PROMPTS_DIR,
     FileInfo,
     clip,
-    prompt_hash,
     render,
 )
 from dsstar.algorithm.agents._reading import extract_code
 from dsstar.bench import judge
+from dsstar.model.llm import prompt_hash
 
 QUESTION = "What was the total revenue of the North region in 2024?"
 FILES = [

@@ -25,8 +25,9 @@ from dsstar.algorithm.agents import (
     summarizer,
     verifier,
 )
-from dsstar.algorithm.agents._base import PLAN_STEP_CHARS, FileInfo, prompt_hash
+from dsstar.algorithm.agents._base import PLAN_STEP_CHARS, FileInfo
 from dsstar.errors import DSStarError
+from dsstar.model.llm import prompt_hash
 from dsstar.runs.storage import Store
 from dsstar.text import clean, for_terminal
 

@@ -7,6 +7,8 @@ and fails at once on `LLMFatalError`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
@@ -31,12 +33,22 @@ __all__ = [
     "embed",
     "missing_keys",
     "preload",
+    "prompt_hash",
     "provider_of",
 ]
 
 log = logging.getLogger(__name__)
 
 Message = dict[str, str]
+
+
+def prompt_hash(messages: list[Message]) -> str:
+    """A stable fingerprint of a request, part of every LLM cache key."""
+    # surrogatepass: a lone surrogate still hashes (valid text hashes as plain UTF-8).
+    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False)
+    blob = blob.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(blob).hexdigest()[:16]
+
 
 _TRANSIENT_STATUS = {408, 409, 425, 429}
 # Retrying cannot fix these, whatever exception class litellm wraps them in.

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dsstar.algorithm.agents import prompt_hash
 from dsstar.errors import StorageError
-from dsstar.model.llm import Message
+from dsstar.model.llm import Message, prompt_hash
 from dsstar.runs.storage import Store
 
 __all__ = ["Replies"]

@@ -11,7 +11,7 @@ from dsstar.algorithm.agents import (
     summarizer,
     verifier,
 )
-from dsstar.algorithm.agents._base import PROMPT_OUTPUT_CHARS, FileInfo, clip, prompt_hash, render
+from dsstar.algorithm.agents._base import PROMPT_OUTPUT_CHARS, FileInfo, clip, render
 from dsstar.algorithm.agents._reading import extract_code, split_thinking
 
 __all__ = [
@@ -24,7 +24,6 @@ __all__ = [
     "extract_code",
     "finalyzer",
     "planner",
-    "prompt_hash",
     "render",
     "router",
     "split_thinking",

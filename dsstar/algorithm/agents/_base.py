@@ -3,9 +3,7 @@ hashing."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -54,14 +52,6 @@ def render(template: str, **variables: Any) -> list[Message]:
     """Render `prompts/<template>.j2` into a single user message."""
     text = _environment().get_template(f"{template}.j2").render(**variables)
     return [{"role": "user", "content": text.strip() + "\n"}]
-
-
-def prompt_hash(messages: list[Message]) -> str:
-    """A stable fingerprint of a request, part of every LLM cache key."""
-    # surrogatepass: a lone surrogate still hashes (valid text hashes as plain UTF-8).
-    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False)
-    blob = blob.encode("utf-8", "surrogatepass")
-    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def clip(text: str, limit: int = PROMPT_OUTPUT_CHARS) -> str:

@@ -42,13 +42,18 @@ def commands(command, path=("dsstar",)):
 
 
 def help_options(path: tuple[str, ...]) -> set[str]:
-    """The option names `dsstar ... --help` lists in its Options panel."""
+    """The option names `dsstar ... --help` lists, from the app itself (in this process)."""
     done = CliRunner().invoke(
         app, [*path[1:], "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"}
     )
     assert done.exit_code == 0, done.output
+    return options_in_help(done.output)
+
+
+def options_in_help(text: str) -> set[str]:
+    """The option names in the first column of the Options panel of a --help text."""
     names: set[str] = set()
-    for line in done.output.splitlines():
+    for line in text.splitlines():
         row = re.match(r"│ {1,4}(?:\* +)?(-[^<│]*)", line)  # a row's first column, not a wrap
         if row:
             names |= set(re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*", row.group(1)))
@@ -82,6 +87,18 @@ def test_the_cli_reference_lists_every_command_with_the_options_of_its_help(site
         assert "--help" in expected
         assert sections[" ".join(path)] == expected, " ".join(path)
     assert "--max-rounds" in sections["dsstar run"] and "--offline" in sections["dsstar describe"]
+
+
+def test_the_installed_command_prints_the_same_help():
+    """The in-process help above is the installed command's: `dsstar run --help` as a user
+    runs it lists the same options."""
+    done = subprocess.run(
+        [sys.executable, "-m", "dsstar", "run", "--help"], capture_output=True, text=True,
+        timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert options_in_help(done.stdout) == help_options(("dsstar", "run"))
+    assert {"--data", "--question", "--max-rounds", "--json"} <= options_in_help(done.stdout)
 
 
 def test_the_settings_reference_lists_every_field_with_its_variable_and_description(site):

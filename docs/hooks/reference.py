@@ -44,7 +44,7 @@ def cli_page() -> str:
         "`dsstar COMMAND --help` prints the same. Defaults computed on a machine "
         "(the CPU count) are those of the machine that built the site.\n\n"
     )
-    text = text.replace("\n", "\n" + intro, 1) if text.startswith("# ") else intro + text
+    text = text.replace("\n", "\n\n" + intro, 1) if text.startswith("# ") else intro + text
     return _homeless(text)
 
 

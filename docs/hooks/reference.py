@@ -11,6 +11,7 @@ Nothing here is committed as Markdown: the pages exist only in the built site.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from pathlib import Path
@@ -49,8 +50,10 @@ def cli_page() -> str:
 
 
 def _cell(value: Any) -> str:
-    text = _homeless(str(value)).replace("|", "\\|").replace("\n", " ")
-    return f"`{text}`" if text else ""
+    """A table cell in code type; a '|' (as in `str | None`) as an entity, so that the table
+    does not split there and no backslash shows."""
+    text = html.escape(_homeless(str(value)).replace("\n", " ")).replace("|", "&#124;")
+    return f"<code>{text}</code>" if text else ""
 
 
 def settings_page() -> str:

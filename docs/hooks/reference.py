@@ -94,14 +94,13 @@ def storage_page() -> str:
     """The storage layout, from the one table in the code."""
     from dsstar.storage import LAYOUT
 
-    width = max(len(pattern) for pattern, _ in LAYOUT) + 2
-    rows = "\n".join(f"{pattern:<{width}}{what}" for pattern, what in LAYOUT)
+    rows = "\n".join(f"| `{pattern}` | {what} |" for pattern, what in LAYOUT)
     return (
         "# Storage layout\n\n"
         "Generated from `dsstar.storage.LAYOUT` when this site is built. Everything dsstar\n"
         "stores goes under `--storage` (`DSSTAR_STORAGE`, default `~/.dsstar`): a local folder\n"
         "or an fsspec URL such as `s3://bucket/prefix`, laid out the same way.\n\n"
-        f"```text\n{rows}\n```\n\n"
+        f"| key | holds |\n|---|---|\n{rows}\n\n"
         "A `<name>` stands for one path segment, a trailing `...` for anything below.\n"
         "`<key>` is the file's path when that is a short plain name (`orders.csv`); any other\n"
         "path becomes a readable prefix, `~` and a hash of the whole path (at most 117\n"

@@ -127,3 +127,10 @@ def test_no_generated_page_is_committed():
     ).stdout.split()
     assert "docs/index.md" in tracked
     assert not [p for p in tracked if p.startswith("docs/reference/")]
+
+
+def test_the_readme_links_to_pages_that_exist():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", (REPO / "README.md").read_text())
+    local = [link for link in links if "://" not in link]
+    assert "docs/index.md" in local
+    assert [link for link in local if not (REPO / link).exists()] == []

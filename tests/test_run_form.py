@@ -102,7 +102,7 @@ def test_the_ui_renders_and_submits_the_run_form(tmp_path):
     """The deployment's Run > Custom run page in headless Chromium: typed fields with their
     descriptions; filled in and submitted, the flow run gets exactly what was typed (unset
     fields stay unset: the worker's settings apply). SCREENSHOT_DIR=DIR keeps the screenshot
-    (the README's run-form.png)."""
+    (scripts/screenshots: the docs' run-form.png)."""
     import os
     import shutil
 

@@ -106,7 +106,7 @@ def _say_paused(*_: object) -> None:
         "stopped serving: the schedule of ds-star-nightly/nightly is paused until dsstar serve"
         " runs again (or resume it in the UI: Deployments > nightly). To keep schedules"
         " running without this process, deploy to a work pool: prefect deploy --prefect-file"
-        " deployments/prefect.yaml, then prefect worker start (see the README, Scheduling).",
+        " deployments/prefect.yaml, then prefect worker start (see docs/operations.md).",
         highlight=False,
     )
 

@@ -1,10 +1,6 @@
-"""The artifact store: a local folder or an fsspec URL (s3://bucket/prefix), and the layout of a
-run inside it.
-
-    runs/<run_id>/run.json
-    runs/<run_id>/analysis/<file>/{script.py,output.txt,attempts.json}
-    runs/<run_id>/rounds/<NN>/{plan.json,code.py,output.txt,verdict.json,route.json}
-    runs/<run_id>/final/{solution.py,answer.json,notebook.ipynb}
+"""The artifact store: a local folder or an fsspec URL (s3://bucket/prefix), and the layout of
+everything stored in it (`LAYOUT`: the docs render it, and a test checks every object a run
+stores against it).
 """
 
 from __future__ import annotations
@@ -26,7 +22,43 @@ from dsstar.errors import StorageError, UsageError
 from dsstar.locations import normalize_location
 from dsstar.text import clean, clean_deep
 
-__all__ = ["Store", "analysis_key", "check_run_id", "new_run_id", "round_key"]
+__all__ = ["LAYOUT", "Store", "analysis_key", "check_run_id", "new_run_id", "round_key"]
+
+# Every kind of object under a storage URL: (key pattern, what it holds). A <name> stands for
+# one path segment and a trailing ... for any keys below; <key> is `analysis_key(path)`, <NN>
+# `round_key(n)`, <config> a digest of what the entry depends on, <root> a data root's folder
+# (readable tail and hash). The keys are built where the objects are written: run_record.py
+# (the objects below runs/<run_id>/), runs.py, run_claim.py, replies.py, catalog.py,
+# contracts/ and tasks/_common.py (cache/).
+LAYOUT: tuple[tuple[str, str], ...] = (
+    ("runs/<run_id>/run.json", "parameters, status, answer, totals, host, pid and heartbeat"),
+    ("runs/<run_id>/claims/<NNNNNN>.json", "who holds the run id: one per attempt (run, resume)"),
+    ("runs/<run_id>/analysis/<key>/script.py", "the analyzer's script for one file"),
+    ("runs/<run_id>/analysis/<key>/output.txt", "the file's description, as the agents saw it"),
+    ("runs/<run_id>/analysis/<key>/attempts.json", "the file's path, format, hash and attempts"),
+    ("runs/<run_id>/reuse/code.py", "a stored solution tried first and rejected"),
+    ("runs/<run_id>/reuse/output.txt", "its output"),
+    ("runs/<run_id>/reuse/verdict.json", "the verifier's decision on it"),
+    ("runs/<run_id>/rounds/<NN>/plan.json", "the plan executed in round NN (step texts)"),
+    ("runs/<run_id>/rounds/<NN>/code.py", "the script of round NN"),
+    ("runs/<run_id>/rounds/<NN>/output.txt", "its stdout and stderr"),
+    ("runs/<run_id>/rounds/<NN>/verdict.json", "the verifier's decision and debug attempts"),
+    ("runs/<run_id>/rounds/<NN>/route.json", "the router's decision that opened round NN"),
+    ("runs/<run_id>/rounds/<NN>/guidance.json", "a person's answer after round NN (ask_human)"),
+    ("runs/<run_id>/rounds/<NN>/figures/<name>", "figure files round NN's script saved"),
+    ("runs/<run_id>/final/solution.py", "the script that states the answer"),
+    ("runs/<run_id>/final/answer.json", "the answer, the status and the plan"),
+    ("runs/<run_id>/final/notebook.ipynb", "every round as notebook cells, then the solution"),
+    ("runs/<run_id>/final/figures/<name>", "figure files the final script saved"),
+    ("runs/<run_id>/replies/<label>-<hash>.json", "every model reply, kept as it arrives"),
+    ("contracts/<root>/<key>.json", "a file's data contract (Great Expectations suite)"),
+    ("contracts/<root>/passed/<key>.json", "the statistics of its last passed validation"),
+    ("contracts-docs/<root>/...", "Data Docs and summary.html of `contracts validate`"),
+    ("catalog/roots/<digest>.json", "per data root: path, size, mtime, format, sha256"),
+    ("catalog/profiles/<sha256>/<config>.txt", "offline profiles, by content, path and profiler"),
+    ("catalog/analyses/<sha256>/<config>.json", "analyzer descriptions, by content and prompt"),
+    ("cache/...", "Prefect's persisted task results (replies, executions, analyses)"),
+)
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 

@@ -1,5 +1,6 @@
 """What a run records, as plain data: the stored objects of each stage under runs/<run_id>/
-(the storage layout is dsstar.storage.LAYOUT), a round's row in the round table, token totals."""
+(the storage layout is dsstar.runs.storage.LAYOUT), a round's row in the round table, token
+totals."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Exit codes: 0 an answer was produced (verified or max_rounds), 1 the run failed,
 (logs, progress) goes to stderr.
 """
 
-from . import bench, contracts, data, limits, run, runs, serve  # noqa: F401  (each module registers its commands)
+from . import alerts, bench, contracts, data, limits, run, runs, serve  # noqa: F401  (each module registers its commands)
 from ._app import app
 
 __all__ = ["app"]

@@ -23,6 +23,7 @@ from ._app import (
     load_settings,
     prefect_api,
 )
+from .alerts import NotifyOpt, check_notify_server, set_up_alerts
 
 
 @app.command()
@@ -39,6 +40,7 @@ def serve(
     limit: Annotated[int, typer.Option(help="Most flow runs executed at once.")] = 4,
     max_parallel: MaxParallelOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
+    notify: NotifyOpt = None,
 ) -> None:
     """Serve the deployments ds-star/on-demand and ds-star-nightly/nightly from this process.
 
@@ -61,15 +63,24 @@ def serve(
     dsstar-exec (--max-parallel scripts at once) and dsstar-llm (--llm-concurrency requests),
     and with DSSTAR_LLM_RPM set, the rate limit dsstar-llm-rpm (LLM requests per minute).
 
-    Example: dsstar serve --cron "0 2 * * *" --timezone Europe/Paris
+    With --notify BLOCK (repeatable), the nightly questions send alerts through those
+    Prefect notification blocks: an answer that changed, a question that failed, a file that
+    broke its data contract (see docs/alerts.md). The three automations are created on the
+    server, or updated by name, so starting serve again does not duplicate them; they stay
+    on the server after serve stops.
+
+    Example: dsstar serve --cron "0 2 * * *" --timezone Europe/Paris --notify slack-webhook/team
     """
     try:
         settings = load_settings(max_parallel=max_parallel, llm_concurrency=llm_concurrency)
         questions = questions_path(questions_file)
         load_questions(questions)  # a missing or malformed set fails now, not at 2 a.m.
+        check_notify_server(notify)
     except DSStarError as exc:
         fail_usage(str(exc))
     with prefect_api():  # a temporary server, when none is configured, dies with this process
+        if notify:
+            set_up_alerts(notify)
         _serve(settings, questions, cron, timezone, limit)
 
 

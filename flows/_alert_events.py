@@ -1,4 +1,4 @@
-"""The events a nightly batch emits for its alerts (see `flows.alerts`): one
+"""The events a nightly batch emits for its alerts (see `dsstar.flows.alerts`): one
 `dsstar.answer.changed` per question whose answer changed, one `dsstar.contract.broken` per
 file that broke its contract, however many questions read it.
 

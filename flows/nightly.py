@@ -45,7 +45,7 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     # The LLM calls and executions of the run are tasks nested in this one. By default their
     # cache records would commit with this task, and a failed question would lose them: its
     # retry would pay for every finished call again. Eager commits keep each one as it ends.
-    # The tag marks the question's flow run for the failure alert (flows.alerts); its id
+    # The tag marks the question's flow run for the failure alert (dsstar.flows.alerts); its id
     # lets the other alerts link to it.
     with transaction(commit_mode=CommitMode.EAGER), tags(QUESTION_TAG):
         run = ds_star.with_options(task_runner=ThreadPoolTaskRunner())

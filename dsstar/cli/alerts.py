@@ -1,5 +1,5 @@
 """`dsstar alerts` and the `--notify` option of `dsstar serve`: the nightly questions' alerts
-through Prefect notification blocks. The automations themselves are `flows.alerts`'."""
+through Prefect notification blocks. The automations themselves are in `dsstar.flows.alerts`."""
 
 from __future__ import annotations
 

@@ -2,6 +2,10 @@
 `dsstar.answer.changed` per question whose answer changed, one `dsstar.contract.broken` per
 file that broke its contract, however many questions read it.
 
+Event ids are derived from the dsstar run (and file), so that the same news of the same run
+is one event: the Prefect server drops an event whose id it has seen (for 30 minutes), should
+a batch announce a question's result twice (a retry that returns the finished result).
+
 Each event names the question's own ds-star flow run as a related resource, listed before
 the batch's (which Prefect adds from the run context): the automation's `flow_run` is then
 that question's run, and the message links to the page that shows its rounds.
@@ -10,6 +14,7 @@ that question's run, and the message links to the page that shows its rounds.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +32,14 @@ __all__ = ["announce_night"]
 
 _MOST = 2000  # characters of an answer or an observed value carried by an event
 _MOST_FAILURES = 20  # expectations listed per file; the run's artifact has them all
+_IDS = uuid.UUID("5b0e7a52-6f0c-4d5e-9a4e-1f3c2d7b8a90")  # namespace of dsstar's event ids
+
+
+def _event_id(run_id: str | None, *parts: Any) -> uuid.UUID | None:
+    """The same id for the same news of the same run; without a run id, a new one."""
+    if not run_id:
+        return None
+    return uuid.uuid5(_IDS, "\n".join(str(part) for part in (run_id, *parts)))
 
 
 def announce_night(
@@ -50,6 +63,7 @@ def _emit_changed(question: Question, result: dict[str, Any], was: str, now: str
     key = question_key(question.question, question.guidelines)
     emit_event(
         ANSWER_CHANGED,
+        id=_event_id(result.get("run_id"), ANSWER_CHANGED, now),
         resource={
             "prefect.resource.id": f"dsstar.question.{key}",
             "prefect.resource.name": question.question[:200],
@@ -97,6 +111,7 @@ def _emit_broken(root: str, path: str, broken: dict[str, Any], store: Store) -> 
         lines.append(f"(+{len(broken['failures']) - _MOST_FAILURES} more in the run's artifact)")
     emit_event(
         CONTRACT_BROKEN,
+        id=_event_id(broken["result"].get("run_id"), CONTRACT_BROKEN, root, path),
         resource={
             "prefect.resource.id": f"dsstar.contract.{root}/{path}",
             "prefect.resource.name": path,

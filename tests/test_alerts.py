@@ -193,12 +193,17 @@ def question_runs(question: str) -> list[Any]:
     return sorted(runs, key=lambda r: r.start_time or r.created)
 
 
-def test_serve_refuses_a_block_that_does_not_exist(alerting):
+def test_notify_refuses_a_block_that_does_not_exist_and_a_temporary_server(alerting):
     refused = dsstar(alerting.env, "serve", "--notify", "custom-webhook/nobody-home")
     assert refused.returncode == 2, refused.stderr
     assert "--notify custom-webhook/nobody-home: no notification block" in refused.stderr
     assert "custom-webhook/team-hook" in refused.stderr  # what does exist
     assert not automations_named(ALERT_NAMES[0])
+    # Without a lasting server there is no block to find, and nowhere to keep automations.
+    alone = {k: v for k, v in alerting.env.items() if k != "PREFECT_API_URL"}
+    refused = dsstar(alone, "alerts", "--notify", "custom-webhook/team-hook")
+    assert refused.returncode == 2, refused.stderr
+    assert "--notify needs a Prefect server that lasts" in refused.stderr
 
 
 def test_changed_answer_failed_question_and_broken_contract_alert_once_each(alerting):

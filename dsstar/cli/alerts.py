@@ -1,5 +1,5 @@
 """`dsstar alerts` and the `--notify` option of `dsstar serve`: the nightly questions' alerts
-through Prefect notification blocks. The automations themselves are in `dsstar.flows.alerts`."""
+through Prefect notification blocks. The automations themselves are `dsstar.flows`' (alerts)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def check_notify_server(notify: list[str] | None) -> None:
 def set_up_alerts(notify: list[str]) -> None:
     """Create or update the alert automations to send through `notify`; exit 2 naming the
     block when one does not exist."""
-    from dsstar.flows.alerts import ensure_alerts
+    from dsstar.flows import ensure_alerts
 
     try:
         names = ensure_alerts(notify)

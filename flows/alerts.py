@@ -153,12 +153,11 @@ def find_notification_blocks(names: Sequence[str]) -> list[BlockDocument]:
     """The notification blocks named, each as `block-type-slug/name` (as `Block.load` takes
     it, e.g. `slack-webhook/team`) or as a bare name when only one notification block has
     it. UsageError names what is missing or ambiguous, and what exists."""
-    with get_client(sync_client=True) as client:
-        documents = [
-            d
-            for d in client.read_block_documents(include_secrets=False)
-            if d.name and "notify" in (d.block_schema.capabilities if d.block_schema else [])
-        ]
+    documents = [
+        d
+        for d in _block_documents()
+        if d.name and "notify" in (d.block_schema.capabilities if d.block_schema else [])
+    ]
     found = []
     for name in names:
         slug, _, bare = name.rpartition("/")
@@ -171,6 +170,19 @@ def find_notification_blocks(names: Sequence[str]) -> list[BlockDocument]:
             raise UsageError(_not_one(name, matches, documents))
         found.append(matches[0])
     return found
+
+
+def _block_documents(page: int = 200) -> list[BlockDocument]:
+    """Every block document of the server (the API answers a page at a time)."""
+    found: list[BlockDocument] = []
+    with get_client(sync_client=True) as client:
+        while True:
+            batch = client.read_block_documents(
+                offset=len(found), limit=page, include_secrets=False
+            )
+            found += batch
+            if len(batch) < page:
+                return found
 
 
 def _not_one(name: str, matches: list[BlockDocument], documents: list[BlockDocument]) -> str:

@@ -7,6 +7,8 @@
     inspect_slots       the shared concurrency limits and who holds their slots
     prefect_api         the Prefect API a command talks to (with open_api_warning)
     answer_in_terminal  human guidance asked at the terminal instead of the Prefect UI
+    ensure_alerts       the nightly alerts' automations, created or updated by name (with
+                        find_notification_blocks, ALERT_NAMES, api_configured)
 
 Modules whose names start with `_` are this package's own; nothing else imports them.
 """
@@ -18,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows._guidance import answer_in_terminal
+    from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
     from flows.bench import ds_star_bench, task_dicts
     from flows.describe import describe_files
     from flows.ds_star import run_question
     from flows.server import open_api_warning, prefect_api
-    from flows.serving import serve_deployments, share_limits
+    from flows.serving import api_configured, serve_deployments, share_limits
     from tasks.slots import inspect as inspect_slots
 
 # Each name is imported when first used: a command loads only the flows it runs (loading
@@ -38,6 +41,10 @@ _HOMES = {
     "serve_deployments": ("flows.serving", "serve_deployments"),
     "share_limits": ("flows.serving", "share_limits"),
     "inspect_slots": ("tasks.slots", "inspect"),
+    "api_configured": ("flows.serving", "api_configured"),
+    "ALERT_NAMES": ("flows.alerts", "ALERT_NAMES"),
+    "ensure_alerts": ("flows.alerts", "ensure_alerts"),
+    "find_notification_blocks": ("flows.alerts", "find_notification_blocks"),
 }
 
 
@@ -49,6 +56,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ALERT_NAMES",
+    "api_configured",
+    "ensure_alerts",
+    "find_notification_blocks",
     "answer_in_terminal",
     "describe_files",
     "ds_star_bench",

@@ -26,7 +26,7 @@ def say(message: str, *args: Any, level: int = logging.INFO) -> None:
     try:
         logger: Any = get_run_logger()
     except MissingContextError:  # called outside a run (a unit test of a helper)
-        logger = logging.getLogger("flows")
+        logger = logging.getLogger("dsstar.flows")
     logger.log(level, message, *args)
 
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger, tags, task
 from prefect.artifacts import create_table_artifact
 from prefect.runtime import flow_run
 from prefect.states import Failed, State
@@ -25,8 +25,10 @@ from dsstar.runs.storage import Store
 from dsstar.runs.trust import check_data_location, check_form, check_question_set
 from dsstar.settings import Settings
 from flows import _story as story
+from flows._alert_events import announce_night
 from flows._analysis import analyze_files, open_data
 from flows._runners import default_task_runner
+from flows.alerts import QUESTION_TAG
 from flows.ds_star import default_run_id, ds_star
 from tasks.keys import artifact_key
 
@@ -42,8 +44,12 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     # The LLM calls and executions of the run are tasks nested in this one. By default their
     # cache records would commit with this task, and a failed question would lose them: its
     # retry would pay for every finished call again. Eager commits keep each one as it ends.
-    with transaction(commit_mode=CommitMode.EAGER):
-        return ds_star.with_options(task_runner=ThreadPoolTaskRunner())(**form.parameters())
+    # The tag marks the question's flow run for the failure alert (flows.alerts); its id
+    # lets the other alerts link to it.
+    with transaction(commit_mode=CommitMode.EAGER), tags(QUESTION_TAG):
+        run = ds_star.with_options(task_runner=ThreadPoolTaskRunner())
+        state = run(**form.parameters(), return_state=True)
+        return state.result() | {"flow_run_id": str(state.state_details.flow_run_id)}
 
 
 NightlyForm = options_form(
@@ -111,6 +117,9 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
         story.say("question: %s · %s · answer: %s (%s)", question.question, result["status"],
                   result.get("answer"), result["change"])  # fmt: skip
     publish_summary(batch, results, analysis_calls)
+    pairs = zip(questions, results, strict=True)
+    previous = [known_previous_answer(ledger, q, r) for q, r in pairs]
+    announce_night(questions, results, previous, Store(settings.storage))  # for the alerts
     failed = [r for r in results if r["status"] == "failed"]
     if failed:  # the batch shows as failed (alerts, the UI's Retry): a retry resumes those
         return Failed(message=f"{len(failed)} of {len(results)} questions failed", data=results)
@@ -166,6 +175,27 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
     create_table_artifact(key=artifact_key(f"{batch}-nightly"), table=rows)
 
 
+def previous_answer(ledger: Ledger, question: Question, result: dict[str, Any]) -> str | None:
+    """The last earlier answer to the same question over the same data (None when there is
+    none). Raises LedgerError when the ledger cannot be read."""
+    rows = ledger.history(question_key(question.question, question.guidelines))
+    root = normalize_location(question.data)
+    earlier = [
+        r.answer
+        for r in rows
+        if r.run_id != result.get("run_id") and r.data == root and r.answer is not None
+    ]
+    return earlier[-1] if earlier else None
+
+
+def known_previous_answer(ledger: Ledger, question: Question, result: dict) -> str | None:
+    """`previous_answer`, or None when the ledger cannot say (then no change is announced)."""
+    try:
+        return previous_answer(ledger, question, result)
+    except DSStarError:
+        return None
+
+
 def change_mark(ledger: Ledger, question: Question, result: dict[str, Any]) -> str:
     """How tonight's answer compares with the last earlier answer to the same question over
     the same data: "new", "same" or "changed (was ...)"; "no answer" when there is none."""
@@ -173,18 +203,11 @@ def change_mark(ledger: Ledger, question: Question, result: dict[str, Any]) -> s
     if answer is None:
         return "no answer"
     try:
-        rows = ledger.history(question_key(question.question, question.guidelines))
+        was = previous_answer(ledger, question, result)
     except DSStarError:  # the ledger is a convenience here: the table still shows the answer
         return "unknown"
-    root = normalize_location(question.data)
-    earlier = [
-        r.answer
-        for r in rows
-        if r.run_id != result.get("run_id") and r.data == root and r.answer is not None
-    ]
-    if not earlier:
+    if was is None:
         return "new"
-    was = earlier[-1]
     return "same" if was == answer else f"changed (was {was[:80]})"
 
 

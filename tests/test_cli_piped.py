@@ -29,7 +29,7 @@ QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?
 COMMANDS = [
     ["run"], ["resume"], ["describe"], ["retrieve"], ["runs", "list"], ["runs", "show"],
     ["history"], ["contracts", "show"], ["contracts", "validate"], ["contracts", "accept"],
-    ["serve"], ["bench", "run"], ["bench", "score"],
+    ["serve"], ["alerts"], ["bench", "run"], ["bench", "score"],
 ]  # fmt: skip
 
 

@@ -38,7 +38,7 @@ def test_change_marks_compare_with_the_last_answer_over_the_same_data(tmp_path):
 
 
 def test_route_lines_say_which_steps_were_dropped(caplog):
-    with caplog.at_level(logging.INFO, logger="flows"):
+    with caplog.at_level(logging.INFO, logger="dsstar.flows"):
         story.route(3, "Step 2", 3)
         story.route(2, "Add Step", 1)
         story.route(4, "Step 7", 3)

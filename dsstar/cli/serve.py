@@ -15,6 +15,7 @@ from dsstar.cli._app import (
     fail_usage,
     load_settings,
 )
+from dsstar.cli.alerts import NotifyOpt, check_notify_server, set_up_alerts
 from dsstar.errors import DSStarError, UsageError
 from dsstar.execution import stopping
 from dsstar.runs.questions import PROJECT_DIR, load_questions
@@ -35,6 +36,7 @@ def serve(
     limit: Annotated[int, typer.Option(help="Most flow runs executed at once.")] = 4,
     max_parallel: MaxParallelOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
+    notify: NotifyOpt = None,
 ) -> None:
     """Serve the deployments ds-star/on-demand and ds-star-nightly/nightly from this process.
 
@@ -57,17 +59,26 @@ def serve(
     dsstar-exec (--max-parallel scripts at once) and dsstar-llm (--llm-concurrency requests),
     and with DSSTAR_LLM_RPM set, the rate limit dsstar-llm-rpm (LLM requests per minute).
 
-    Example: dsstar serve --cron "0 2 * * *" --timezone Europe/Paris
+    With --notify BLOCK (repeatable), the nightly questions send alerts through those
+    Prefect notification blocks: an answer that changed, a question that failed, a file that
+    broke its data contract (see docs/alerts.md). The three automations are created on the
+    server, or updated by name, so starting serve again does not duplicate them; they stay
+    on the server after serve stops.
+
+    Example: dsstar serve --cron "0 2 * * *" --timezone Europe/Paris --notify slack-webhook/team
     """
     try:
         settings = load_settings(max_parallel=max_parallel, llm_concurrency=llm_concurrency)
         questions = questions_path(questions_file)
         load_questions(questions)  # a missing or malformed set fails now, not at 2 a.m.
+        check_notify_server(notify)
     except DSStarError as exc:
         fail_usage(str(exc))
     from flows import prefect_api
 
     with prefect_api():  # a temporary server, when none is configured, dies with this process
+        if notify:
+            set_up_alerts(notify)
         _serve(settings, questions, cron, timezone, limit)
 
 

@@ -1,0 +1,141 @@
+"""The events a nightly batch emits for its alerts (see `flows.alerts`): one
+`dsstar.answer.changed` per question whose answer changed, one `dsstar.contract.broken` per
+file that broke its contract, however many questions read it.
+
+Event ids are derived from the dsstar run (and file), so that the same news of the same run
+is one event: the Prefect server drops an event whose id it has seen (for 30 minutes), should
+a batch announce a question's result twice (a retry that returns the finished result).
+
+Each event names the question's own ds-star flow run as a related resource, listed before
+the batch's (which Prefect adds from the run context): the automation's `flow_run` is then
+that question's run, and the message links to the page that shows its rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from prefect.events import emit_event
+
+from dsstar.data.contracts import contract_key
+from dsstar.locations import normalize_location
+from dsstar.runs.ledger import question_key
+from dsstar.runs.questions import Question
+from dsstar.runs.storage import Store
+from flows.alerts import ANSWER_CHANGED, CONTRACT_BROKEN
+
+__all__ = ["announce_night"]
+
+_MOST = 2000  # characters of an answer or an observed value carried by an event
+_MOST_FAILURES = 20  # expectations listed per file; the run's artifact has them all
+_IDS = uuid.UUID("5b0e7a52-6f0c-4d5e-9a4e-1f3c2d7b8a90")  # namespace of dsstar's event ids
+
+
+def _event_id(run_id: str | None, *parts: Any) -> uuid.UUID | None:
+    """The same id for the same news of the same run; without a run id, a new one."""
+    if not run_id:
+        return None
+    return uuid.uuid5(_IDS, "\n".join(str(part) for part in (run_id, *parts)))
+
+
+def announce_night(
+    questions: Sequence[Question],
+    results: Sequence[dict[str, Any]],
+    previous: Sequence[str | None],
+    store: Store,
+) -> None:
+    """Emit the night's events. `previous[i]` is question i's last earlier answer over the
+    same data (None when it has none); failed questions emit nothing here, since their
+    flow run's Failed state is what the failure alert reacts to."""
+    for question, result, was in zip(questions, results, previous, strict=True):
+        now = result.get("answer")
+        if result.get("status") != "failed" and None not in (was, now) and was != now:
+            _emit_changed(question, result, was or "", now)
+    for (root, path), broken in _broken_files(questions, results).items():
+        _emit_broken(root, path, broken, store)
+
+
+def _emit_changed(question: Question, result: dict[str, Any], was: str, now: str) -> None:
+    key = question_key(question.question, question.guidelines)
+    emit_event(
+        ANSWER_CHANGED,
+        id=_event_id(result.get("run_id"), ANSWER_CHANGED, now),
+        resource={
+            "prefect.resource.id": f"dsstar.question.{key}",
+            "prefect.resource.name": question.question[:200],
+        },
+        related=_question_run(result),
+        payload={
+            "question": question.question,
+            "guidelines": question.guidelines,
+            "data": normalize_location(question.data),
+            "previous_answer": was[:_MOST],
+            "answer": now[:_MOST],
+            "status": result.get("status"),
+            "run_id": result.get("run_id"),
+        },
+    )
+
+
+def _broken_files(
+    questions: Sequence[Question], results: Sequence[dict[str, Any]]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Failed expectations grouped by file: {(data root, path): {"failures", "questions",
+    "result"}}, `result` being the first question's that found them."""
+    files: dict[tuple[str, str], dict[str, Any]] = {}
+    for question, result in zip(questions, results, strict=True):
+        root = normalize_location(question.data)
+        for failure in (result.get("contracts") or {}).get("failed") or []:
+            entry = files.setdefault(
+                (root, str(failure.get("path"))),
+                {"failures": [], "questions": [], "result": result},
+            )
+            if question.question not in entry["questions"]:
+                entry["questions"].append(question.question)
+            if failure not in entry["failures"]:  # two questions over one file find the same
+                entry["failures"].append(failure)
+    return files
+
+
+def _emit_broken(root: str, path: str, broken: dict[str, Any], store: Store) -> None:
+    failures = [
+        {"expectation": f.get("expectation"), "observed": _compact(f.get("observed"))}
+        for f in broken["failures"][:_MOST_FAILURES]
+    ]
+    lines = [f"- {f['expectation']} observed {f['observed']}" for f in failures]
+    if len(broken["failures"]) > _MOST_FAILURES:
+        lines.append(f"(+{len(broken['failures']) - _MOST_FAILURES} more in the run's artifact)")
+    emit_event(
+        CONTRACT_BROKEN,
+        id=_event_id(broken["result"].get("run_id"), CONTRACT_BROKEN, root, path),
+        resource={
+            "prefect.resource.id": f"dsstar.contract.{root}/{path}",
+            "prefect.resource.name": path,
+        },
+        related=_question_run(broken["result"]),
+        payload={
+            "file": path,
+            "data": root,
+            "contract": store.uri(contract_key(root, path)),
+            "failures": failures,
+            "expectations": "\n".join(lines),  # ready to show: templates need no loop
+            "questions": "; ".join(broken["questions"]),
+            "run_id": broken["result"].get("run_id"),
+        },
+    )
+
+
+def _question_run(result: dict[str, Any]) -> list[dict[str, str]]:
+    flow_run_id = result.get("flow_run_id")
+    if not flow_run_id:
+        return []
+    return [{"prefect.resource.id": f"prefect.flow-run.{flow_run_id}",
+             "prefect.resource.role": "flow-run"}]  # fmt: skip
+
+
+def _compact(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:_MOST]

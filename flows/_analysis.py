@@ -10,27 +10,16 @@ from typing import Any
 
 from dsstar.tasks._common import is_transient, result_storage
 from dsstar.tasks.agents import RunSpec
-from dsstar.tasks.analysis import analyze_file, config_key
+from dsstar.tasks.analysis import analyze_file
 
-from dsstar import progress, scratch
-from dsstar.catalog import Catalog
-from dsstar.data import DataFile, DataSource, archive_limits
+from dsstar import progress
+from dsstar.data import DataFile, DataSource
 from dsstar.llm import preload
 from dsstar.settings import Settings
-from dsstar.storage import Store
+
+from .cached import known_analyses, open_data
 
 __all__ = ["analyze_files", "open_data"]
-
-
-def open_data(data: str, settings: Settings, tag: str = "data") -> DataSource:
-    """The data root as a read-only view (downloaded first when it is remote), in a temporary
-    folder removed by `scratch.release(tag)`, or when the process ends."""
-    return DataSource(
-        data,
-        scratch.new_dir(settings.work_dir, tag),
-        archive_limits(settings),
-        archive_cache=scratch.archive_cache(settings.work_dir),
-    )
 
 
 def analyze_files(
@@ -39,14 +28,8 @@ def analyze_files(
     """Describe every file, in parallel; files the catalog already knows (same content, path,
     prompt and models) are not analyzed again, and get no task of their own. Files in
     `fresh` are analyzed again whatever the caches hold."""
-    catalog = Catalog(Store(spec.storage), source.url)
-    files = catalog.files(source)  # hashes only new or changed files
+    files, results, misses = known_analyses(spec, source, fresh)
     spec_dict = asdict(spec)
-    wanted = {
-        f.path: (f.sha256, config_key(asdict(f), spec_dict)) for f in files if f.path not in fresh
-    }
-    results = catalog.analyses(wanted)
-    misses = [f for f in files if f.path not in results]
     if misses:
         preload()  # litellm's import overlaps the first analyses' task runs
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))

@@ -13,6 +13,7 @@ from dsstar.storage import Store, new_run_id
 
 from ._analysis import analyze_files, open_data
 from ._runners import default_task_runner
+from .cached import describe_records
 
 __all__ = ["describe"]
 
@@ -27,8 +28,4 @@ def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str,
     spec = RunSpec.from_settings(
         settings, f"describe-{new_run_id()}", Store(settings.storage).url, source.mount_dir
     )
-    described = [
-        {k: item[k] for k in ("path", "format", "description", "source", "error")}
-        for item in analyze_files(spec, source)
-    ]
-    return described + [r | {"source": "skipped"} for r in source.skipped_records()]
+    return describe_records(analyze_files(spec, source), source)

@@ -8,13 +8,14 @@ import json
 import os
 import re
 from functools import cache
-from typing import Any
-
-from prefect.filesystems import LocalFileSystem, RemoteFileSystem, WritableFileSystem
+from typing import TYPE_CHECKING, Any
 
 from dsstar.errors import LLMTransientError, StorageError
 from dsstar.locations import is_remote, local_path
 from dsstar.settings import Settings
+
+if TYPE_CHECKING:  # imported where a block is made: `digest` serves commands without Prefect
+    from prefect.filesystems import WritableFileSystem
 
 __all__ = [
     "artifact_key",
@@ -39,6 +40,8 @@ def result_storage(storage_url: str) -> WritableFileSystem:
 @functools.lru_cache(maxsize=32)
 def _saved_result_storage(storage_url: str, api_url: str | None) -> WritableFileSystem:
     """The block, saved once per process and Prefect API (each save is a database write)."""
+    from prefect.filesystems import LocalFileSystem, RemoteFileSystem
+
     base = f"{storage_url.rstrip('/')}/cache"
     if is_remote(base):
         block: WritableFileSystem = RemoteFileSystem(basepath=base)

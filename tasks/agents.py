@@ -15,8 +15,6 @@ from dsstar.settings import AGENTS, Settings
 from dsstar.text import clean
 
 from ._common import result_storage
-from .execute import execute
-from .llm import ask
 
 __all__ = ["RunSpec", "TaskCalls"]
 
@@ -86,6 +84,10 @@ class TaskCalls:
     request; LLM calls retried on transient errors). Every reply is appended to `calls`."""
 
     def __init__(self, spec: RunSpec, *, inline: bool = False) -> None:
+        # The tasks are imported here: RunSpec alone serves commands that import no Prefect.
+        from .execute import execute
+        from .llm import ask
+
         self.spec = spec
         self.calls: list[dict[str, Any]] = []
         if inline:  # inside a task that is itself the unit of caching and retry

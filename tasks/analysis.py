@@ -16,26 +16,11 @@ from dsstar.repair import run_with_repair
 from dsstar.storage import Store
 from dsstar.text import clean
 
-from ._common import digest
+from ._analysis_key import analyzer_request as _request
+from ._analysis_key import config_key
 from .agents import RunSpec, TaskCalls
 
 __all__ = ["analyze_file", "config_key"]
-
-
-def _request(file: dict[str, Any]) -> list[dict[str, str]]:
-    return agents.analyzer.render(path=f"data/{file['path']}", format=file["format"])
-
-
-def config_key(file: dict[str, Any], spec: dict[str, Any]) -> str:
-    """What, besides the file's content, makes its analysis: path, prompt, models and limits,
-    but not the run: every run over an unchanged file reuses the first description. Only
-    what changes a reply counts (model, temperature): a moved gateway or a longer timeout
-    does not make a description stale."""
-    models = {
-        name: (spec["llm"][name]["model"], spec["llm"][name].get("temperature"))
-        for name in ("analyzer", "debugger", "summarizer")
-    }
-    return digest(file["path"], _request(file), models, spec["limits"])
 
 
 def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:

@@ -40,6 +40,13 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     from ..llm import require_model
 
     require_model(settings)
+    from dsstar.flows.cached import cached_descriptions
+
+    # Every file described before: the catalog answers, without a Prefect server to start
+    # and a flow run to record (seconds, for a few reads from storage).
+    known = cached_descriptions(data, settings)
+    if known is not None:
+        return known
     from dsstar.flows._runners import build_task_runner
     from dsstar.flows.describe import describe as describe_flow
 

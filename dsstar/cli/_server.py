@@ -9,6 +9,8 @@ which stops it in order.
 
 from __future__ import annotations
 
+import atexit
+import importlib.util
 import os
 import signal
 import socket
@@ -18,7 +20,7 @@ import threading
 import time
 import urllib.request
 
-__all__ = ["EphemeralServer", "ensure_api"]
+__all__ = ["EphemeralServer", "ensure_api", "start_early"]
 
 # Runs before the server: arm the parent-death signal, make sure the parent did not die in
 # the meantime, then become the server (the setting survives exec).
@@ -38,10 +40,10 @@ class EphemeralServer:
         self.port = _free_port()
         self.stopping = False
         self.url = f"http://127.0.0.1:{self.port}/api"
-        import prefect
-
+        # Where prefect is installed, found without importing it (that takes a second or more).
+        site = os.path.dirname(os.path.dirname(importlib.util.find_spec("prefect").origin))
         argv = [
-            "-m", "uvicorn", "--app-dir", os.path.dirname(os.path.dirname(prefect.__file__)),
+            "-m", "uvicorn", "--app-dir", site,
             "--factory", "prefect.server.api.server:create_app",
             "--host", "127.0.0.1", "--port", str(self.port),
             "--log-level", "error", "--lifespan", "on",
@@ -100,19 +102,40 @@ class EphemeralServer:
                 self.process.wait()
 
 
+_early: EphemeralServer | None = None  # started by start_early, not yet handed out
+
+
+def start_early() -> None:
+    """Start the server `ensure_api` will hand out now, when the environment names no API:
+    it takes seconds to start (it imports Prefect's server), which then overlap with the
+    command's own imports and checks instead of following them. Nothing talks to it until
+    `ensure_api`, which stops it if the active Prefect profile names an API after all."""
+    global _early
+    if _early is None and not os.environ.get("PREFECT_API_URL"):
+        if sys.platform.startswith("linux"):
+            _early = EphemeralServer()
+            atexit.register(_early.stop)  # the command may end before it is used
+
+
 def ensure_api() -> EphemeralServer | None:
     """Start a server for this process when Prefect has no API URL configured (neither in the
     environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL.
     It is marked private (DSSTAR_PRIVATE_API_URL): runs take no slot of its global limits,
     whose counts would outlive it in the database all runs of the user share."""
+    global _early
+    early, _early = _early, None
     if os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux"):
+        if early is not None:
+            early.stop()
         return None  # configured; or no PR_SET_PDEATHSIG here: Prefect's own server then
     from prefect.context import refresh_global_settings_context
     from prefect.settings import get_current_settings
 
     if get_current_settings().api.url:
+        if early is not None:
+            early.stop()  # the profile names an API: the user's server, not this one
         return None
-    server = EphemeralServer()
+    server = early or EphemeralServer()
     os.environ["PREFECT_API_URL"] = os.environ["DSSTAR_PRIVATE_API_URL"] = server.url
     refresh_global_settings_context()
     return server

@@ -26,6 +26,7 @@ from ._app import (
     prefect_api,
     prefect_quietly,
     setting_option,
+    start_prefect_api,
 )
 from ._output import LiveProgress, heading, json_line, shown
 
@@ -47,6 +48,7 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     known = cached_descriptions(data, settings)
     if known is not None:
         return known
+    start_prefect_api()  # its start overlaps the flows' imports
     from dsstar.flows._runners import build_task_runner
     from dsstar.flows.describe import describe as describe_flow
 

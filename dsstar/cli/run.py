@@ -33,6 +33,7 @@ from ._app import (
     prefect_quietly,
     setting_option,
     settings_flags,
+    start_prefect_api,
 )
 from ._output import LiveProgress, report
 
@@ -102,6 +103,7 @@ def run(
         from ..budget import check_question  # the agents' imports: only for a run
 
         check_question(form.question, form.guidelines, settings.max_question_chars)
+        start_prefect_api()  # its start overlaps the checks and imports from here on
         preflight(settings, data)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
@@ -252,6 +254,7 @@ def resume(
         report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
         raise typer.Exit(EXIT_OK)
     _refuse_if_running(record, force, as_json)
+    start_prefect_api()  # its start overlaps the checks and imports from here on
     # The run continues with the settings it started with (so its cache keys match), except
     # where this command says otherwise. Keys were never stored; they come from the env.
     stored = dict(record.get("settings") or {})

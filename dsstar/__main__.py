@@ -1,5 +1,5 @@
 """`python -m dsstar` is the `dsstar` command."""
 
-from .cli import app
+from .cli import main
 
-app(prog_name="dsstar")
+main()

@@ -1,18 +1,29 @@
-"""What dsstar's machinery costs per round, next to a plain loop doing the same work, and how
-long the CLI takes to send its first LLM request.
+"""What a small question costs end to end through dsstar, next to a plain loop doing the same
+work, and how long `dsstar describe` of already-described files and the CLI's start take.
 
-One run does both, against the same scripted OpenAI-compatible server (tests/fake_llm.py,
-instant replies) and a started Prefect server:
+One run measures, against a scripted OpenAI-compatible server (tests/fake_llm.py, instant
+replies) and the retail question over examples/sales (verifier "No", then "Yes"):
 
-- dsstar: the ds-star flow over examples/sales for --rounds rounds (verifier "No" until the
-  last), with Prefect tasks, storage, ledger, artifacts and the sandbox;
-- plain: the very same HTTP requests (replayed bodies, the same server) and the same round
-  scripts run with `subprocess` and the same python, in a folder where data/ holds the files.
+- `dsstar run` as a user runs it, a fresh storage each time (so every file is analyzed):
+  without PREFECT_API_URL (the command starts its own temporary Prefect server), and with
+  PREFECT_API_URL pointing at a started `prefect server start`;
+- the plain loop: a fresh python process that sends the very same HTTP requests (the bodies
+  dsstar sent) with httpx and runs the same scripts (analyzer, round and final scripts) with
+  `subprocess` in a folder whose data/ holds the files;
+- `dsstar describe --json` of the same files once they are in the catalog (no PREFECT_API_URL);
+- from the start of `dsstar run` to the scripted server's first chat request.
 
-Then `dsstar run` is started as a subprocess with PREFECT_API_URL set to the started server,
-and the time from its start to the server's first request is printed, with import times.
+Every figure is wall time of whole processes, repeated; medians are printed with every value
+and the load average before and after. With --compare DIR, the same measures run
+interleaved (one of each per repeat) for the checkout at DIR, e.g. an older commit:
 
-    .venv/bin/python benchmarks/overhead.py [--rounds 8]
+    mkdir /tmp/base && git archive HEAD~5 | tar -x -C /tmp/base   # a checkout, not installed
+    .venv/bin/python benchmarks/overhead.py --repeat 3 --compare /tmp/base
+
+(A commit from before flows/, tasks/ and prompts/ were top-level packages imported them as
+dsstar.flows, dsstar.tasks and dsstar/prompts: link each folder into /tmp/base/dsstar/.)
+
+Each tree runs with PYTHONPATH set to it and this interpreter (this checkout's venv).
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -33,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SALES = REPO / "examples" / "sales"
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "tests")]
 
 
 def free_port() -> int:
@@ -42,186 +54,244 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_prefect(home: Path) -> subprocess.Popen:
-    """`prefect server start` on a free port; PREFECT_API_URL points at it when it answers."""
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def start_prefect(home: Path) -> tuple[subprocess.Popen, str]:
+    """`prefect server start` on a free port, once it answers; returns it and its API URL."""
     port = free_port()
-    os.environ.update(
-        PREFECT_HOME=str(home),
-        PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        PREFECT_LOGGING_LEVEL="WARNING",
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-    )
+    url = f"http://127.0.0.1:{port}/api"
+    env = os.environ | {"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+         "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env,
     )  # fmt: skip
     started = time.monotonic()
     while True:
         try:
-            with urllib.request.urlopen(os.environ["PREFECT_API_URL"] + "/health", timeout=2):
+            with urllib.request.urlopen(url + "/health", timeout=2):
                 break
         except OSError:
             if proc.poll() is not None or time.monotonic() - started > 180:
                 raise SystemExit("the Prefect server did not start") from None
             time.sleep(0.5)
     print(f"prefect server ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    return proc
+    return proc, url
 
 
-def scripted(llm, rounds: int) -> None:
-    """Verifier No until the last round; each round's script loads and aggregates the orders."""
-    from scenarios import FINAL_ONLY_ANSWER, LOAD, describe_script, fence
+def scripted(llm) -> None:
+    """The retail question in two rounds: verifier No, router Add Step, verifier Yes."""
+    from scenarios import FINAL_ONLY_ANSWER, fence, two_rounds
 
     llm.reset()
-    llm.default("analyzer", describe_script)
-    llm.default("planner", lambda req: "Compute revenue per region from the orders.")
-    llm.default("coder", lambda req: fence(LOAD))
-    verdicts = iter(["No"] * (rounds - 1) + ["Yes"])
-    llm.default("verifier", lambda req: next(verdicts, "Yes"))
-    llm.default("router", lambda req: "Add Step")
+    two_rounds(llm)
     llm.default("finalyzer", lambda req: fence(FINAL_ONLY_ANSWER))
 
 
-def dsstar_rounds(llm, rounds: int, work: Path) -> tuple[list[float], dict]:
-    """Per-round seconds of the ds-star flow (rounds 01.. : route, plan, code, run, verify)."""
-    from flows.ds_star import ds_star
+class Tree:
+    """One checkout whose `dsstar` is measured, with its own storage and Prefect homes."""
 
-    scripted(llm, rounds)
-    run_id = f"overhead-{int(time.time())}"
-    result = ds_star(question=QUESTION, data=str(SALES), max_rounds=rounds, run_id=run_id,
-                     options={"reuse": False})  # fmt: skip
-    record = json.loads((work / "storage" / "runs" / run_id / "run.json").read_text())
-    return [row["seconds"] for row in record["round_table"][1:]], result
+    def __init__(self, root: Path, work: Path, llm, api_url: str) -> None:
+        self.root, self.llm, self.api_url = root, llm, api_url
+        self.work = Path(tempfile.mkdtemp(prefix="tree-", dir=work))
+        self.home = self.work / "prefect-home"  # the temporary servers' database, kept warm
+        self.home.mkdir()
+        self.cached = self.work / "cached-storage"  # describe's catalog, filled once
+        self.name = _describe_tree(root)
+
+    def env(self, storage: Path, api: bool) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DSSTAR_", "PREFECT_"))}
+        env |= {
+            "PYTHONPATH": str(self.root),
+            "PREFECT_HOME": str(self.home),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "DSSTAR_MODEL": "openai/gpt-4o-mini",
+            "DSSTAR_API_BASE": self.llm.base_url,
+            "DSSTAR_API_KEY": "sk-overhead",
+            "DSSTAR_STORAGE": str(storage),
+            "DSSTAR_DATABASE_URL": f"sqlite:///{storage.parent / (storage.name + '-ledger.db')}",
+            "DSSTAR_WORK_DIR": str(self.work),
+            "DSSTAR_EXEC_TIMEOUT": "60",
+        }
+        if api:
+            env["PREFECT_API_URL"] = self.api_url
+        return env
+
+    def run(self, api: bool) -> dict:
+        """One `dsstar run` on a fresh storage: wall seconds, to the first chat request, the
+        chat requests it sent."""
+        storage = Path(tempfile.mkdtemp(prefix="storage-", dir=self.work))
+        scripted(self.llm)
+        seen: list[float] = []
+        self.llm.intercept(lambda req: seen.append(time.time()) or None)
+        started = time.time()
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsstar", "run", "--data", str(SALES), "--question", QUESTION,
+             "--json", "--no-reuse"], env=self.env(storage, api), capture_output=True,
+            text=True, timeout=600, cwd=self.work,
+        )  # fmt: skip
+        wall = time.time() - started
+        self.llm.intercept(None)
+        result = json.loads(proc.stdout or "{}")
+        if proc.returncode != 0 or result.get("status") != "verified":
+            raise SystemExit(f"dsstar run failed ({self.root}): {proc.stderr[-2000:]}")
+        requests = [r for r in self.llm.requests if r.get("body", {}).get("messages")]
+        return {"wall": wall, "first": seen[0] - started, "requests": requests}
+
+    def describe(self) -> tuple[float, int]:
+        """`dsstar describe --json` over the cached storage: wall seconds and chat requests."""
+        self.llm.reset()
+        from scenarios import describe_script
+
+        self.llm.default("analyzer", describe_script)
+        started = time.time()
+        proc = subprocess.run(
+            [sys.executable, "-m", "dsstar", "describe", "--data", str(SALES), "--json"],
+            env=self.env(self.cached, api=False), capture_output=True, text=True,
+            timeout=600, cwd=self.work,
+        )  # fmt: skip
+        wall = time.time() - started
+        files = json.loads(proc.stdout or "{}").get("files") or []
+        if proc.returncode != 0 or not all(f["description"] for f in files):
+            raise SystemExit(f"dsstar describe failed ({self.root}): {proc.stderr[-2000:]}")
+        return wall, len(self.llm.requests)
 
 
-def plain_rounds(
-    llm, rounds: int, work: Path, run_requests: list[dict]
-) -> tuple[list[float], list[float]]:
-    """The same requests (bodies and headers) and scripts, in a plain loop. Returns the
-    seconds of each round and of its HTTP calls alone."""
-    import httpx
+def _describe_tree(root: Path) -> str:
+    try:
+        git = ["git", "-C", str(root)]
+        head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run([*git, "status", "--porcelain", "--", "dsstar", "flows", "tasks"],
+                               capture_output=True, text=True).stdout.strip()  # fmt: skip
+        return f"{root.name} ({head}{', changed' if dirty else ''})"
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return str(root)
 
-    from dsstar.algorithm.agents import extract_code
 
-    loop = [r for r in run_requests if r["agent"] not in ("analyzer", "finalyzer")][3:]
-    chunks = [loop[i : i + 4] for i in range(0, len(loop), 4)]  # router, planner, coder, verifier
+def plain(requests: list[dict], work: Path, base_url: str) -> float:
+    """The plain loop in a fresh process: the same requests, the same scripts, in order."""
     folder = Path(tempfile.mkdtemp(prefix="plain-", dir=work))
     (folder / "data").symlink_to(SALES)
-    scripted(llm, rounds)
-    seconds, http = [], []
-    with httpx.Client(base_url=llm.base_url, timeout=60) as client:
-        for chunk in chunks:
-            started = time.perf_counter()
-            code = None
-            for request in chunk:
-                headers = {k: v for k, v in request["headers"].items()
-                           if k.startswith("x-dsstar") or k == "authorization"}  # fmt: skip
-                reply = client.post("/chat/completions", json=request["body"], headers=headers)
-                text = reply.json()["choices"][0]["message"]["content"]
-                code = extract_code(text) if request["agent"] == "coder" else code
-            http.append(time.perf_counter() - started)
-            script = folder / "round.py"
-            script.write_text(code or "")
-            subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True,
-                           timeout=120, check=True)  # fmt: skip
-            seconds.append(time.perf_counter() - started)
-    return seconds, http
-
-
-def exec_cost(code: str, reps: int = 5) -> tuple[float, float]:
-    """Mean seconds of one script: through dsstar's sandbox, and as a plain subprocess."""
-    from dsstar.execution.sandbox import Limits, run_script
-
-    sandboxed, plain = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "data").symlink_to(SALES)
-        (Path(tmp) / "s.py").write_text(code)
-        for _ in range(reps):
-            started = time.perf_counter()
-            run_script(code, data_dir=SALES, limits=Limits(timeout_s=60, memory_mb=4096,
-                                                           output_bytes=100_000))  # fmt: skip
-            sandboxed.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "s.py"], cwd=tmp, capture_output=True, check=True)
-            plain.append(time.perf_counter() - started)
-    return statistics.mean(sandboxed), statistics.mean(plain)
-
-
-def first_request(llm, work: Path) -> float:
-    """Seconds from starting `dsstar run` to the scripted server's first request."""
-    scripted(llm, 1)
-    seen: list[float] = []
-    llm.intercept(lambda req: seen.append(time.time()) or None)
-    env = os.environ | {"PYTHONPATH": str(REPO)}
+    bodies = [
+        {
+            "agent": r["agent"],
+            "body": r["body"],
+            "headers": {k: v for k, v in r["headers"].items() if k.startswith("x-dsstar")},
+        }
+        for r in requests
+    ]
+    (folder / "requests.json").write_text(json.dumps(bodies))
     started = time.time()
-    subprocess.run([sys.executable, "-m", "dsstar", "run", "--data", str(SALES), "--question",
-                    QUESTION, "--json", "--no-reuse"], env=env, capture_output=True,
-                   timeout=600, cwd=work)  # fmt: skip
-    llm.intercept(None)
-    return seen[0] - started if seen else float("nan")
+    subprocess.run([sys.executable, __file__, "--plain-loop", str(folder), base_url],
+                   check=True, timeout=600)  # fmt: skip
+    return time.time() - started
 
 
-def import_seconds(module: str) -> float:
-    env = os.environ | {"PYTHONPATH": str(REPO)}
+def plain_loop(folder: Path, base_url: str) -> None:
+    """What a hand-written loop does for the same question: ask, run each script, go on."""
+    import httpx
+
+    fence = re.compile(r"```(?:python)?\n(.*?)```", re.S)
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        for request in json.loads((folder / "requests.json").read_text()):
+            headers = request["headers"] | {"authorization": "Bearer sk-overhead"}
+            reply = client.post("/chat/completions", json=request["body"], headers=headers)
+            text = reply.json()["choices"][0]["message"]["content"]
+            if request["agent"] in ("analyzer", "coder", "finalyzer", "debugger"):
+                (folder / "script.py").write_text(fence.search(text).group(1))
+                subprocess.run([sys.executable, "script.py"], cwd=folder, capture_output=True,
+                               timeout=120, check=True)  # fmt: skip
+
+
+def import_seconds(root: Path, module: str) -> float:
+    env = os.environ | {"PYTHONPATH": str(root), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", f"import {module}"], env=env, check=True, cwd=REPO)
+    subprocess.run([sys.executable, "-c", f"import {module}"], env=env, check=True, cwd=root)
     return time.perf_counter() - started
+
+
+def figures(values: list[float]) -> str:
+    return (
+        f"median {statistics.median(values):5.2f} s  (" + " ".join(f"{v:.2f}" for v in values) + ")"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=6, help="rounds per run (default 6)")
-    parser.add_argument("--repeat", type=int, default=2, help="runs of each kind (default 2)")
+    parser.add_argument("--repeat", type=int, default=3, help="measures of each kind (default 3)")
+    parser.add_argument("--compare", type=Path, action="append", default=[],
+                        help="another checkout to measure the same way, interleaved")  # fmt: skip
+    parser.add_argument("--plain-loop", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="dsstar-overhead-"))
-    (work / "prefect").mkdir()
-    server = start_prefect(work / "prefect")
+    if args.plain_loop:
+        return plain_loop(Path(args.plain_loop[0]), args.plain_loop[1])
     from fake_llm import FakeLLM
 
+    print(f"before: {load()}")
+    work = Path(tempfile.mkdtemp(prefix="dsstar-overhead-"))
+    (work / "prefect").mkdir()
+    server, api_url = start_prefect(work / "prefect")
+    rows: dict[str, dict[str, list[float]]] = {}
     try:
         with FakeLLM() as llm:
-            os.environ.update(
-                DSSTAR_MODEL="openai/gpt-4o-mini", DSSTAR_API_BASE=llm.base_url,
-                DSSTAR_API_KEY="sk-overhead", DSSTAR_STORAGE=str(work / "storage"),
-                DSSTAR_DATABASE_URL=f"sqlite:///{work / 'ledger.db'}",
-                DSSTAR_WORK_DIR=str(work), DSSTAR_EXEC_TIMEOUT="60",
-            )  # fmt: skip
-            dsstar_rounds(llm, 2, work)  # warm-up: first flow run, imports, analysis cache
-            ds, plain, http = [], [], []
-            for _ in range(args.repeat):  # alternated, so a change in the machine's load
-                more, _ = dsstar_rounds(llm, args.rounds, work)  # hits both alike
-                requests = list(llm.requests)
-                ds += more
-                rounds, calls_s = plain_rounds(llm, args.rounds, work, requests)
-                plain, http = plain + rounds, http + calls_s
-            from scenarios import LOAD
+            trees = [Tree(root.resolve(), work, llm, api_url) for root in [*args.compare, REPO]]
+            for tree in trees:  # warm-up: the temporary server's database, the catalog
+                tree.run(api=False)
+                tree.run(api=True)
+                storage = tree.cached
+                scripted(llm)
+                from scenarios import describe_script
 
-            sandboxed, subprocess_s = exec_cost(LOAD)
-            calls = [r for r in requests if r["agent"] != "analyzer"]
-            first = first_request(llm, work)
+                llm.default("analyzer", describe_script)
+                subprocess.run([sys.executable, "-m", "dsstar", "describe", "--data",
+                                str(SALES), "--json"], env=tree.env(storage, api=False),
+                               capture_output=True, check=True, cwd=tree.work)  # fmt: skip
+            requests: list[dict] = []
+            for _ in range(args.repeat):
+                for tree in trees:
+                    row = rows.setdefault(tree.name, {})
+                    for api in (False, True):
+                        measured = tree.run(api)
+                        kind = "with PREFECT_API_URL" if api else "no PREFECT_API_URL"
+                        row.setdefault(f"run, {kind}", []).append(measured["wall"])
+                        row.setdefault(f"first request, {kind}", []).append(measured["first"])
+                        requests = measured["requests"]
+                    seconds, calls = tree.describe()
+                    row.setdefault("cached describe (3 files)", []).append(seconds)
+                    row.setdefault("describe LLM calls", []).append(calls)
+                scripted(llm)  # the same replies, in the same order
+                rows.setdefault("plain loop", {}).setdefault("run", []).append(
+                    plain(requests, work, llm.base_url)
+                )
     finally:
         server.terminate()
         server.wait(timeout=30)
-    d, p = statistics.median(ds), statistics.median(plain)
-    print(f"rounds measured: {len(ds)} dsstar, {len(plain)} plain (4 LLM calls + 1 script each)")
-    print("dsstar per round (s):", " ".join(f"{s:.3f}" for s in ds))
-    print("plain  per round (s):", " ".join(f"{s:.3f}" for s in plain))
-    print(f"median round: dsstar {d * 1000:.0f} ms, plain {p * 1000:.0f} ms, ratio {d / p:.2f}"
-          " (target <= 0.8)")  # fmt: skip
-    print(f"one script: sandbox (run_script) {sandboxed * 1000:.0f} ms, plain subprocess "
-          f"{subprocess_s * 1000:.0f} ms")  # fmt: skip
-    h = statistics.median(http)
-    other = d - sandboxed - h
-    print(
-        f"dsstar round ~ script in sandbox {sandboxed * 1000:.0f} ms + 4 HTTP calls {h * 1000:.0f}"
-        f" ms + the rest (Prefect tasks, storage, ledger, artifacts) {other * 1000:.0f} ms"
-    )
-    print(f"LLM requests in the measured run: {len(calls)}")
-    print(f"CLI start -> first LLM request: {first:.2f} s (target <= 5 s, PREFECT_API_URL set)")
-    for module in ("dsstar.cli", "litellm", "prefect", "flows.ds_star"):
-        print(f"  python -c 'import {module}': {import_seconds(module):.2f} s")
+    agents = [r["agent"] for r in requests]
+    print(f"after: {load()}")
+    print(f"chat requests per run: {len(agents)} ({', '.join(agents)})")
+    loop = statistics.median(rows["plain loop"]["run"])
+    print(f"\nplain loop, whole run: {figures(rows['plain loop']['run'])}")
+    for name, row in rows.items():
+        if name == "plain loop":
+            continue
+        print(f"\n{name}")
+        for label, values in row.items():
+            if label == "describe LLM calls":
+                print(f"  {label}: {sorted(set(values))}")
+                continue
+            ratio = f"  = {statistics.median(values) / loop:.2f}x the plain loop" if (
+                label.startswith("run")) else ""  # fmt: skip
+            print(f"  {label:<36} {figures(values)}{ratio}")
+    print("\ntargets: run <= 2x the plain loop; cached describe <= 3 s")
+    for tree in trees:
+        times = {m: import_seconds(tree.root, m) for m in ("dsstar.cli", "litellm", "prefect")}
+        print(f"imports ({tree.name}): " + ", ".join(f"{m} {s:.2f} s" for m, s in times.items()))
+    print(f"end: {load()}")
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -1,5 +1,5 @@
 """`python -m dsstar` is the `dsstar` command."""
 
-from dsstar.cli import app
+from dsstar.cli import main
 
-app(prog_name="dsstar")
+main()

@@ -5,7 +5,8 @@
     ds_star_bench       a benchmark suite (with task_dicts): the ds-star-bench flow
     serve_deployments   `dsstar serve`: both deployments from one process (with share_limits)
     inspect_slots       the shared concurrency limits and who holds their slots
-    prefect_api         the Prefect API a command talks to (with open_api_warning)
+    prefect_api         the Prefect API a command talks to (with open_api_warning, and
+                        start_prefect_api, which starts a temporary one early)
     answer_in_terminal  human guidance asked at the terminal instead of the Prefect UI
     ensure_alerts       the nightly alerts' automations, created or updated by name (with
                         find_notification_blocks, ALERT_NAMES, api_configured)
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows.describe import describe_files
     from flows.ds_star import run_question
     from flows.server import open_api_warning, prefect_api
+    from flows.server import start_early as start_prefect_api
     from flows.serving import api_configured, serve_deployments, share_limits
     from tasks.slots import inspect as inspect_slots
 
@@ -38,6 +40,7 @@ _HOMES = {
     "run_question": ("flows.ds_star", "run_question"),
     "open_api_warning": ("flows.server", "open_api_warning"),
     "prefect_api": ("flows.server", "prefect_api"),
+    "start_prefect_api": ("flows.server", "start_early"),
     "serve_deployments": ("flows.serving", "serve_deployments"),
     "share_limits": ("flows.serving", "share_limits"),
     "inspect_slots": ("tasks.slots", "inspect"),
@@ -69,5 +72,6 @@ __all__ = [
     "run_question",
     "serve_deployments",
     "share_limits",
+    "start_prefect_api",
     "task_dicts",
 ]

@@ -9,28 +9,13 @@ from dataclasses import asdict
 from typing import Any
 
 from dsstar import progress
-from dsstar.algorithm.analysis import config_key
-from dsstar.data.catalog import Catalog
+from dsstar.algorithm.analysis import known_analyses
 from dsstar.data.sources import DataFile, DataSource
-from dsstar.execution import scratch
 from dsstar.model.llm import preload
-from dsstar.runs.spec import RunSpec, archive_limits
-from dsstar.runs.storage import Store
-from dsstar.settings import Settings
+from dsstar.runs.spec import RunSpec
 from tasks.analysis import analysis_task
 
-__all__ = ["analyze_files", "open_data"]
-
-
-def open_data(data: str, settings: Settings, tag: str = "data") -> DataSource:
-    """The data root as a read-only view (downloaded first when it is remote), in a temporary
-    folder removed by `scratch.release(tag)`, or when the process ends."""
-    return DataSource(
-        data,
-        scratch.new_dir(settings.work_dir, tag),
-        archive_limits(settings),
-        archive_cache=scratch.archive_cache(settings.work_dir),
-    )
+__all__ = ["analyze_files"]
 
 
 def analyze_files(
@@ -39,11 +24,7 @@ def analyze_files(
     """Describe every file, in parallel; files the catalog already knows (same content, path,
     prompt and models) are not analyzed again, and get no task of their own. Files in
     `fresh` are analyzed again whatever the caches hold."""
-    catalog = Catalog(Store(spec.storage), source.url)
-    files = catalog.files(source)  # hashes only new or changed files
-    wanted = {f.path: (f.sha256, config_key(asdict(f), spec)) for f in files if f.path not in fresh}
-    results = catalog.analyses(wanted)
-    misses = [f for f in files if f.path not in results]
+    files, results, misses = known_analyses(spec, source, fresh)
     if misses:
         preload()  # litellm's import overlaps the first analyses' task runs
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))

@@ -6,11 +6,13 @@ from typing import Any
 
 from prefect import flow
 
+from dsstar.algorithm.analysis import describe_records
+from dsstar.data.sources import open_data
 from dsstar.model.config import require_model
 from dsstar.runs.spec import RunSpec
 from dsstar.runs.storage import Store, new_run_id
 from dsstar.settings import Settings
-from flows._analysis import analyze_files, open_data
+from flows._analysis import analyze_files
 from flows._runners import build_task_runner, default_task_runner
 
 __all__ = ["describe", "describe_files"]
@@ -26,11 +28,7 @@ def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str,
     spec = RunSpec.from_settings(
         settings, f"describe-{new_run_id()}", Store(settings.storage).url, source.mount_dir
     )
-    described = [
-        {k: item[k] for k in ("path", "format", "description", "source", "error")}
-        for item in analyze_files(spec, source)
-    ]
-    return described + [r | {"source": "skipped"} for r in source.skipped_records()]
+    return describe_records(analyze_files(spec, source), source)
 
 
 def describe_files(data: str, options: dict[str, Any], settings: Settings) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from dsstar.algorithm.context import fit_context, retrieve
 from dsstar.algorithm.verdict import Status
 from dsstar.data.contracts import failed_paths
 from dsstar.data.retrieval import embedding_similarity
+from dsstar.data.sources import open_data
 from dsstar.errors import UsageError
 from dsstar.execution import scratch
 from dsstar.locations import normalize_location
@@ -29,7 +30,7 @@ from dsstar.runs.storage import Store
 from dsstar.runs.trust import check_data_location, check_form
 from dsstar.settings import Settings
 from flows import _story as story
-from flows._analysis import analyze_files, open_data
+from flows._analysis import analyze_files
 from flows._contracts import check_contracts
 from flows._finish import finish
 from flows._run import Run

@@ -15,6 +15,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
+from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, UsageError
 from dsstar.locations import normalize_location
 from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
@@ -26,7 +27,7 @@ from dsstar.runs.trust import check_data_location, check_form, check_question_se
 from dsstar.settings import Settings
 from flows import _story as story
 from flows._alert_events import announce_night
-from flows._analysis import analyze_files, open_data
+from flows._analysis import analyze_files
 from flows._runners import default_task_runner
 from flows.alerts import QUESTION_TAG
 from flows.ds_star import default_run_id, ds_star

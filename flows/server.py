@@ -10,6 +10,7 @@ which stops it in order.
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import signal
 import socket
@@ -22,14 +23,10 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import prefect
-from prefect.context import refresh_global_settings_context
-from prefect.settings import get_current_settings
-
 from dsstar.execution import stopping
 from dsstar.settings import Settings
 
-__all__ = ["EphemeralServer", "ensure_api", "open_api_warning", "prefect_api"]
+__all__ = ["EphemeralServer", "ensure_api", "open_api_warning", "prefect_api", "start_early"]
 
 # Runs before the server: arm the parent-death signal, make sure the parent did not die in
 # the meantime, then become the server (the setting survives exec).
@@ -49,8 +46,10 @@ class EphemeralServer:
         self.port = _free_port()
         self.stopping = False
         self.url = f"http://127.0.0.1:{self.port}/api"
+        # Where prefect is installed, found without importing it (that takes a second or more).
+        site = os.path.dirname(os.path.dirname(importlib.util.find_spec("prefect").origin))
         argv = [
-            "-m", "uvicorn", "--app-dir", os.path.dirname(os.path.dirname(prefect.__file__)),
+            "-m", "uvicorn", "--app-dir", site,
             "--factory", "prefect.server.api.server:create_app",
             "--host", "127.0.0.1", "--port", str(self.port),
             "--log-level", "error", "--lifespan", "on",
@@ -109,16 +108,40 @@ class EphemeralServer:
                 self.process.wait()
 
 
+_early: EphemeralServer | None = None  # started by start_early, not yet handed out
+
+
+def start_early() -> None:
+    """Start the server `ensure_api` will hand out now, when the environment names no API:
+    it takes seconds to start (it imports Prefect's server), which then overlap with the
+    command's own imports and checks instead of following them. Nothing talks to it until
+    `ensure_api`, which stops it if the active Prefect profile names an API after all.
+    Call after the command has set Prefect's variables (prefect_quietly)."""
+    global _early
+    if _early is None and not os.environ.get("PREFECT_API_URL"):
+        if sys.platform.startswith("linux"):
+            _early = EphemeralServer()
+            atexit.register(_early.stop)  # the command may end before it is used
+
+
 def ensure_api() -> EphemeralServer | None:
     """Start a server for this process when Prefect has no API URL configured (neither in the
     environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL.
     It is marked private (DSSTAR_PRIVATE_API_URL): runs take no slot of its global limits,
     whose counts would outlive it in the database all runs of the user share."""
-    if os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux"):
-        return None  # configured; or no PR_SET_PDEATHSIG here: Prefect's own server then
-    if get_current_settings().api.url:
+    from prefect.context import refresh_global_settings_context
+    from prefect.settings import get_current_settings
+
+    global _early
+    early, _early = _early, None
+    configured = os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux")
+    # Configured; or no PR_SET_PDEATHSIG here: Prefect's own server then. A profile that
+    # names an API means the user's server, not ours.
+    if configured or get_current_settings().api.url:
+        if early is not None:
+            early.stop()
         return None
-    server = EphemeralServer()
+    server = early or EphemeralServer()
     os.environ["PREFECT_API_URL"] = os.environ["DSSTAR_PRIVATE_API_URL"] = server.url
     refresh_global_settings_context()
     return server
@@ -142,6 +165,8 @@ def prefect_api() -> Iterator[None]:
 def open_api_warning(settings: Settings) -> str | None:
     """What to tell the operator when the Prefect API answers a request that carries no
     credentials: then anyone who can reach it can start runs here (None when it refuses)."""
+    from prefect.settings import get_current_settings
+
     url = str(get_current_settings().api.url or "").rstrip("/")
     try:  # asked without credentials on purpose: what an intruder would see
         with urllib.request.urlopen(f"{url}/admin/version", timeout=5):

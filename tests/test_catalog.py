@@ -184,6 +184,21 @@ def test_descriptions_are_reused_and_only_changed_files_reanalyzed(env, llm, tmp
     assert "4" in changed["description"]
 
 
+def test_describe_of_known_files_needs_no_prefect_api(env, llm, tmp_path, monkeypatch):
+    """Every file in the catalog: describe answers from it, with no server or flow run."""
+    llm.default("analyzer", describe_script)
+    lake = make_lake(tmp_path / "lake")
+    first = describe(lake)
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/api")
+    llm.reset().default("analyzer", describe_script)
+    assert describe(lake) == first
+    assert llm.calls() == []
+
+
 @pytest.mark.slow
 def test_a_run_after_describe_analyzes_nothing(env, llm, sales):
     llm.default("analyzer", describe_script)

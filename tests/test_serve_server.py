@@ -49,3 +49,37 @@ def test_the_temporary_server_of_serve_dies_with_it_on_sigkill(tmp_path):
         proc.wait(timeout=30)
     gone, alive = psutil.wait_procs(servers, timeout=20)
     assert not alive, f"left running after serve died: {[p.pid for p in alive]}"
+
+
+def test_a_server_started_early_is_handed_out_or_stopped(tmp_path):
+    """A command starts its temporary server before its own checks (`start_early`);
+    `ensure_api` hands out that one, or stops it when the active Prefect profile names an
+    API (then the profile's API is used, and no server of the command's own runs)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSSTAR_", "PREFECT_API"))}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    handed = (
+        "import os\n"
+        "from flows import server as _server\n"
+        "_server.start_early(); early = _server._early\n"
+        "s = _server.ensure_api(); assert s is early, s\n"
+        "s.wait_ready(); assert os.environ['DSSTAR_PRIVATE_API_URL'] == s.url\n"
+        "s.stop()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", handed], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text(
+        'active = "team"\n[profiles.team]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n'
+    )
+    stopped = (
+        "from flows import server as _server\n"
+        "_server.start_early(); early = _server._early\n"
+        "assert _server.ensure_api() is None\n"
+        "assert early.process.wait(timeout=30) is not None\n"
+    )
+    env["PREFECT_PROFILES_PATH"] = str(profiles)
+    done = subprocess.run([sys.executable, "-c", stopped], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -9,19 +9,29 @@ half-way keeps every finished description and no later run pays for it again.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from dsstar.algorithm import agents
 from dsstar.algorithm.repair import run_with_repair
 from dsstar.algorithm.runtime import Calls
-from dsstar.data.catalog import save_analysis
+from dsstar.data.catalog import Catalog, save_analysis
 from dsstar.data.profiler import ProfileLimits, profile_files
+from dsstar.data.sources import DataFile, DataSource, open_data
 from dsstar.runs.spec import RunSpec
 from dsstar.runs.storage import Store
+from dsstar.settings import Settings
 from dsstar.text import digest
 
-__all__ = ["analyze_file", "config_key", "keep"]
+__all__ = [
+    "analyze_file",
+    "cached_descriptions",
+    "config_key",
+    "describe_records",
+    "keep",
+    "known_analyses",
+]
 
 ERROR_CHARS = 2000  # of a failed analysis's output, kept with its record
 
@@ -83,3 +93,40 @@ def _profile(path: str, spec: RunSpec) -> str:
         Path(spec.data_dir), [path], limits=limits, mode=spec.sandbox, work_root=work_root
     )
     return texts[path]
+
+
+def known_analyses(
+    spec: RunSpec, source: DataSource, fresh: set[str] = frozenset()
+) -> tuple[list[DataFile], dict[str, dict[str, Any]], list[DataFile]]:
+    """Every file of `source`, the records the catalog holds for them (same content, path,
+    prompt and models) by path, and the files still to analyze. Files in `fresh` count as
+    unknown."""
+    catalog = Catalog(Store(spec.storage), source.url)
+    files = catalog.files(source)  # hashes only new or changed files
+    wanted = {f.path: (f.sha256, config_key(asdict(f), spec)) for f in files if f.path not in fresh}
+    found = catalog.analyses(wanted)
+    return files, found, [f for f in files if f.path not in found]
+
+
+def describe_records(analyses: list[dict[str, Any]], source: DataSource) -> list[dict[str, Any]]:
+    """What `describe` returns: one record per file, then the entries left out of the view."""
+    described = [
+        {k: item[k] for k in ("path", "format", "description", "source", "error")}
+        for item in analyses
+    ]
+    return described + [r | {"source": "skipped"} for r in source.skipped_records()]
+
+
+def cached_descriptions(data: str, settings: Settings) -> list[dict[str, Any]] | None:
+    """`describe`'s answer when the catalog knows every file under `data`, read without
+    Prefect (a server and a flow run cost seconds; this is a few reads from storage); None
+    when some file still needs the analyzer."""
+    source = open_data(data, settings)
+    try:
+        spec = RunSpec.from_settings(
+            settings, "describe", Store(settings.storage).url, source.mount_dir
+        )
+        files, found, missing = known_analyses(spec, source)
+        return None if missing else describe_records([found[f.path] for f in files], source)
+    finally:
+        source.close()

@@ -39,8 +39,16 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     from dsstar.model.config import require_model
 
     require_model(settings)
-    from flows import describe_files, prefect_api
+    from dsstar.algorithm.analysis import cached_descriptions
 
+    # Every file described before: the catalog answers, without a Prefect server to start
+    # and a flow run to record (seconds, for a few reads from storage).
+    known = cached_descriptions(data, settings)
+    if known is not None:
+        return known
+    from flows import describe_files, prefect_api, start_prefect_api
+
+    start_prefect_api()  # its start overlaps the flows' imports
     options = {k: v for k, v in flags.items() if v is not None}
     with prefect_api(), LiveProgress(enabled=True):
         return describe_files(data, options, settings)

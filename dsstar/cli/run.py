@@ -101,6 +101,9 @@ def run(
         from dsstar.algorithm.budget import check_question  # the agents' imports: only for a run
 
         check_question(form.question, form.guidelines, settings.max_question_chars)
+        from flows import start_prefect_api
+
+        start_prefect_api()  # its start overlaps the checks and imports from here on
         preflight(settings, data)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
@@ -243,6 +246,9 @@ def resume(
         report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
         raise typer.Exit(EXIT_OK)
     _refuse_if_running(record, force, as_json)
+    from flows import start_prefect_api
+
+    start_prefect_api()  # its start overlaps the checks and imports from here on
     # The run continues with the settings it started with (so its cache keys match), except
     # where this command says otherwise. Keys were never stored; they come from the env.
     stored = dict(record.get("settings") or {})

@@ -24,6 +24,7 @@ from dsstar.errors import DataError
 from dsstar.locations import is_remote, local_path
 
 __all__ = [
+    "open_data",
     "ArchiveLimits",
     "DataFile",
     "DataSource",
@@ -152,3 +153,17 @@ class DataSource:
         except Exception as exc:
             raise DataError(f"cannot download {self.url}: {exc}") from exc
         return target
+
+
+def open_data(data: str, settings: Any, tag: str = "data") -> DataSource:
+    """The data root as a read-only view (downloaded first when it is remote), in a temporary
+    folder removed by `scratch.release(tag)`, or when the process ends."""
+    from dsstar.execution import scratch
+    from dsstar.runs.spec import archive_limits
+
+    return DataSource(
+        data,
+        scratch.new_dir(settings.work_dir, tag),
+        archive_limits(settings),
+        archive_cache=scratch.archive_cache(settings.work_dir),
+    )

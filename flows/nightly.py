@@ -21,6 +21,7 @@ from dsstar.locations import normalize_location
 from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
 from dsstar.runs.ledger import Ledger, question_key
 from dsstar.runs.questions import Question, load_questions
+from dsstar.runs.report import finished_result
 from dsstar.runs.spec import RunSpec
 from dsstar.runs.storage import Store
 from dsstar.runs.trust import check_data_location, check_form, check_question_set
@@ -42,6 +43,9 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     # On a cluster this runs inside a worker: the question's own fan-out (its files were
     # analyzed ahead by share_analyses, so these are cache hits) stays on threads there.
     form = RunForm.for_question(question, run_id, settings | {"task_runner": "thread"})
+    finished = finished_result(Store(form.settings().storage), run_id)
+    if finished is not None:  # a retried batch: this question was answered before it failed
+        return finished
     # The LLM calls and executions of the run are tasks nested in this one. By default their
     # cache records would commit with this task, and a failed question would lose them: its
     # retry would pay for every finished call again. Eager commits keep each one as it ends.

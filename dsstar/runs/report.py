@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RESULT_KEYS", "agent_usage", "run_figures", "run_result"]
+from dsstar.runs.storage import Store
+
+__all__ = ["RESULT_KEYS", "agent_usage", "finished_result", "run_figures", "run_result"]
 
 RESULT_KEYS = (
     "run_id",
@@ -42,6 +44,18 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
     if record.get("error"):
         result["error"] = record["error"]
     return result
+
+
+def finished_result(store: Store, run_id: str) -> dict[str, Any] | None:
+    """The result of a run that has finished (answered, or stopped by a person), read back
+    from its run.json; None for a run that has not (failed, interrupted, never started)."""
+    from dsstar.runs.claim import FINISHED
+
+    key = f"runs/{run_id}/run.json"
+    record = store.read_json(key) if store.exists(key) else None
+    if not record or record.get("status") not in FINISHED:
+        return None
+    return run_result(record, store.uri(f"runs/{run_id}"))
 
 
 def agent_usage(calls: list[Any]) -> list[dict[str, Any]]:

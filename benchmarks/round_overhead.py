@@ -23,52 +23,31 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SALES = REPO / "examples" / "sales"
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
 
 def start_prefect(home: Path) -> subprocess.Popen:
-    """`prefect server start` on a free port; PREFECT_API_URL points at it when it answers."""
-    port = free_port()
+    """`prefect server start` on a free port (benchmarks/overhead.py starts it); this
+    process's PREFECT_API_URL points at it once it answers."""
+    from overhead import start_prefect as start
+
     os.environ.update(
         PREFECT_HOME=str(home),
-        PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         PREFECT_LOGGING_LEVEL="WARNING",
         LITELLM_LOCAL_MODEL_COST_MAP="True",
     )
-    log = open(home / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    started = time.monotonic()
-    while True:
-        try:
-            with urllib.request.urlopen(os.environ["PREFECT_API_URL"] + "/health", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() - started > 180:
-                raise SystemExit("the Prefect server did not start") from None
-            time.sleep(0.5)
-    print(f"prefect server ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    proc, os.environ["PREFECT_API_URL"] = start(home)
     return proc
 
 
@@ -88,7 +67,10 @@ def scripted(llm, rounds: int) -> None:
 
 def dsstar_rounds(llm, rounds: int, work: Path) -> tuple[list[float], dict]:
     """Per-round seconds of the ds-star flow (rounds 01.. : route, plan, code, run, verify)."""
+    from dsstar.runs.trust import trust_local_user
     from flows.ds_star import ds_star
+
+    trust_local_user()  # the person running this chose its data, as with the CLI
 
     scripted(llm, rounds)
     run_id = f"overhead-{int(time.time())}"

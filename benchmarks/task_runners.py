@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from overhead import start_prefect  # noqa: E402  (the same started server as there)
+from round_overhead import start_prefect  # noqa: E402  (the same started server as there)
 
 
 def make_lake(root: Path, files: int) -> Path:

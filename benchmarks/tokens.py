@@ -168,7 +168,7 @@ def main() -> None:
     print(f"context generated in {time.monotonic() - started:.1f} s:",
           ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sizes.items()))  # fmt: skip
     (work / "prefect").mkdir()
-    from overhead import start_prefect
+    from round_overhead import start_prefect
 
     server = start_prefect(work / "prefect")
     from fake_llm import FakeLLM
@@ -182,7 +182,10 @@ def main() -> None:
                 DSSTAR_WORK_DIR=str(work), DSSTAR_EXEC_TIMEOUT="120",
             )  # fmt: skip
             script_model(llm, args.rounds)
+            from dsstar.runs.trust import trust_local_user
             from flows.ds_star import ds_star
+
+            trust_local_user()  # the person running this chose its data, as with the CLI
 
             result = ds_star(question=QUESTION, data=str(data), max_rounds=args.rounds,
                              run_id="tokens", options={"reuse": False})  # fmt: skip

@@ -25,9 +25,9 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows.bench import ds_star_bench, task_dicts
     from flows.describe import describe_files
     from flows.ds_star import run_question
-    from flows.server import open_api_warning, prefect_api
+    from flows.server import api_configured, open_api_warning, prefect_api
     from flows.server import start_early as start_prefect_api
-    from flows.serving import api_configured, serve_deployments, share_limits
+    from flows.serving import serve_deployments, share_limits
     from tasks.slots import inspect as inspect_slots
 
 # Each name is imported when first used: a command loads only the flows it runs (loading
@@ -44,7 +44,7 @@ _HOMES = {
     "serve_deployments": ("flows.serving", "serve_deployments"),
     "share_limits": ("flows.serving", "share_limits"),
     "inspect_slots": ("tasks.slots", "inspect"),
-    "api_configured": ("flows.serving", "api_configured"),
+    "api_configured": ("flows.server", "api_configured"),
     "ALERT_NAMES": ("flows.alerts", "ALERT_NAMES"),
     "ensure_alerts": ("flows.alerts", "ensure_alerts"),
     "find_notification_blocks": ("flows.alerts", "find_notification_blocks"),

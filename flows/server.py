@@ -26,7 +26,14 @@ from contextlib import contextmanager
 from dsstar.execution import stopping
 from dsstar.settings import Settings
 
-__all__ = ["EphemeralServer", "ensure_api", "open_api_warning", "prefect_api", "start_early"]
+__all__ = [
+    "EphemeralServer",
+    "api_configured",
+    "ensure_api",
+    "open_api_warning",
+    "prefect_api",
+    "start_early",
+]
 
 # Runs before the server: arm the parent-death signal, make sure the parent did not die in
 # the meantime, then become the server (the setting survives exec).
@@ -108,6 +115,14 @@ class EphemeralServer:
                 self.process.wait()
 
 
+def api_configured() -> bool:
+    """Whether a Prefect API is configured (environment or profile). Without one, a command
+    talks to a temporary server that ends with it."""
+    from prefect.settings import get_current_settings
+
+    return bool(os.environ.get("PREFECT_API_URL") or get_current_settings().api.url)
+
+
 _early: EphemeralServer | None = None  # started by start_early, not yet handed out
 
 
@@ -130,14 +145,12 @@ def ensure_api() -> EphemeralServer | None:
     It is marked private (DSSTAR_PRIVATE_API_URL): runs take no slot of its global limits,
     whose counts would outlive it in the database all runs of the user share."""
     from prefect.context import refresh_global_settings_context
-    from prefect.settings import get_current_settings
 
     global _early
     early, _early = _early, None
-    configured = os.environ.get("PREFECT_API_URL") or not sys.platform.startswith("linux")
-    # Configured; or no PR_SET_PDEATHSIG here: Prefect's own server then. A profile that
-    # names an API means the user's server, not ours.
-    if configured or get_current_settings().api.url:
+    # Configured (a profile's API is the user's server, not ours); or no PR_SET_PDEATHSIG
+    # here: Prefect's own temporary server then.
+    if api_configured() or not sys.platform.startswith("linux"):
         if early is not None:
             early.stop()
         return None

@@ -10,7 +10,6 @@ returns so that the command can say so.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import threading
 from pathlib import Path
@@ -24,17 +23,9 @@ from flows.ds_star import ds_star
 from flows.nightly import ds_star_nightly
 from tasks.slots import ensure_limit, ensure_rate, server_url
 
-__all__ = ["NAMES", "api_configured", "serve_deployments", "share_limits"]
+__all__ = ["NAMES", "serve_deployments", "share_limits"]
 
 NAMES = ("ds-star/on-demand", "ds-star-nightly/nightly")
-
-
-def api_configured() -> bool:
-    """Whether a Prefect API is configured (environment or profile). Without one, Prefect
-    serves on a temporary server of its own that ends with this process."""
-    from prefect.settings import get_current_settings
-
-    return bool(os.environ.get("PREFECT_API_URL") or get_current_settings().api.url)
 
 
 def share_limits(settings: Settings) -> list[str] | None:

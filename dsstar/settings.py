@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["AGENTS", "Settings", "api_key_here"]
+__all__ = ["AGENTS", "CAP", "Settings", "api_key_here", "is_cap"]
 
 AGENTS = (
     "analyzer",
@@ -21,6 +22,15 @@ AGENTS = (
     "debugger",
     "summarizer",
     "finalyzer",
+)
+
+# A setting that bounds resource use or spending: a run form may lower it, never raise it
+# (see dsstar/runs/trust.py). Numeric settings named like one are caps without the marker;
+# `json_schema_extra=CAP` marks others, `{"cap": False}` exempts one.
+CAP = {"cap": True}
+_CAP_NAMES = re.compile(
+    r"(exec|archive|profile|read|max)_\w+|\w+_(timeout|retries|tokens|wait|workers|concurrency"
+    r"|rpm|seconds|cost)"
 )
 
 
@@ -79,7 +89,9 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds to wait for a person's answer; then the run continues unguided.",
     )
-    top_k: int = Field(100, ge=1, description="Most file descriptions shown to the agents.")
+    top_k: int = Field(
+        100, ge=1, json_schema_extra=CAP, description="Most file descriptions shown to the agents."
+    )
     embedding_model: str | None = Field(
         None,
         description="litellm embedding model fused with BM25 when ranking files, e.g."
@@ -243,10 +255,12 @@ class Settings(BaseSettings):
     form_allow: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Settings that a flow-run parameter (the run form of the Prefect UI or"
-        " API) may set even where they weaken isolation or send credentials elsewhere:"
-        " sandbox, api_base, embedding_api_base, model, agent_models, embedding_model,"
-        " storage, work_dir, embedding_cache_dir, dask_address, ray_address; comma-separated,"
-        " '*' for all. Read from the worker's environment only; the CLI is never limited.",
+        " API) may set even where they weaken isolation or send credentials elsewhere"
+        " (sandbox, api_base, embedding_api_base, model, agent_models, embedding_model,"
+        " storage, work_dir, embedding_cache_dir, dask_address, ray_address) or raise a cap on"
+        " resources or spending above this worker's own value (exec_*, archive_*, profile_*,"
+        " read_*, max_*, timeouts, retries, top_k, ...); comma-separated, '*' for all. Read"
+        " from the worker's environment only; the CLI is never limited.",
     )
     data_roots: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -311,6 +325,24 @@ class Settings(BaseSettings):
     def model_for(self, agent: str) -> str | None:
         """The model that `agent` talks to."""
         return self.agent_models.get(agent) or self.model
+
+    def cap_value(self, name: str) -> float | None:
+        """The bound cap `name` sets here (None: unbounded); an unset CPU time is the
+        exec timeout + 2, as the sandbox applies it."""
+        value = getattr(self, name)
+        if name == "exec_cpu_seconds" and value is None:
+            return self.exec_timeout + 2
+        return value
+
+
+def is_cap(name: str) -> bool:
+    """Whether setting `name` bounds resource use or spending (see `CAP`)."""
+    field = Settings.model_fields[name]
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if "cap" in extra:
+        return bool(extra["cap"])
+    numeric = {int, float} & set(getattr(field.annotation, "__args__", (field.annotation,)))
+    return bool(numeric) and field.annotation is not bool and bool(_CAP_NAMES.fullmatch(name))
 
 
 def api_key_here() -> str | None:

@@ -7,6 +7,7 @@ the fix, raised before any LLM call, execution or stored run.
     server reachable      ConfigError   --api-base / DSSTAR_API_BASE answers within seconds
     key accepted          ConfigError   the provider's list of models takes the key
     usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=none
+    appliable caps        ConfigError   exec_* caps within the hard resource limits (ulimit -H)
     data root             DataError     exists, readable, holds at least one file
     storage               ConfigError   writable
 
@@ -32,6 +33,7 @@ __all__ = [
     "check_data",
     "check_isolation",
     "check_keys",
+    "check_limits",
     "check_model",
     "preflight",
     "unreadable_warning",
@@ -71,6 +73,7 @@ def _checks(settings: Settings, data: str | None, llm: bool, storage: bool) -> N
         check_model(settings)
         check_keys(settings)
     check_isolation(settings)
+    check_limits(settings)
     if data is not None:
         check_data(data)
     if storage:
@@ -122,6 +125,19 @@ def check_isolation(settings: Settings) -> str:
             " reach the network."
         )
     return mode
+
+
+def check_limits(settings: Settings) -> None:
+    """Every cap of a script can be applied here: none is above this process's hard resource
+    limits (a script would otherwise fail at its start, every time)."""
+    from dsstar.runs.spec import sandbox_limits
+
+    beyond = sandbox_limits(settings).beyond_host()
+    if beyond:
+        raise ConfigError(
+            "the sandbox cannot apply " + "; ".join(beyond) + ": above this machine's hard"
+            " resource limits (ulimit -H). Lower it."
+        )
 
 
 def check_data(data: str) -> None:

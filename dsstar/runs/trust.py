@@ -7,6 +7,9 @@ that runs the flow (a worker, `dsstar serve`) decides, from its own environment:
 - settings that weaken isolation or send the worker's credentials or data elsewhere
   (`GUARDED`) may be set by a form only to what the worker would use anyway, unless the
   worker lists them in `DSSTAR_FORM_ALLOW`;
+- settings that bound resource use or spending (the caps, `dsstar.settings.is_cap`) may be
+  set by a form only at or below the worker's own value, unless `DSSTAR_FORM_ALLOW` names
+  them;
 - a form's data location must lie under one of `DSSTAR_DATA_ROOTS`, after every link in it
   is resolved (a link under a root that points out of it is refused).
 
@@ -22,7 +25,7 @@ from typing import Any
 
 from dsstar.errors import ForbiddenError
 from dsstar.locations import is_remote, local_path, normalize_location
-from dsstar.settings import Settings
+from dsstar.settings import Settings, is_cap
 
 __all__ = [
     "GUARDED",
@@ -64,25 +67,36 @@ def is_local_user() -> bool:
 
 
 def check_form(chosen: dict[str, Any], worker: Settings) -> None:
-    """Refuse (ForbiddenError) the guarded settings of `chosen` (a form's set options) that
-    `worker` (the Settings of the worker's own environment) does not allow."""
+    """Refuse (ForbiddenError) the settings of `chosen` (a form's set options) that `worker`
+    (the Settings of the worker's own environment) does not allow: a guarded setting other
+    than the worker's own, a cap above the worker's own value."""
     if _LOCAL_USER:
         return
     allowed = set(worker.form_allow)
+    asked = {n: v for n, v in chosen.items() if "*" not in allowed and n not in allowed}
     refused = [
-        f"{name}={_shown(value)} ({GUARDED[name]})"
-        for name, value in chosen.items()
-        if name in GUARDED
-        and "*" not in allowed
-        and name not in allowed
-        and _differs(name, value, worker)
+        (name, f"{name}={_shown(value)} ({GUARDED[name]})")
+        for name, value in asked.items()
+        if name in GUARDED and _differs(name, value, worker)
+    ] + [
+        (name, f"{name}={_shown(value)} (above this worker's own {name}={worker.cap_value(name)})")
+        for name, value in asked.items()
+        if name not in GUARDED and is_cap(name) and _raises(name, value, worker)
     ]
     if refused:
-        names = ",".join(n.split("=", 1)[0] for n in refused)
+        names = ",".join(name for name, _ in refused)
         raise ForbiddenError(
-            "this worker does not let a run form choose " + "; ".join(refused) + ". Leave"
-            f" it unset, or allow it where the worker runs: DSSTAR_FORM_ALLOW={names}"
+            "this worker does not let a run form choose "
+            + "; ".join(text for _, text in refused)
+            + ". Leave it unset or lower, or allow it where the worker runs:"
+            f" DSSTAR_FORM_ALLOW={names}"
         )
+
+
+def _raises(name: str, value: Any, worker: Settings) -> bool:
+    """Whether the form's `value` for cap `name` is above the worker's bound."""
+    own = worker.cap_value(name)
+    return own is not None and value > own
 
 
 def check_data_location(location: str, worker: Settings, what: str = "data") -> str:

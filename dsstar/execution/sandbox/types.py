@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -37,6 +38,19 @@ class Limits:
     def figure_bytes(self) -> int:
         return int(self.figures_mb * 1024 * 1024)
 
+    def beyond_host(self) -> list[str]:
+        """The caps above this process's hard resource limits, which the sandbox (inside a
+        user namespace, or as the worker's user) cannot raise, each as 'setting=value
+        (hard limit N)'; empty when every cap can be applied."""
+        boot = self.boot()
+        found = []
+        for cap, rlimit, setting in _HOST_LIMITS:
+            hard = resource.getrlimit(rlimit)[1]
+            if hard != resource.RLIM_INFINITY and boot[cap] > hard:
+                shown = getattr(self, _SHOWN[cap])
+                found.append(f"{setting}={shown} (the hard limit here is {_in(cap, hard)})")
+        return found
+
     def boot(self) -> dict[str, int]:
         """The caps the program inside the sandbox applies, in bytes and seconds."""
         return {
@@ -47,6 +61,21 @@ class Limits:
             "figures": self.figures,
             "figure_bytes": self.figure_bytes,
         }
+
+
+# Each cap the sandbox applies with setrlimit: its boot key, the limit and its setting.
+_HOST_LIMITS = (
+    ("memory", resource.RLIMIT_AS, "exec_memory_mb"),
+    ("cpu", resource.RLIMIT_CPU, "exec_cpu_seconds"),
+    ("disk", resource.RLIMIT_FSIZE, "exec_disk_mb"),
+    ("processes", resource.RLIMIT_NPROC, "exec_processes"),
+)
+_SHOWN = {"memory": "memory_mb", "cpu": "cpu_seconds", "disk": "disk_mb", "processes": "processes"}
+
+
+def _in(cap: str, hard: int) -> str:
+    """A hard limit in the unit of its setting."""
+    return f"{hard // (1024 * 1024)} MB" if cap in ("memory", "disk") else str(hard)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dsstar.algorithm.context import fit_context, retrieve
 from dsstar.algorithm.verdict import Status
 from dsstar.data.contracts import failed_paths
 from dsstar.data.retrieval import embedding_similarity
-from dsstar.data.sources import open_data
+from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import UsageError
 from dsstar.execution import scratch
 from dsstar.locations import normalize_location
@@ -27,7 +27,7 @@ from dsstar.runs.form import RunForm, explain, form_parameters
 from dsstar.runs.preflight import preflight, unreadable_warning
 from dsstar.runs.spec import RunSpec
 from dsstar.runs.storage import Store
-from dsstar.runs.trust import check_data_location, check_form
+from dsstar.runs.trust import check_form, hold_data_location
 from dsstar.settings import Settings
 from flows import _story as story
 from flows._analysis import analyze_files
@@ -74,18 +74,30 @@ def ds_star(**fields: Any) -> dict[str, Any]:
     # form may choose and where its data may lie (the CLI's user is not limited).
     worker = Settings()
     check_form(form.chosen(), worker)
-    data = check_data_location(form.data, worker)
+    # The check opens a local root and the run reads only through that opening (a folder
+    # swapped for a link after the check is never followed); closed when the run ends.
+    data = hold_data_location(form.data, worker)
+    try:
+        return _checked_run(form, settings, data)
+    finally:
+        if isinstance(data, DataRoot):
+            data.close()
+
+
+def _checked_run(form: Any, settings: Settings, data: str | DataRoot) -> dict[str, Any]:
+    """The run of `form` over its checked data (a URL, or the local root held open)."""
+    where = data if isinstance(data, str) else data.location
     question, guidelines, run_id = form.question, form.guidelines, form.run_id
     check_question(question, guidelines, settings.max_question_chars)
-    preflight(settings, data)  # model, keys, isolation, data, storage: before any stored run
-    warning = unreadable_warning(data)
+    preflight(settings, where)  # model, keys, isolation, data, storage: before any stored run
+    warning = unreadable_warning(where)
     if warning:
         story.say(warning, level=logging.WARNING)
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
         run_id=run_id or default_run_id(),
         settings=settings,
-        params={"question": question, "data": normalize_location(data), "guidelines": guidelines},
+        params={"question": question, "data": normalize_location(where), "guidelines": guidelines},
     )
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
     try:
@@ -102,7 +114,9 @@ def ds_star(**fields: Any) -> dict[str, Any]:
         run.release()  # after run.json holds the outcome: the id may be resumed now
 
 
-def solve(run: Run, question: str, data: str, guidelines: str, settings: Settings) -> dict:
+def solve(
+    run: Run, question: str, data: str | DataRoot, guidelines: str, settings: Settings
+) -> dict:
     """Algorithm 1 of the paper, step by step; the decisions are the core's (dsstar.algorithm.loop),
     the work is done by Prefect tasks through the runtime."""
     source = open_data(data, settings, tag=run.run_id)

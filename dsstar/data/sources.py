@@ -1,9 +1,10 @@
 """Where the input files come from: a local folder (or single file) or an fsspec URL, and
 the view of them that generated scripts read as `data/`.
 
-Remote data is downloaded once per run into a local snapshot. Either way the scripts see a
-view of the data root (see `dsstar.data.lake`): only regular files under the root, archives
-expanded in place, and nothing a link outside the root points to."""
+Remote data is downloaded once per run into a local snapshot. Either way the root is opened
+once (`DataRoot`; a run form's root is opened by the worker's check itself) and the scripts
+see a view built through that opening (see `dsstar.data.lake`): only regular files under the
+root, archives expanded in place, and nothing a link outside the root points to."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
-from dsstar.data.lake import ArchiveLimits, Skipped, build_view
+from dsstar.data.lake import ArchiveLimits, DataRoot, Skipped, build_view
 from dsstar.data.lake.archives import sha256_of
 from dsstar.data.profiler import detect_format
 from dsstar.errors import DataError
@@ -27,6 +28,7 @@ __all__ = [
     "open_data",
     "ArchiveLimits",
     "DataFile",
+    "DataRoot",
     "DataSource",
     "Skipped",
 ]
@@ -54,29 +56,31 @@ def _identify(path: Path, relative: str) -> tuple[str, str]:
 
 
 class DataSource:
-    """The data root of a run, materialized as a local read-only view."""
+    """The data root of a run, materialized as a local read-only view. `url` is a location
+    or the root already opened (`DataRoot`, as the worker's check leaves it): the view is
+    built through that opening, and this source closes it."""
 
     def __init__(
         self,
-        url: str,
+        url: str | DataRoot,
         cache_dir: Path,
         limits: ArchiveLimits | None = None,
         archive_cache: Path | None = None,
     ) -> None:
-        self.url = url
+        self.url = url if isinstance(url, str) else url.location
         self._cache_dir = Path(cache_dir)
         # Expanded archives, keyed by content: shared by every run that passes the same folder.
         self._archive_cache = Path(archive_cache or self._cache_dir / "archives")
         self.limits = limits or ArchiveLimits()
-        self.is_remote = is_remote(url)
+        self.is_remote = isinstance(url, str) and is_remote(url)
         self._snapshot: Path | None = None
-        if self.is_remote:
-            self.root = self._snapshot = self._download()
+        if isinstance(url, DataRoot):
+            self.root = url
+        elif self.is_remote:
+            self._snapshot = self._download()
+            self.root = DataRoot.open(str(self._snapshot))
         else:
-            # Not resolved: a root that is itself a link is taken as the user named it.
-            self.root = local_path(url).absolute()
-            if not self.root.exists():
-                raise DataError(f"data location {url} does not exist")
+            self.root = DataRoot.open(url)
 
     @cached_property
     def _view(self) -> tuple[Path, list[Skipped]]:
@@ -89,6 +93,8 @@ class DataSource:
             skipped = build_view(self.root, view, self._archive_cache, self.limits)
         except OSError as exc:
             raise DataError(f"cannot read data location {self.url}: {exc}") from exc
+        finally:
+            self.root.close()  # the view is what is read from here on
         return view, skipped
 
     @property
@@ -127,6 +133,7 @@ class DataSource:
 
     def close(self) -> None:
         """Remove the view (and a remote snapshot); the data root itself is untouched."""
+        self.root.close()
         if "_view" in self.__dict__:
             shutil.rmtree(self.__dict__.pop("_view")[0], ignore_errors=True)
         if self._snapshot is not None:
@@ -155,9 +162,10 @@ class DataSource:
         return target
 
 
-def open_data(data: str, settings: Any, tag: str = "data") -> DataSource:
-    """The data root as a read-only view (downloaded first when it is remote), in a temporary
-    folder removed by `scratch.release(tag)`, or when the process ends."""
+def open_data(data: str | DataRoot, settings: Any, tag: str = "data") -> DataSource:
+    """The data root (a location, or the root the worker's check opened) as a read-only view
+    (downloaded first when it is remote), in a temporary folder removed by
+    `scratch.release(tag)`, or when the process ends."""
     from dsstar.execution import scratch
     from dsstar.runs.spec import archive_limits
 

@@ -11,7 +11,9 @@ that runs the flow (a worker, `dsstar serve`) decides, from its own environment:
   set by a form only at or below the worker's own value, unless `DSSTAR_FORM_ALLOW` names
   them;
 - a form's data location must lie under one of `DSSTAR_DATA_ROOTS`, after every link in it
-  is resolved (a link under a root that points out of it is refused).
+  is resolved (a link under a root that points out of it is refused). The check opens the
+  location and judges what it opened (`hold_data_location`); the run then reads the data
+  only through that opening, so swapping a folder for a link after the check changes nothing.
 
 The person at the command line (`dsstar run`, `resume`, `bench run`) started the process
 themselves: the CLI calls `trust_local_user()` and nothing here limits it.
@@ -23,6 +25,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from dsstar.data.lake.root import DataRoot, inside
 from dsstar.errors import ForbiddenError
 from dsstar.locations import is_remote, local_path, normalize_location
 from dsstar.settings import Settings, is_cap
@@ -32,6 +35,7 @@ __all__ = [
     "check_data_location",
     "check_form",
     "check_question_set",
+    "hold_data_location",
     "is_local_user",
     "trust_local_user",
 ]
@@ -102,9 +106,23 @@ def _raises(name: str, value: Any, worker: Settings) -> bool:
 def check_data_location(location: str, worker: Settings, what: str = "data") -> str:
     """The location a form gave, resolved (links followed, so where it really is), when it
     lies under one of the worker's data roots; ForbiddenError otherwise. From the CLI, the
-    location as given."""
+    location as given. A run reads its data through `hold_data_location` instead."""
     if _LOCAL_USER:
         return location
+    checked = hold_data_location(location, worker, what)
+    if isinstance(checked, DataRoot):
+        checked.close()
+        return checked.path
+    return checked
+
+
+def hold_data_location(location: str, worker: Settings, what: str = "data") -> str | DataRoot:
+    """A form's data location as the run will read it: a URL under the worker's data roots,
+    or the local folder or file opened and judged by what was opened (its real path under a
+    root). ForbiddenError when it lies elsewhere, DataError when it cannot be opened. From
+    the CLI, a local location is opened as given, unjudged."""
+    if _LOCAL_USER:
+        return location if is_remote(location) else DataRoot.open(location)
     roots = list(worker.data_roots)
     hint = "the worker's DSSTAR_DATA_ROOTS"
     if not roots:
@@ -119,14 +137,23 @@ def check_data_location(location: str, worker: Settings, what: str = "data") -> 
         if any(_under_url(url, root) for root in roots if is_remote(root)):
             return url
         raise ForbiddenError(f"{what} {location} is not under {hint} ({', '.join(roots)})")
-    # realpath follows every link, so a link under a root that leads out is judged by its
-    # target; the resolved path is what the run then opens.
+
+    def refused(real: str) -> ForbiddenError:
+        return ForbiddenError(
+            f"{what} {location} (resolved: {real}) is not under {hint} ({', '.join(roots)})"
+        )
+
+    local_roots = [os.path.realpath(local_path(r)) for r in roots if not is_remote(r)]
+    # First by its path (what lies outside is never opened), then by what was opened: the
+    # descriptor is judged, and it is what the run reads through.
     real = os.path.realpath(local_path(location))
-    if any(_under_path(real, root) for root in roots if not is_remote(root)):
-        return real
-    raise ForbiddenError(
-        f"{what} {location} (resolved: {real}) is not under {hint} ({', '.join(roots)})"
-    )
+    if not any(inside(real, root) for root in local_roots):
+        raise refused(real)
+    held = DataRoot.open(real)
+    if not any(inside(held.path, root) for root in local_roots):
+        held.close()
+        raise refused(held.path)
+    return held
 
 
 def check_question_set(path: str, worker: Settings) -> str:
@@ -137,7 +164,7 @@ def check_question_set(path: str, worker: Settings) -> str:
     from dsstar.runs.questions import PROJECT_DIR
 
     real = os.path.realpath(local_path(path))
-    if _under_path(real, str(PROJECT_DIR / "deployments")):
+    if inside(real, os.path.realpath(PROJECT_DIR / "deployments")):
         return real
     return check_data_location(path, worker, what="question set")
 
@@ -176,11 +203,6 @@ def _routes(worker: Settings) -> set[str]:
         *worker.agent_models.values(),
     ]
     return {_route(m) for m in models if m}
-
-
-def _under_path(real: str, root: str) -> bool:
-    base = os.path.realpath(local_path(root))
-    return real == base or real.startswith(base.rstrip("/") + "/")
 
 
 def _under_url(url: str, root: str) -> bool:

@@ -1,69 +1,107 @@
 """The mount view: the folder generated scripts see read-only as `data/`.
 
-Regular files are hard-linked from the data root (copied when a hard link cannot be made,
-e.g. across devices), in-root symbolic links appear as the files they point to, unsafe
-entries are absent, and archives appear as folders of their members under their own name:
-`bundle.zip/inner/table.csv`, `metrics.csv.gz/metrics.csv`."""
+Regular files are hard-linked from the descriptors the walk opened (copied from them when a
+hard link cannot be made, e.g. across devices): what enters the view is the very file that
+was checked, never a path looked up again. In-root symbolic links appear as the files they
+point to, unsafe entries are absent, and archives appear as folders of their members under
+their own name: `bundle.zip/inner/table.csv`, `metrics.csv.gz/metrics.csv`."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import stat
 from pathlib import Path
 
 from dsstar.data.lake.archives import ArchiveError, ArchiveLimits, expand_cached
+from dsstar.data.lake.root import DataRoot
 from dsstar.data.lake.walk import Skipped, walk
 from dsstar.data.profiler import archive_kind
 
 __all__ = ["build_view"]
 
+_CHUNK = 1 << 20
 
-def _link(source: str, target: Path) -> None:
-    """Hard-link `source` at `target`, else copy it; never follows a link swapped in."""
+
+def _link(fd: int, target: Path, proc: int | None) -> None:
+    """Hard-link the file open as `fd` at `target`, else copy its bytes from the descriptor.
+    `proc` is /proc/self/fd, open: linkat follows its entry to the opened file itself."""
     try:
-        os.link(source, target, follow_symlinks=False)
+        if proc is not None:
+            os.link(str(fd), target, src_dir_fd=proc, follow_symlinks=True)
+            return
     except OSError:
-        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as src:
-            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-                raise OSError(f"{source} is no longer a regular file") from None
-            with open(target, "wb") as out:
-                shutil.copyfileobj(src, out, 1 << 20)
-    if not stat.S_ISREG(os.lstat(target).st_mode):  # replaced between listing and linking
-        target.unlink()
-        raise OSError("not a regular file any more")
+        pass  # another device, or protected hard links: copy
+    with open(target, "wb") as out:
+        offset = 0
+        while chunk := os.pread(fd, _CHUNK, offset):
+            out.write(chunk)
+            offset += len(chunk)
 
 
 def _link_tree(tree: Path, target: Path) -> None:
+    """The expanded archive `tree` (the worker's own cache) linked in at `target`."""
     for folder, _dirs, names in os.walk(tree):
         relative = Path(folder).relative_to(tree)
         (target / relative).mkdir(parents=True, exist_ok=True)
         for name in names:
-            _link(os.path.join(folder, name), target / relative / name)
+            source, placed = os.path.join(folder, name), target / relative / name
+            try:
+                os.link(source, placed, follow_symlinks=False)
+            except OSError:
+                shutil.copyfile(source, placed, follow_symlinks=False)
 
 
-def build_view(source: Path, view: Path, cache: Path, limits: ArchiveLimits) -> list[Skipped]:
-    """Fill the empty folder `view` from the data root `source` (a folder or one file);
-    returns the entries left out, with reasons."""
-    files, skipped = walk(source)
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def build_view(root: DataRoot, view: Path, cache: Path, limits: ArchiveLimits) -> list[Skipped]:
+    """Fill the empty folder `view` from the opened data root `root` (a folder or one
+    file); returns the entries left out, with reasons."""
+    try:
+        proc: int | None = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        proc = None
+    try:
+        return _fill(root, view, cache, limits, proc)
+    finally:
+        if proc is not None:
+            os.close(proc)
+
+
+def _fill(
+    root: DataRoot, view: Path, cache: Path, limits: ArchiveLimits, proc: int | None
+) -> list[Skipped]:
+    skipped: list[Skipped] = []
     made: set[Path] = {view}
-    for relative, real in files:
+    for relative, fd in walk(root, skipped):
         target = view / relative
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
-        kind = archive_kind(real)
         try:
-            if kind:
-                tree, rejected = expand_cached(real, kind, cache, limits, name=Path(relative).name)
-                _link_tree(tree, target)
-                skipped += [Skipped(f"{relative}/{name}", why) for name, why in rejected]
-            else:
-                _link(real, target)
+            if target.parent not in made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(target.parent)
+            _link(fd, target, proc)
+        except OSError as exc:
+            skipped.append(Skipped(relative, f"could not be staged: {exc.strerror or exc}"))
+            continue
+        finally:
+            os.close(fd)
+        # The archive is read from the view (the worker's own folder), never from the root.
+        kind = archive_kind(str(target))
+        if not kind:
+            continue
+        try:
+            tree, rejected = expand_cached(target, kind, cache, limits, name=target.name)
+            target.unlink()
+            _link_tree(tree, target)
+            skipped += [Skipped(f"{relative}/{name}", why) for name, why in rejected]
         except ArchiveError as exc:
-            shutil.rmtree(target, ignore_errors=True)
+            _remove(target)
             skipped.append(Skipped(relative, f"archive not expanded: {exc}"))
         except OSError as exc:
+            _remove(target)
             skipped.append(Skipped(relative, f"could not be staged: {exc.strerror or exc}"))
     return sorted(skipped, key=lambda s: s.path)

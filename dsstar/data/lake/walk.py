@@ -1,15 +1,21 @@
 """Listing a data root safely: only regular files that really live under it.
 
-Every entry is examined with lstat before anything is opened, so a FIFO, socket or device
-is never opened (opening a FIFO would block), and a symbolic link is followed only when its
-target resolves inside the root."""
+The walk starts from the root's descriptor (`DataRoot`) and goes down with `dir_fd`, never
+through a path: a folder or file swapped for a link after it was listed is refused
+(`O_NOFOLLOW`), not followed. Every entry is examined with lstat before it is opened, so a
+FIFO, socket or device is never opened (opening a FIFO would block); a symbolic link is
+followed only when it resolves inside the root, and whatever is opened is checked again by
+its descriptor to lie under the root."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+
+from dsstar.data.lake.root import DataRoot, inside, real_path
 
 __all__ = ["Skipped", "is_hidden", "walk"]
 
@@ -20,6 +26,8 @@ _KINDS = (
     (stat.S_ISBLK, "a block device: not opened"),
     (stat.S_ISCHR, "a character device: not opened"),
 )
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_OUTSIDE = "a symbolic link that leads outside the data root"
 
 
 @dataclass(frozen=True)
@@ -35,10 +43,6 @@ def is_hidden(relative: str) -> bool:
     return any(p.startswith(".") or p in _SKIPPED_PARTS for p in relative.split("/"))
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def _special(mode: int) -> str | None:
     for test, reason in _KINDS:
         if test(mode):
@@ -46,65 +50,87 @@ def _special(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file"
 
 
-def walk(root: Path) -> tuple[list[tuple[str, str]], list[Skipped]]:
-    """(relative posix path, real path) of every regular file under `root` (or `root` itself
-    when it is a file), sorted by path, and the entries left out with their reasons."""
-    real_root = os.path.realpath(root)
-    if not os.path.isdir(real_root):
-        mode = os.stat(real_root).st_mode
-        reason = _special(mode)
-        name = Path(root).name
-        return ([], [Skipped(name, reason)]) if reason else ([(name, real_root)], [])
-    files: list[tuple[str, str]] = []
-    skipped: list[Skipped] = []
-    visited = {real_root}
-    stack = [(real_root, "")]
-    while stack:
-        folder, prefix = stack.pop()
+def walk(root: DataRoot, skipped: list[Skipped]) -> Iterator[tuple[str, int]]:
+    """(relative posix path, open descriptor) of every regular file under `root` (or of
+    `root` itself when it is a file); the caller closes each descriptor. The entries left
+    out are appended to `skipped`, with their reasons."""
+    if not root.is_dir:
+        yield root.name, os.dup(root.fd)
+        return
+    info = os.fstat(root.fd)
+    yield from _folder(root, os.dup(root.fd), "", {(info.st_dev, info.st_ino)}, skipped)
+
+
+def _folder(
+    root: DataRoot, fd: int, prefix: str, visited: set[tuple[int, int]], skipped: list[Skipped]
+) -> Iterator[tuple[str, int]]:
+    """The files of the open folder `fd` and of its subfolders, depth first (only the chain
+    of folders down to the current one is held open)."""
+    try:
         try:
-            entries = list(os.scandir(folder))
+            entries = sorted(os.scandir(fd), key=lambda e: e.name)
         except OSError as exc:
-            skipped.append(
-                Skipped(prefix.rstrip("/") or ".", f"folder not readable: {exc.strerror}")
-            )
-            continue
+            why = f"folder not readable: {exc.strerror}"
+            skipped.append(Skipped(prefix.rstrip("/") or ".", why))
+            return
         for entry in entries:
-            relative = prefix + entry.name
             if is_hidden(entry.name):
                 continue
-            found = _examine(entry, relative, real_root)
+            relative = prefix + entry.name
+            found = _open(root, fd, entry, relative)
             if isinstance(found, Skipped):
                 skipped.append(found)
-            elif os.path.isdir(found):
-                if found in visited:
-                    skipped.append(Skipped(relative, "a link to a folder already listed"))
-                    continue
-                visited.add(found)
-                stack.append((found, relative + "/"))
+                continue
+            info = os.fstat(found)
+            if stat.S_ISREG(info.st_mode):
+                yield relative, found
+            elif (info.st_dev, info.st_ino) in visited:
+                os.close(found)
+                skipped.append(Skipped(relative, "a link to a folder already listed"))
             else:
-                files.append((relative, found))
-    return sorted(files), sorted(skipped, key=lambda s: s.path)
+                visited.add((info.st_dev, info.st_ino))
+                yield from _folder(root, found, relative + "/", visited, skipped)
+    finally:
+        os.close(fd)
 
 
-def _examine(entry: os.DirEntry, relative: str, real_root: str) -> str | Skipped:
-    """The real path of a regular file or folder to take, or why it is left out."""
+def _open(root: DataRoot, folder: int, entry: os.DirEntry, relative: str) -> int | Skipped:
+    """The entry opened (a regular file or a folder under the root), or why it is left out."""
     try:
-        info = entry.stat(follow_symlinks=False)
+        mode = entry.stat(follow_symlinks=False).st_mode
     except OSError as exc:
-        return Skipped(relative, f"cannot be examined: {exc.strerror}")
-    path = entry.path
-    if stat.S_ISLNK(info.st_mode):
-        target = os.path.realpath(path)
-        if not _inside(target, real_root):
-            return Skipped(relative, "a symbolic link that leads outside the data root")
-        try:
-            info = os.stat(target)
-        except OSError:
-            return Skipped(relative, "a broken symbolic link")
-        path = target
-    reason = _special(info.st_mode)
+        return Skipped(relative, _why(exc, link=False))
+    link = stat.S_ISLNK(mode)
+    try:
+        if link:
+            # Judged by where it leads before anything is opened (a device outside the root
+            # is never opened); what is opened is judged again below, by its descriptor.
+            target = os.path.realpath(os.path.join(real_path(folder), entry.name))
+            if not inside(target, root.path):
+                return Skipped(relative, _OUTSIDE)
+            mode = os.stat(entry.name, dir_fd=folder).st_mode
+        reason = _special(mode)
+        if reason:
+            return Skipped(relative, reason)
+        flags = _OPEN | (os.O_DIRECTORY if stat.S_ISDIR(mode) else 0)
+        fd = os.open(entry.name, flags if link else flags | os.O_NOFOLLOW, dir_fd=folder)
+    except OSError as exc:
+        return Skipped(relative, _why(exc, link))
+    if not root.holds(fd):  # swapped or moved between the look and the open
+        os.close(fd)
+        return Skipped(relative, _OUTSIDE if link else "moved outside the data root while read")
+    reason = _special(os.fstat(fd).st_mode)
     if reason:
+        os.close(fd)
         return Skipped(relative, reason)
-    if stat.S_ISREG(info.st_mode) and not os.access(path, os.R_OK):
-        return Skipped(relative, "not readable (permission denied)")
-    return path
+    return fd
+
+
+def _why(exc: OSError, link: bool) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link loop" if link else "replaced by a symbolic link: not followed"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "a broken symbolic link" if link else "removed or replaced while read"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "not readable (permission denied)"
+    return f"cannot be examined: {exc.strerror}"

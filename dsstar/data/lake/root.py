@@ -1,0 +1,79 @@
+"""A local data root opened once: every later read goes through that opening.
+
+A run's data location is resolved and judged once (for a run form, against the worker's
+data roots: `dsstar.runs.trust`). What was judged is the directory (or file) then opened,
+held as a descriptor until the run's view is built: the folder is walked with `dir_fd`
+(openat-style), never through its path again, so a folder swapped for a link after the
+check is not followed. Each file and folder opened is then checked by its descriptor
+(`/proc/self/fd`) to lie under the root as it was opened: a link inside the root, or a
+folder moved out of it during the walk, cannot bring in a file from elsewhere."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from dsstar.errors import DataError
+from dsstar.locations import local_path
+
+__all__ = ["DataRoot", "real_path"]
+
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # a FIFO never blocks
+
+
+def real_path(fd: int) -> str:
+    """Where the file or folder open as `fd` lies now (its links resolved), from the kernel."""
+    target = os.readlink(f"/proc/self/fd/{fd}")
+    return target.removesuffix(" (deleted)")
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lies under it (both real paths)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class DataRoot:
+    """A local folder or file, opened: `fd` is what every walk starts from, `path` its real
+    path when opened (what files must lie under), `location` what the run records."""
+
+    def __init__(self, fd: int, location: str, name: str) -> None:
+        self.fd, self.location, self.name = fd, location, name
+        self.path = real_path(fd)
+        self.is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+
+    @classmethod
+    def open(cls, location: str) -> DataRoot:
+        """Open `location` (links followed: a root that is a link is taken as named).
+        DataError when it does not exist, cannot be opened, or is no file or folder."""
+        path = local_path(location)
+        try:
+            fd = os.open(path, _OPEN)
+        except FileNotFoundError:
+            raise DataError(f"data location {location} does not exist") from None
+        except OSError as exc:
+            raise DataError(f"cannot open data location {location}: {exc.strerror}") from exc
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            os.close(fd)
+            raise DataError(f"data location {location} is neither a folder nor a regular file")
+        return cls(fd, location, Path(path).name)
+
+    def holds(self, fd: int) -> bool:
+        """Whether what `fd` has open lies under this root now."""
+        return inside(real_path(fd), self.path)
+
+    def close(self) -> None:
+        """Let the descriptor go (once the view is built, or the run ends)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> DataRoot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DataRoot({self.location!r}, real={self.path!r})"

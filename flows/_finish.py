@@ -18,10 +18,15 @@ __all__ = ["finish"]
 
 
 def finish(
-    run: Run, status: Status, plan: list[str], final: Script | None, reused: bool = False
+    run: Run,
+    status: Status,
+    plan: list[str],
+    final: Script | None,
+    reused_from: str | None = None,
 ) -> dict[str, Any]:
     """Store the outcome and close the run; returns the run's result (`--json`). `final` is
-    the finalized script; None when a person stopped the run (there is no answer then)."""
+    the finalized script; None when a person stopped the run (there is no answer then).
+    `reused_from`: the earlier run (of this storage) whose solution this run reused."""
     answer = _answer(run, final)
     if final is not None and answer is None:  # it failed, or stated nothing: never an answer
         status = Status.FAILED
@@ -42,7 +47,8 @@ def finish(
         answer=answer,
         plan=plan,
         solution_uri=solution_uri,
-        reused_solution=reused,
+        reused_solution=reused_from is not None,
+        reused_from=reused_from,
     )
     result = run.close(solution=final.code if final is not None else None)
     story.answered(status.value, len(run.rounds), answer, run.record.get("error"))

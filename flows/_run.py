@@ -68,7 +68,7 @@ class Run:
             # password) are left out; a resumed run reads them from its environment again.
             "settings": settings.model_dump(mode="json", exclude=SECRET_FIELDS),
         }
-        ledger = Ledger(settings.database_url)
+        ledger = Ledger(settings.database_url, store.url)
         run = cls(run_id=run_id, store=store, record=record, ledger=ledger, claim=claim)
         try:
             run.save({"run.json": record}, "run")

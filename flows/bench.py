@@ -100,7 +100,8 @@ def ds_star_bench(
     chosen = {"model": model, "storage": storage, "max_rounds": max_rounds, "reuse": False}
     chosen |= options.chosen() if options else {}
     settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
-    store, ledger = Store(settings.storage), Ledger(settings.database_url)
+    store = Store(settings.storage)
+    ledger = Ledger(settings.database_url, store.url)
     specs = [BenchTask(**task) for task in tasks]
     judge = _judge(suite, settings, Path(out))
     outcomes: dict[str, dict[str, Any]] = {}

@@ -131,7 +131,7 @@ def solve(
         script = loop.reuse(runtime, question, previous.plan, previous.solution, budget)
         if script:
             story.reused(previous.run_id)
-            return finish(run, Status.VERIFIED, previous.plan, script, reused=True)
+            return finish(run, Status.VERIFIED, previous.plan, script, reused_from=previous.run_id)
 
     # 1. Analyze every file, concurrently; descriptions are cached by file content, except
     #    for files that broke their contract: those are described afresh.

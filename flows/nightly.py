@@ -115,7 +115,7 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
         else:  # one failed question does not sink the batch; its run.json says why
             failed = {"question": question.question, "status": "failed"}
             results.append(failed | {"error": future.state.message})
-    ledger = Ledger(settings.database_url)
+    ledger = Ledger(settings.database_url, Store(settings.storage).url)
     for question, result in zip(questions, results, strict=True):
         result["question"] = question.question  # a run's result names its run, not its question
         result["change"] = change_mark(ledger, question, result)

@@ -84,11 +84,13 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
 def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -> None:
     """A markdown artifact with the answer, the totals and where every object is stored."""
     links = "\n".join(f"- {name}: `{uri}`" for name, uri in uris.items())
+    reused = record.get("reused_from")
+    origin = f"**Reused the verified solution of run** `{reused}`\n\n" if reused else ""
     create_markdown_artifact(
         key=artifact_key(f"{run_id}-answer"),
         markdown=clean(
             f"### {record['question']}\n\n**Status:** {record['status']}  \n"
-            f"**Answer:** {record.get('answer')}\n\n"
+            f"**Answer:** {record.get('answer')}\n\n{origin}"
             f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"
             f" in / {record.get('output_tokens')} out · **cost:** {record.get('cost_usd')}\n\n"
             f"**Stored objects**\n\n{links}\n"

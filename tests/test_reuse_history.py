@@ -43,7 +43,7 @@ def test_reuse_answers_refreshed_data_with_one_call(env, llm, sales):
     assert [c["agent"] for c in calls] == ["verifier"]
     assert "Southwest, Luis Ortega" in text_of(calls[0])  # judged on today's output
 
-    ledger = Ledger(env["DSSTAR_DATABASE_URL"])
+    ledger = Ledger(env["DSSTAR_DATABASE_URL"], env["DSSTAR_STORAGE"])
     history = ledger.history(question_key(QUESTION))
     assert [(r.run_id, r.answer, r.reused_solution) for r in history] == [
         ("reuse-1", ANSWER, False),

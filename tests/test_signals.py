@@ -49,7 +49,7 @@ def run_json(env: dict, run_id: str) -> dict:
 
 
 def ledger_status(env: dict, run_id: str) -> str | None:
-    with Session(Ledger(env["DSSTAR_DATABASE_URL"]).engine) as session:
+    with Session(Ledger(env["DSSTAR_DATABASE_URL"], env["DSSTAR_STORAGE"]).engine) as session:
         row = session.get(RunRow, run_id)
         return row.status if row else None
 

@@ -22,7 +22,7 @@ def _record(ledger: Ledger, run_id: str, data: str, answer: str | None, at: str)
 
 
 def test_change_marks_compare_with_the_last_answer_over_the_same_data(tmp_path):
-    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", str(tmp_path / "storage"))
     night = Question("Top region?", str(tmp_path / "sales"))
     elsewhere = str(tmp_path / "other")
     assert change_mark(ledger, night, {"run_id": "r1", "answer": "North"}) == "new"

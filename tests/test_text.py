@@ -147,7 +147,7 @@ def test_storage_writes_replace_what_cannot_be_encoded(tmp_path: Path) -> None:
 
 
 def test_ledger_rows_take_surrogates_and_nul(database_url) -> None:  # noqa: F811
-    ledger = Ledger(database_url)
+    ledger = Ledger(database_url, "/srv/dsstar")
     ledger.record(
         record("run-1", "North\x00east \ud800", plan=["load \udcff", "sum\x00"]),
         [

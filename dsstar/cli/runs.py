@@ -115,6 +115,8 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
     for key in ("question", "data", "guidelines", "answer"):
         if record.get(key):
             out.print(f"{key}: {shown(record[key])}")
+    if record.get("reused_from"):
+        out.print(f"reused: the verified solution of run {shown(record['reused_from'])}")
     if record.get("error"):
         out.print(Text.assemble(("error:", "red"), f" {shown(record['error'])}"))
     plan = record.get("plan") or []
@@ -222,20 +224,23 @@ def history(
     data: Annotated[
         str | None, typer.Option("--data", help="Only runs over this data root.")
     ] = None,
+    storage: StorageOpt = None,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The answers a question got over time, oldest first, with the data each run read and
-    a mark where the answer changed from the previous run over the same data.
+    """The answers a question got over time in one storage, oldest first, with the data each
+    run read and a mark where the answer changed from the previous run over the same data.
 
     Example: dsstar history "Which region had the highest revenue in 2024 H1?"
     """
     from dsstar.locations import normalize_location
     from dsstar.runs.ledger import Ledger, question_key
+    from dsstar.runs.storage import Store
 
     fmt = resolve_format(fmt, as_json)
     try:
-        ledger = Ledger(load_settings().database_url)
+        settings = load_settings(storage=storage)
+        ledger = Ledger(settings.database_url, Store(settings.storage).url)
         runs = ledger.history(question_key(question, guidelines))
         if data is not None:
             root = normalize_location(data)
@@ -265,7 +270,7 @@ def history(
         sys.stdout.write(json_line({"question": question, "answers": rows}))
         return
     if not rows:
-        err.print("no runs of this question in the ledger")
+        err.print(f"no runs of this question under {ledger.storage}")
         raise typer.Exit(EXIT_OK)
     table = [
         [str(r["finished_at"] or "")[:16] or None, r["data"], r["status"], r["answer"],

@@ -2,6 +2,11 @@
 database SQLAlchemy reaches (`DSSTAR_DATABASE_URL`, e.g. postgresql+psycopg://...).
 
 The schema is versioned with Alembic (`dsstar/migrations/`); opening a ledger upgrades it.
+
+One ledger may record runs of several storages (the default one, `~/.dsstar/ledger.db`, does
+for every storage of its user; a shared `DSSTAR_DATABASE_URL` does on purpose). Every run row
+names its storage, and a `Ledger` opened for a storage reads only that storage's runs: the
+history a command shows and the solutions a run reuses are those of its own storage.
 """
 
 from __future__ import annotations
@@ -49,11 +54,13 @@ class RunRow(SQLModel, table=True):
     question_key: str = Field(index=True)
     guidelines: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     data: str = Field(index=True)
+    storage: str | None = Field(default=None, index=True)  # the storage holding the run
     status: str
     answer: str | None = Field(default=None, sa_column=Column(Text))
     plan: list[str] = Field(default_factory=list, sa_column=Column(JSON))
     solution: str | None = Field(default=None, sa_column=Column(Text))
     reused_solution: bool = False
+    reused_from: str | None = None  # the run whose solution was reused
     rounds: int = 0
     llm_calls: int = 0
     input_tokens: int = 0
@@ -154,10 +161,12 @@ def _reason(exc: Exception) -> str:
 
 
 class Ledger:
-    """Reads and writes the ledger at `url`, migrating its schema to the latest version."""
+    """Reads and writes the runs of `storage` (its normalized URL, as `Store.url`) in the
+    ledger at `url`, migrating its schema to the latest version."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, storage: str) -> None:
         self.url = url
+        self.storage = storage.rstrip("/")
         self.engine = _engine(url)
 
     @contextmanager
@@ -176,7 +185,7 @@ class Ledger:
             for table in (AnswerRow, CallRow, RoundRow):
                 session.exec(delete(table).where(table.run_id == run_id))
             existing = session.get(RunRow, run_id)
-            row = _run_row(record)
+            row = _run_row(record, self.storage)
             if existing:
                 for key, value in row.model_dump().items():
                     setattr(existing, key, value)
@@ -201,6 +210,7 @@ class Ledger:
         with self._session() as session:
             statement = (
                 select(RunRow)
+                .where(RunRow.storage == self.storage)
                 .where(RunRow.question_key == key, RunRow.data == data)
                 .where(RunRow.status == "verified", RunRow.solution.is_not(None))
                 .order_by(RunRow.finished_at.desc())
@@ -208,10 +218,11 @@ class Ledger:
             return session.exec(statement).first()
 
     def history(self, key: str) -> list[RunRow]:
-        """Every finished run of this question, oldest first."""
+        """Every finished run of this question in this storage, oldest first."""
         with self._session() as session:
             statement = (
                 select(RunRow)
+                .where(RunRow.storage == self.storage)
                 .where(RunRow.question_key == key, RunRow.status != "running")
                 .order_by(RunRow.started_at)
             )
@@ -231,18 +242,20 @@ def _time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def _run_row(record: dict[str, Any]) -> RunRow:
+def _run_row(record: dict[str, Any], storage: str) -> RunRow:
     return RunRow(
         run_id=record["run_id"],
         question=record["question"],
         question_key=question_key(record["question"], record.get("guidelines") or ""),
         guidelines=record.get("guidelines") or "",
         data=record["data"],
+        storage=storage,
         status=record["status"],
         answer=record.get("answer"),
         plan=record.get("plan") or [],
         solution=record.get("solution"),
         reused_solution=bool(record.get("reused_solution")),
+        reused_from=record.get("reused_from"),
         rounds=record.get("rounds") or 0,
         llm_calls=record.get("llm_calls") or 0,
         input_tokens=record.get("input_tokens") or 0,

@@ -64,7 +64,7 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
         try:
             from dsstar.runs.ledger import Ledger
 
-            agents = agent_usage(Ledger(database_url).calls(run_id)) or None
+            agents = agent_usage(Ledger(database_url, store.url).calls(run_id)) or None
         except DSStarError:
             agents = None  # the ledger is optional for a report: storage has the rest
     final = {
@@ -163,5 +163,5 @@ def mark_interrupted(
     if database_url:
         from dsstar.runs.ledger import Ledger
 
-        Ledger(database_url).record(record, record.get("round_table") or [], [])
+        Ledger(database_url, store.url).record(record, record.get("round_table") or [], [])
     return record

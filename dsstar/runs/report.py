@@ -23,6 +23,7 @@ RESULT_KEYS = (
     "cost_usd",
     "flow_run_id",
     "reused_solution",
+    "reused_from",
     "contracts",
 )
 
@@ -101,6 +102,7 @@ def run_figures(record: dict[str, Any]) -> dict[str, Any]:
         "contracts checked": contracts.get("checked"),
         "contracts failed": len(contracts.get("failed") or []) if contracts else None,
         "reused a solution": record.get("reused_solution"),
+        "reused the solution of run": record.get("reused_from"),
     }
     return {name: value for name, value in figures.items() if value is not None}
 

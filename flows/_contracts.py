@@ -22,7 +22,7 @@ def check_contracts(run: Run, source: DataSource) -> dict[str, Any]:
     """Validate (or, for new files, create) every file's contract. Returns the report:
     {"checked", "failed", "created", "files"}; it is also kept in run.json."""
     location = run.record["data"]
-    files = Catalog(run.store, source.url).files(source)  # with content hashes, kept indexed
+    files = Catalog(run.store, source.location).files(source)  # with content hashes, kept indexed
     report = check_data_root(run.store, location, source.mount_dir, files)
     run.note(contracts=report)
     if report["failed"]:

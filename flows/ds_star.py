@@ -86,18 +86,17 @@ def ds_star(**fields: Any) -> dict[str, Any]:
 
 def _checked_run(form: Any, settings: Settings, data: str | DataRoot) -> dict[str, Any]:
     """The run of `form` over its checked data (a URL, or the local root held open)."""
-    where = data if isinstance(data, str) else data.location
+    # The recorded location (the ledger's key for reuse) is what was opened, not looked up
+    # again: the path could lead elsewhere by now.
+    where = normalize_location(data) if isinstance(data, str) else data.path
     question, guidelines, run_id = form.question, form.guidelines, form.run_id
     check_question(question, guidelines, settings.max_question_chars)
     preflight(settings, where)  # model, keys, isolation, data, storage: before any stored run
-    warning = unreadable_warning(where)
-    if warning:
-        story.say(warning, level=logging.WARNING)
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
         run_id=run_id or default_run_id(),
         settings=settings,
-        params={"question": question, "data": normalize_location(where), "guidelines": guidelines},
+        params={"question": question, "data": where, "guidelines": guidelines},
     )
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
     try:
@@ -120,6 +119,10 @@ def solve(
     """Algorithm 1 of the paper, step by step; the decisions are the core's (dsstar.algorithm.loop),
     the work is done by Prefect tasks through the runtime."""
     source = open_data(data, settings, tag=run.run_id)
+    # Judged on the view: the files the run will read, not the path looked up again.
+    warning = unreadable_warning(str(source.mount_dir), shown=source.location)
+    if warning:
+        story.say(warning, level=logging.WARNING)
     spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
     runtime, budget = FlowRuntime(run, spec, settings), spec.budget
 

@@ -91,6 +91,7 @@ class FakeLLM:
         self._fallback: Responder | None = None
         self._handler: Responder | None = None
         self._intercept: Callable[[dict[str, Any]], Reply | None] | None = None
+        self._on_models: Callable[[], None] | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._keys: set[str] | None = None
@@ -159,6 +160,13 @@ class FakeLLM:
             self._intercept = fn
         return self
 
+    def on_models(self, fn: Callable[[], None] | None) -> FakeLLM:
+        """Call ``fn`` whenever the list of models is asked for (a client's preflight probe),
+        before it is answered; ``None`` removes it."""
+        with self._lock:
+            self._on_models = fn
+        return self
+
     def require_key(self, *keys: str) -> FakeLLM:
         """Answer 401 to any request (models list included) whose bearer key is not one of
         ``keys``, as a real provider does; no arguments: accept every key again."""
@@ -185,7 +193,7 @@ class FakeLLM:
         with self._lock:
             self._queues.clear()
             self._defaults.clear()
-            self._fallback = self._handler = self._intercept = None
+            self._fallback = self._handler = self._intercept = self._on_models = None
             self._keys = None
             self._prompts.clear()
             self.requests.clear()
@@ -325,6 +333,8 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
             if llm._key_refused(self.headers):
                 self._send_json(401, Error(401, "Incorrect API key provided").body())
             elif self.path.split("?")[0].rstrip("/") in ("/v1/models", "/models"):
+                if llm._on_models is not None:
+                    llm._on_models()
                 model = {"id": "test-model", "object": "model", "owned_by": "fake-llm"}
                 self._send_json(200, {"object": "list", "data": [model]})
             else:

@@ -101,7 +101,7 @@ def known_analyses(
     """Every file of `source`, the records the catalog holds for them (same content, path,
     prompt and models) by path, and the files still to analyze. Files in `fresh` count as
     unknown."""
-    catalog = Catalog(Store(spec.storage), source.url)
+    catalog = Catalog(Store(spec.storage), source.location)
     files = catalog.files(source)  # hashes only new or changed files
     wanted = {f.path: (f.sha256, config_key(asdict(f), spec)) for f in files if f.path not in fresh}
     found = catalog.analyses(wanted)

@@ -72,7 +72,7 @@ def _offline_descriptions(data: str, settings: Any) -> list[dict[str, Any]]:
         archive_cache=scratch.archive_cache(settings.work_dir),
     )
     try:
-        catalog = Catalog(Store(settings.storage), data)
+        catalog = Catalog(Store(settings.storage), source.location)
         files = catalog.files(source)
         texts = catalog.profiles(
             files,

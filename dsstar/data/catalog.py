@@ -26,7 +26,6 @@ from typing import Any
 from dsstar.data.profiler import detect_format
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.errors import StorageError
-from dsstar.locations import normalize_location
 from dsstar.runs.storage import Store
 
 __all__ = ["Catalog", "analysis_object", "profiler_version", "save_analysis", "sha256_file"]
@@ -82,8 +81,9 @@ class Catalog:
     """The cached knowledge about one data root, in `store`."""
 
     def __init__(self, store: Store, root: str) -> None:
+        """`root`: the data root's location, normalized (`DataSource.location`)."""
         self.store = store
-        self.root = normalize_location(root)
+        self.root = root
         self._index_key = f"catalog/roots/{_short(root)}.json"
         self._index = self._load_index()
         self._changed = False

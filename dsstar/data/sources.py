@@ -81,6 +81,9 @@ class DataSource:
             self.root = DataRoot.open(str(self._snapshot))
         else:
             self.root = DataRoot.open(url)
+        # Its one spelling (see normalize_location), the local one taken from what was
+        # opened: a path looked up again could lead elsewhere by now.
+        self.location = url.rstrip("/") if self.is_remote else self.root.path
 
     @cached_property
     def _view(self) -> tuple[Path, list[Skipped]]:

@@ -158,11 +158,12 @@ def check_data(data: str) -> None:
         )
 
 
-def unreadable_warning(data: str, sample: int = 200) -> str | None:
+def unreadable_warning(data: str, sample: int = 200, shown: str | None = None) -> str | None:
     """A warning when none of the first `sample` files of a local data root can be read: each
     is unreadable or binary of no known format. The run would still spend its LLM calls on
     analyzers that cannot open them, so the user hears it before the first one. None when
-    a file looks readable, and for remote roots (listing a bucket may take long)."""
+    a file looks readable, and for remote roots (listing a bucket may take long). `shown`:
+    the location the warning names (default `data`), e.g. when `data` is its view."""
     if is_remote(data):
         return None
     from dsstar.data.profiler import detect_format
@@ -173,7 +174,7 @@ def unreadable_warning(data: str, sample: int = 200) -> str | None:
         return None
     which = f"none of the first {sample} files" if len(paths) == sample else "no input file"
     return (
-        f"--data {data}: {which} could be read ({len(paths)} checked, each unreadable or"
+        f"--data {shown or data}: {which} could be read ({len(paths)} checked, each unreadable or"
         " binary of no known format); the run will still spend LLM calls on files it cannot"
         " open. Check the path, the permissions and the files."
     )

@@ -149,7 +149,7 @@ def hold_data_location(location: str, worker: Settings, what: str = "data") -> s
     real = os.path.realpath(local_path(location))
     if not any(inside(real, root) for root in local_roots):
         raise refused(real)
-    held = DataRoot.open(real)
+    held = DataRoot.open(real, fence=tuple(local_roots))
     if not any(inside(held.path, root) for root in local_roots):
         held.close()
         raise refused(held.path)

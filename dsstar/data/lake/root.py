@@ -35,15 +35,16 @@ def inside(path: str, root: str) -> bool:
 
 class DataRoot:
     """A local folder or file, opened: `fd` is what every walk starts from, `path` its real
-    path when opened (what files must lie under), `location` what the run records."""
+    path when opened, `location` what the run records, `fence` the real paths of the
+    declared roots everything read must also lie under (empty from the CLI: the root alone)."""
 
-    def __init__(self, fd: int, location: str, name: str) -> None:
-        self.fd, self.location, self.name = fd, location, name
+    def __init__(self, fd: int, location: str, name: str, fence: tuple[str, ...] = ()) -> None:
+        self.fd, self.location, self.name, self.fence = fd, location, name, fence
         self.path = real_path(fd)
         self.is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
 
     @classmethod
-    def open(cls, location: str) -> DataRoot:
+    def open(cls, location: str, fence: tuple[str, ...] = ()) -> DataRoot:
         """Open `location` (links followed: a root that is a link is taken as named).
         DataError when it does not exist, cannot be opened, or is no file or folder."""
         path = local_path(location)
@@ -57,11 +58,17 @@ class DataRoot:
         if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
             os.close(fd)
             raise DataError(f"data location {location} is neither a folder nor a regular file")
-        return cls(fd, location, Path(path).name)
+        return cls(fd, location, Path(path).name, fence)
+
+    def within(self, path: str) -> bool:
+        """Whether the real path `path` lies under this root where it is now (a folder moved
+        while walked is followed) and under the declared roots."""
+        fenced = not self.fence or any(inside(path, root) for root in self.fence)
+        return fenced and inside(path, real_path(self.fd))
 
     def holds(self, fd: int) -> bool:
-        """Whether what `fd` has open lies under this root now."""
-        return inside(real_path(fd), self.path)
+        """Whether what `fd` has open lies under this root now (see `within`)."""
+        return self.within(real_path(fd))
 
     def close(self) -> None:
         """Let the descriptor go (once the view is built, or the run ends)."""

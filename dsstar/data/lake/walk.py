@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dsstar.data.lake.root import DataRoot, inside, real_path
+from dsstar.data.lake.root import DataRoot, real_path
 
 __all__ = ["Skipped", "is_hidden", "walk"]
 
@@ -106,7 +106,7 @@ def _open(root: DataRoot, folder: int, entry: os.DirEntry, relative: str) -> int
             # Judged by where it leads before anything is opened (a device outside the root
             # is never opened); what is opened is judged again below, by its descriptor.
             target = os.path.realpath(os.path.join(real_path(folder), entry.name))
-            if not inside(target, root.path):
+            if not root.within(target):
                 return Skipped(relative, _OUTSIDE)
             mode = os.stat(entry.name, dir_fd=folder).st_mode
         reason = _special(mode)

@@ -149,9 +149,8 @@ def test_a_form_may_lower_caps_never_raise_them(tmp_path, llm):
     assert raised.is_failed() and timeout.is_failed() and rounds.is_failed()
     # Each refusal names the field and the worker's own value.
     assert "exec_memory_mb=20000 (above this worker's own exec_memory_mb=2048)" in raised.message
-    assert f"exec_disk_mb=20000 (above this worker's own exec_disk_mb={default['exec_disk_mb']})" in (
-        raised.message
-    )
+    disk = default["exec_disk_mb"]
+    assert f"exec_disk_mb=20000 (above this worker's own exec_disk_mb={disk})" in raised.message
     assert "DSSTAR_FORM_ALLOW=exec_memory_mb,exec_disk_mb" in raised.message
     assert f"own exec_timeout={default['exec_timeout']}" in timeout.message
     assert "max_rounds=500" in rounds.message and "archive_max_bytes" in rounds.message

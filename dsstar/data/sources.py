@@ -22,7 +22,7 @@ from dsstar.data.lake import ArchiveLimits, DataRoot, Skipped, build_view
 from dsstar.data.lake.archives import sha256_of
 from dsstar.data.profiler import detect_format
 from dsstar.errors import DataError
-from dsstar.locations import is_remote, local_path
+from dsstar.locations import is_remote
 
 __all__ = [
     "open_data",

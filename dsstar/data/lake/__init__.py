@@ -1,5 +1,6 @@
-"""How a data lake is read safely: the root opened once (`root`), listing through it (`walk`), archive expansion (`archives`) and the
-read-only view generated scripts see as `data/` (`view`)."""
+"""How a data lake is read safely: the root opened once (`root`), listing through it
+(`walk`), archive expansion (`archives`) and the read-only view generated scripts see as
+`data/` (`view`)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from fake_llm import text_of
@@ -93,3 +94,51 @@ def test_no_reuse_forces_the_full_loop(env, llm, sales):
     result = ds_star(question=QUESTION, data=str(sales), run_id="noreuse-2", reuse=False)
     assert result["reused_solution"] is False and result["rounds"] == 2
     assert "planner" in [c["agent"] for c in new_calls(llm, since)]
+
+
+def _dsstar(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsstar", *argv],
+        capture_output=True, text=True, env=os.environ.copy(), check=True,
+    )  # fmt: skip
+
+
+def test_two_storages_never_see_each_others_runs_history_or_solutions(
+    env, llm, sales, tmp_path, monkeypatch
+):
+    """Two storages on one machine share the default ledger (one per user): each sees only
+    its own runs and history, and a run reuses only a solution of its own storage, which
+    run.json, the result and `runs show` name."""
+    store_a, store_b = tmp_path / "store-a", tmp_path / "store-b"
+    monkeypatch.setenv("DSSTAR_STORAGE", str(store_a))
+    two_rounds(llm)
+    assert ds_star(question=QUESTION, data=str(sales), run_id="a-1")["status"] == "verified"
+
+    monkeypatch.setenv("DSSTAR_STORAGE", str(store_b))
+    two_rounds(llm)
+    since = len(llm.requests)
+    fresh = ds_star(question=QUESTION, data=str(sales), run_id="b-1")
+    assert fresh["reused_solution"] is False and fresh["reused_from"] is None
+    agents = [c["agent"] for c in new_calls(llm, since)]
+    assert "planner" in agents and "analyzer" in agents  # the whole loop: nothing of store-a
+
+    def history(storage: Path | None) -> list[str]:
+        flags = ["--storage", str(storage)] if storage else []
+        shown = _dsstar("history", QUESTION, *flags, "--json")
+        return [a["run_id"] for a in json.loads(shown.stdout)["answers"]]
+
+    assert history(store_a) == ["a-1"]
+    assert history(store_b) == ["b-1"]
+    assert history(None) == ["b-1"]  # DSSTAR_STORAGE: store-b
+    listed = json.loads(_dsstar("runs", "list", "--json").stdout)
+    assert [r["run_id"] for r in listed["runs"]] == ["b-1"]
+
+    monkeypatch.setenv("DSSTAR_STORAGE", str(store_a))
+    llm.script("verifier", "Yes")
+    again = ds_star(question=QUESTION, data=str(sales), run_id="a-2")
+    assert again["reused_solution"] is True and again["reused_from"] == "a-1"
+    record = json.loads((store_a / "runs" / "a-2" / "run.json").read_text())
+    assert record["reused_from"] == "a-1"
+    report = _dsstar("runs", "show", "a-2").stdout
+    assert "reused: the verified solution of run a-1" in report
+    assert history(store_a) == ["a-1", "a-2"] and history(store_b) == ["b-1"]

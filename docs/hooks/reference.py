@@ -63,15 +63,17 @@ def settings_page() -> str:
     from dsstar.settings import Settings
 
     prefix = Settings.model_config.get("env_prefix", "")
+    form = _form_rule()
     lines = [
         "# Settings",
         "",
         "Generated from `dsstar.settings.Settings` when this site is built. Flags override",
         f"`{prefix}*` environment variables, which override these defaults. A run form in the",
-        "Prefect UI offers the same fields, except the secrets.",
+        "Prefect UI offers the same fields, except the secrets; the column *run form* says what",
+        "a form may set ([the rule](../sandbox.md#what-a-run-form-may-set)).",
         "",
-        "| variable | type | default | description |",
-        "|---|---|---|---|",
+        "| variable | type | default | run form | description |",
+        "|---|---|---|---|---|",
     ]
     for name, field in Settings.model_fields.items():
         if field.default_factory is not None:
@@ -85,9 +87,28 @@ def settings_page() -> str:
         kind = kind.replace("<class '", "").replace("'>", "")
         description = (field.description or "").replace("|", "\\|").replace("\n", " ")
         lines.append(
-            f"| `{prefix}{name.upper()}` | {_cell(kind)} | {_cell(default)} | {description} |"
+            f"| `{prefix}{name.upper()}` | {_cell(kind)} | {_cell(default)} | {form(name)} |"
+            f" {description} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _form_rule() -> Any:
+    """What a run form may do with a setting, by name (see dsstar.runs.trust)."""
+    from dsstar.runs.form import SECRET_FIELDS, WORKER_FIELDS
+    from dsstar.runs.trust import GUARDED
+    from dsstar.settings import is_cap
+
+    def rule(name: str) -> str:
+        if name in SECRET_FIELDS | WORKER_FIELDS:
+            return "no: the worker's alone"
+        if name in GUARDED:
+            return "the worker's value, unless allowed"
+        if is_cap(name):
+            return "at most the worker's value, unless allowed"
+        return "yes"
+
+    return rule
 
 
 def storage_page() -> str:

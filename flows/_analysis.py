@@ -1,19 +1,23 @@
-"""Step 1 of the algorithm as Prefect tasks: every file of the data root described by the
-analyzer, concurrently and within bounds; the catalog skips files described before."""
+"""Step 1 of the algorithm as Prefect tasks: every file of the data root described,
+concurrently and within bounds. The catalog skips files described before; of like files
+(`dsstar.algorithm.likeness`) the analyzer is asked about one, and its script describes the
+others with no model call."""
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
 from dsstar import progress
-from dsstar.algorithm.analysis import known_analyses
+from dsstar.algorithm.analysis import analysis_plan, known_analyses
+from dsstar.algorithm.likeness import shares_script
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.model.llm import preload
 from dsstar.runs.spec import RunSpec
-from tasks.analysis import analysis_task
+from tasks.analysis import analysis_task, describe_member
 
 __all__ = ["analyze_files"]
 
@@ -23,40 +27,74 @@ def analyze_files(
 ) -> list[dict[str, Any]]:
     """Describe every file, in parallel; files the catalog already knows (same content, path,
     prompt and models) are not analyzed again, and get no task of their own. Files in
-    `fresh` are analyzed again whatever the caches hold."""
+    `fresh` are analyzed again whatever the caches hold. First the analyzer describes one
+    file of each shape, then their scripts describe the like files, then the analyzer
+    describes the like files those scripts did not fit."""
     files, results, misses = known_analyses(spec, source, fresh)
     if misses:
-        preload()  # litellm's import overlaps the first analyses' task runs
+        preload()  # litellm's import overlaps the profiling and the first analyses
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
+    plan = analysis_plan(spec, source, files, results, misses)
+    window, spec_dict = _window(spec), asdict(spec)
+    done = _Counter(len(misses))
     analyze = analysis_task(spec)
-    for record in _bounded(analyze, misses, asdict(spec), _window(spec), fresh):
+
+    def analyzer(file: DataFile) -> Any:
+        task = analyze.with_options(refresh_cache=True) if file.path in fresh else analyze
+        return task.submit(asdict(file), spec_dict)
+
+    for record in _bounded(analyzer, plan.analyze, window, done):
+        results[record["path"]] = record
+    shared = [(f, results[o]) for f, o in plan.members if shares_script(results.get(o))]
+    alone = [f for f, o in plan.members if not shares_script(results.get(o))]
+
+    def member(item: tuple[DataFile, dict[str, Any]]) -> Any:
+        file, origin = item
+        profiles = {p: plan.profiles.get(p, "") for p in (file.path, origin["path"])}
+        return describe_member.submit(asdict(file), origin, profiles, spec_dict)
+
+    for (file, _), record in zip(shared, _bounded(member, shared, window, done), strict=True):
+        if record is None:
+            alone.append(file)
+            done.total += 1  # counted once more when the analyzer describes it
+        else:
+            results[file.path] = record
+    for record in _bounded(analyzer, alone, window, done):
         results[record["path"]] = record
     return [results[f.path] for f in files]
 
 
 def _window(spec: RunSpec) -> int:
-    """Analyses submitted at once: enough to keep every script slot and LLM slot busy, and
+    """Tasks submitted at once: enough to keep every script slot and LLM slot busy, and
     no more, so a lake of thousands of files never means thousands of threads."""
     return spec.max_parallel + spec.llm_concurrency
 
 
-def _bounded(
-    analyze: Any, files: list[DataFile], spec: dict[str, Any], window: int, fresh: set[str]
-) -> Any:
-    """Submit one analysis task per file, at most `window` pending at a time; yields the
-    records in file order. Progress counts finished analyses as they finish."""
-    free = threading.Semaphore(window)
-    done = itertools.count(1)
+class _Counter:
+    """Finished descriptions of this analysis, for progress."""
 
-    def finished(_: Any) -> None:
+    def __init__(self, total: int) -> None:
+        self.total, self._next = total, itertools.count(1)
+
+    def step(self, _: Any = None) -> None:
+        progress.emit("analyzed", done=next(self._next), total=self.total)
+
+
+def _bounded(
+    submit: Callable[[Any], Any], items: list[Any], window: int, done: _Counter
+) -> Iterator[Any]:
+    """`submit` each item as a task, at most `window` pending at a time; yields the results
+    in item order."""
+    free = threading.Semaphore(window)
+
+    def finished(future: Any) -> None:
         free.release()
-        progress.emit("analyzed", done=next(done), total=len(files))
+        done.step()
 
     futures = []
-    for file in files:
+    for item in items:
         free.acquire()
-        task = analyze.with_options(refresh_cache=True) if file.path in fresh else analyze
-        future = task.submit(asdict(file), spec)
+        future = submit(item)
         future.add_done_callback(finished)
         futures.append(future)
     for future in futures:

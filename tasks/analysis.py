@@ -9,13 +9,13 @@ from prefect import task
 from prefect.context import TaskRunContext
 from prefect.runtime import task_run
 
-from dsstar.algorithm import analysis
+from dsstar.algorithm import analysis, likeness
 from dsstar.runs.spec import RunSpec
 from dsstar.text import clean
 from tasks._common import is_transient, result_storage
 from tasks.agents import TaskCalls
 
-__all__ = ["analysis_task", "analyze_file"]
+__all__ = ["analysis_task", "analyze_file", "describe_member"]
 
 
 def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
@@ -43,6 +43,26 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     calls = TaskCalls(run_spec, inline=True)
     record = {**analysis.analyze_file(calls, file, run_spec), "calls": calls.calls}
     analysis.keep(record, RunSpec(**spec))
+    return record
+
+
+def _member_run_name() -> str:
+    return "describe " + clean(task_run.parameters["file"]["path"])
+
+
+@task(name="describe like file", task_run_name=_member_run_name)
+def describe_member(
+    file: dict[str, Any], origin: dict[str, Any], profiles: dict[str, str], spec: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Describe one file with a like file's script, no model call; keep the description in
+    the catalog. None: the script does not fit the file, which needs its own analysis."""
+    run_spec = RunSpec(**spec).without_figures()
+    record = likeness.describe_member(
+        TaskCalls(run_spec, inline=True), file, origin, run_spec, profiles
+    )
+    if record is not None:
+        record["calls"] = []
+        analysis.keep(record, RunSpec(**spec))
     return record
 
 

@@ -1,0 +1,162 @@
+"""Like files are analyzed once: the analyzer's script for one file of a shape describes
+the others (`dsstar.data.shapes`), run in the sandbox with no model call.
+
+The analyzer writes the path it was given into its script, in whatever form (a literal,
+`os.path.join` parts, `Path("data/x") / "y.csv"`). A member's script is that script with
+every form of the origin's path rewritten to the member's; it runs over the same `data/`
+view as every script. The member is described by it only when the run succeeds, prints
+something, never names the origin (a script that globs or lists its folder could describe
+another file), and names the columns the origin's output named; otherwise the member gets
+its own analyzer call. A script that does not name its file at all describes no member.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from dsstar.algorithm.runtime import Calls
+from dsstar.data.catalog import Catalog
+from dsstar.data.profiler import ProfileLimits, profile_files
+from dsstar.data.shapes import column_names, group_by_shape
+from dsstar.data.sources import DataFile
+from dsstar.runs.spec import RunSpec
+from dsstar.text import digest
+
+__all__ = ["Plan", "describe_member", "for_member", "plan_analysis", "shares_script"]
+
+
+@dataclass
+class Plan:
+    """What a cold or partly warm analysis does: the files the analyzer is asked about (one
+    per shape that has no script yet), and each other missing file with the path of the
+    file whose script is to describe it."""
+
+    analyze: list[DataFile] = field(default_factory=list)
+    members: list[tuple[DataFile, str]] = field(default_factory=list)
+    groups: int = 0
+    profiles: dict[str, str] = field(default_factory=dict)
+
+
+def shares_script(record: dict[str, Any] | None) -> bool:
+    """Whether `record`'s script may describe like files: it ran and described its file."""
+    return bool(
+        record
+        and record.get("source") in ("analyzer", "script")
+        and record.get("error") is None
+        and record.get("script")
+    )
+
+
+def plan_analysis(
+    spec: RunSpec,
+    catalog: Catalog,
+    files: list[DataFile],
+    known: dict[str, dict[str, Any]],
+    missing: list[DataFile],
+    *,
+    every_shape: bool = False,
+) -> Plan:
+    """Group `files` by shape (offline profiles from the catalog, profiled in the sandbox
+    when new) and decide, for each of `missing`, whether the analyzer is asked or a known
+    or first-analyzed like file's script describes it. With nothing missing, files are
+    grouped (and `groups` counted) only for `every_shape`."""
+    if not missing and not every_shape:
+        return Plan()
+    limits = ProfileLimits(memory_mb=spec.limits["memory_mb"], workers=spec.max_parallel)
+    work_root = Path(spec.work_dir) if spec.work_dir else None
+    profiles = catalog.profiles(
+        files,
+        lambda new: profile_files(
+            Path(spec.data_dir), [f.path for f in new], limits=limits,
+            mode=spec.sandbox, work_root=work_root,
+        ),  # fmt: skip
+    )
+    by_path = {f.path: f for f in files}
+    todo = {f.path for f in missing}
+    plan = Plan(profiles=profiles)
+    groups = group_by_shape((f.path, f.format, profiles[f.path]) for f in files)
+    plan.groups = len(groups)
+    for group in groups:
+        wanted = [path for path in group if path in todo]
+        if not wanted:
+            continue
+        origin = next((p for p in group if p not in todo and shares_script(known.get(p))), None)
+        if origin is None:
+            origin = wanted.pop(0)
+            plan.analyze.append(by_path[origin])
+        plan.members += [(by_path[path], origin) for path in wanted]
+    return plan
+
+
+def _token(text: str) -> str:
+    """`text` as a whole path token: not inside a longer name."""
+    return rf"(?<![\w.\-]){re.escape(text)}(?![\w\-]|\.\w)"
+
+
+def for_member(code: str, origin: str, member: str) -> str | None:
+    """The origin's script with every form of its path rewritten to the member's (the
+    whole path, any tail of it, its folder, each differing part as a string literal); None
+    when the script does not name its file, so that it cannot be told to read another."""
+    if origin == member:
+        return code
+    old, new = PurePosixPath(origin).parts, PurePosixPath(member).parts
+    if len(old) != len(new):
+        return None
+    pairs = [("/".join(old[i:]), "/".join(new[i:])) for i in range(len(old))]
+    if len(old) > 1:
+        pairs.append(("/".join(old[:-1]), "/".join(new[:-1])))
+    if not re.search(_token(old[-1]), code):
+        return None
+    for before, after in pairs:
+        if before != after:
+            code = re.sub(_token(before), lambda _: after, code)  # noqa: B023
+    for before, after in zip(old[:-1], new[:-1], strict=True):
+        if before != after:
+            code = re.sub(rf"""(['"]){re.escape(before)}\1""", rf"\g<1>{after}\g<1>", code)
+    return code
+
+
+def _fits(output: str, origin: dict[str, Any], member: str, profiles: dict[str, str]) -> bool:
+    """Whether a member's output describes the member: it never names the origin's file
+    (unless both have one name), and it names every column of the member that the origin's
+    output named of the origin's."""
+    name, path = PurePosixPath(origin["path"]).name, origin["path"]
+    if name != PurePosixPath(member).name and re.search(_token(name), output):
+        return False
+    if path != member and path in output:
+        return False
+    named = {c for c in column_names(profiles.get(origin["path"], "")) if c in origin["description"]}
+    return named <= {c for c in column_names(profiles.get(member, "")) if c in output}
+
+
+def describe_member(
+    calls: Calls,
+    file: dict[str, Any],
+    origin: dict[str, Any],
+    spec: RunSpec,
+    profiles: dict[str, str],
+) -> dict[str, Any] | None:
+    """The catalog record of `file` described by `origin`'s script, run in the sandbox with
+    no model call; None when the script does not fit it (see the module's docstring)."""
+    code = for_member(origin["script"], origin["path"], file["path"])
+    if code is None:
+        return None
+    result = calls.execute(f"analysis {file['path']} (script of {origin['path']})", code)
+    output = result.output.strip()
+    if not (result.ok and output and _fits(output, origin, file["path"], profiles)):
+        return None
+    made_by = origin.get("script_from") or origin["path"]
+    return {
+        **file,
+        "description": output,
+        "source": "script",
+        "error": None,
+        "script": code,
+        "script_from": made_by,
+        "script_digest": origin.get("script_digest") or digest(origin["script"]),
+        "attempts": [],
+        "run_id": spec.run_id,
+    }

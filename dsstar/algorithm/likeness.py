@@ -97,22 +97,22 @@ def _token(text: str) -> str:
 
 
 def for_member(code: str, origin: str, member: str) -> str | None:
-    """The origin's script with every form of its path rewritten to the member's (the
-    whole path, any tail of it, its folder, each differing part as a string literal); None
+    """The origin's script with every form of its path rewritten to the member's: each run
+    of two or more path parts (`data/x/y.csv`, `data/x`, `y/day_01.csv`), the file name, and
+    each other differing part as a string literal (`os.path.join("data", "x", ...)`); None
     when the script does not name its file, so that it cannot be told to read another."""
     if origin == member:
         return code
-    old, new = PurePosixPath(origin).parts, PurePosixPath(member).parts
-    if len(old) != len(new):
+    # Scripts see the files under data/: `data/x` is a run of parts as much as `x/y.csv`.
+    old, new = ("data", *PurePosixPath(origin).parts), ("data", *PurePosixPath(member).parts)
+    if len(old) != len(new) or not re.search(_token(old[-1]), code):
         return None
-    pairs = [("/".join(old[i:]), "/".join(new[i:])) for i in range(len(old))]
-    if len(old) > 1:
-        pairs.append(("/".join(old[:-1]), "/".join(new[:-1])))
-    if not re.search(_token(old[-1]), code):
-        return None
-    for before, after in pairs:
+    n = len(old)
+    runs = [(i, j) for i in range(n) for j in range(i + 2, n + 1)] + [(n - 1, n)]
+    for i, j in sorted(runs, key=lambda run: run[0] - run[1]):  # the longest first
+        before, after = "/".join(old[i:j]), "/".join(new[i:j])
         if before != after:
-            code = re.sub(_token(before), lambda _: after, code)  # noqa: B023
+            code = re.sub(_token(before), lambda _, after=after: after, code)
     for before, after in zip(old[:-1], new[:-1], strict=True):
         if before != after:
             code = re.sub(rf"""(['"]){re.escape(before)}\1""", rf"\g<1>{after}\g<1>", code)

@@ -26,8 +26,8 @@ _COLUMN = re.compile(r"^\s*-\s+(.+?)\s+\((?:[^()]*)\)\s*:", re.MULTILINE)
 # Other structure the profiler names: JSON key paths ("  items[].id: int e.g. 3"), sheets,
 # tables and their declared columns, JSON Lines keys (their counts dropped).
 _STRUCTURE = re.compile(
-    r"^(?:\s{2}([\w$@\-\[\]. ]+): (?:int|float|str|bool|NoneType|list|dict)\b"
-    r"|(sheets \(\d+\): .*|## sheet .*|tables \(\d+\): .*|declared columns: .*))$",
+    r"^(?:\s{2}([\w$@\-\[\]. ]+): (?:int|float|str|bool|NoneType|list|dict)\b.*"
+    r"|(sheets \(\d+\): .*|## sheet .*|## table .*|tables \(\d+\): .*|declared columns: .*))$",
     re.MULTILINE,
 )
 _JSONL_KEYS = re.compile(r"^keys: (.*)$", re.MULTILINE)

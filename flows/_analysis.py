@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
 from dsstar import progress
 from dsstar.algorithm.analysis import analysis_plan, known_analyses
-from dsstar.algorithm.likeness import shares_script
+from dsstar.algorithm.likeness import BATCH, Plan, shares_script
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.model.llm import preload
 from dsstar.runs.spec import RunSpec
-from tasks.analysis import analysis_task, describe_member
+from tasks.analysis import analysis_task, describe_members
 
 __all__ = ["analyze_files"]
 
@@ -45,23 +46,45 @@ def analyze_files(
 
     for record in _bounded(analyzer, plan.analyze, window, done):
         results[record["path"]] = record
-    shared = [(f, results[o]) for f, o in plan.members if shares_script(results.get(o))]
-    alone = [f for f, o in plan.members if not shares_script(results.get(o))]
+    batches, alone = _batches(plan, results)
 
-    def member(item: tuple[DataFile, dict[str, Any]]) -> Any:
-        file, origin = item
-        profiles = {p: plan.profiles.get(p, "") for p in (file.path, origin["path"])}
-        return describe_member.submit(asdict(file), origin, profiles, spec_dict)
+    def members(batch: tuple[list[DataFile], dict[str, Any]]) -> Any:
+        files, origin = batch
+        paths = [origin["path"], *(f.path for f in files)]
+        profiles = {p: plan.profiles.get(p, "") for p in paths}
+        return describe_members.submit([asdict(f) for f in files], origin, profiles, spec_dict)
 
-    for (file, _), record in zip(shared, _bounded(member, shared, window, done), strict=True):
-        if record is None:
-            alone.append(file)
-            done.total += 1  # counted once more when the analyzer describes it
-        else:
-            results[file.path] = record
+    ran = _bounded(members, batches, window, done, size=lambda batch: len(batch[0]))
+    for (batch_files, _), records in zip(batches, ran, strict=True):
+        for file, record in zip(batch_files, records, strict=True):
+            if record is None:
+                alone.append(file)
+                done.total += 1  # counted once more when the analyzer describes it
+            else:
+                results[file.path] = record
     for record in _bounded(analyzer, alone, window, done):
         results[record["path"]] = record
     return [results[f.path] for f in files]
+
+
+def _batches(
+    plan: Plan, results: dict[str, dict[str, Any]]
+) -> tuple[list[tuple[list[DataFile], dict[str, Any]]], list[DataFile]]:
+    """The like files in batches of at most `BATCH` with the record whose script describes
+    them; and the files whose like file's analysis left no script to share."""
+    by_origin: dict[str, list[DataFile]] = defaultdict(list)
+    alone = []
+    for file, origin in plan.members:
+        if shares_script(results.get(origin)):
+            by_origin[origin].append(file)
+        else:
+            alone.append(file)
+    batches = [
+        (files[i : i + BATCH], results[origin])
+        for origin, files in by_origin.items()
+        for i in range(0, len(files), BATCH)
+    ]
+    return batches, alone
 
 
 def _window(spec: RunSpec) -> int:
@@ -76,26 +99,31 @@ class _Counter:
     def __init__(self, total: int) -> None:
         self.total, self._next = total, itertools.count(1)
 
-    def step(self, _: Any = None) -> None:
-        progress.emit("analyzed", done=next(self._next), total=self.total)
+    def step(self, count: int = 1) -> None:
+        for _ in range(count):
+            progress.emit("analyzed", done=next(self._next), total=self.total)
 
 
 def _bounded(
-    submit: Callable[[Any], Any], items: list[Any], window: int, done: _Counter
+    submit: Callable[[Any], Any],
+    items: list[Any],
+    window: int,
+    done: _Counter,
+    size: Callable[[Any], int] = lambda _: 1,
 ) -> Iterator[Any]:
     """`submit` each item as a task, at most `window` pending at a time; yields the results
-    in item order."""
+    in item order. Progress counts `size(item)` files per finished task."""
     free = threading.Semaphore(window)
 
-    def finished(future: Any) -> None:
+    def finished(count: int) -> None:
         free.release()
-        done.step()
+        done.step(count)
 
     futures = []
     for item in items:
         free.acquire()
         future = submit(item)
-        future.add_done_callback(finished)
+        future.add_done_callback(lambda _, count=size(item): finished(count))
         futures.append(future)
     for future in futures:
         yield future.result()

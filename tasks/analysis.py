@@ -15,7 +15,7 @@ from dsstar.text import clean
 from tasks._common import is_transient, result_storage
 from tasks.agents import TaskCalls
 
-__all__ = ["analysis_task", "analyze_file", "describe_member"]
+__all__ = ["analysis_task", "analyze_file", "describe_members"]
 
 
 def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
@@ -46,24 +46,28 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _member_run_name() -> str:
-    return "describe " + clean(task_run.parameters["file"]["path"])
+def _members_run_name() -> str:
+    files = task_run.parameters["files"]
+    return f"describe {len(files)} like files of " + clean(task_run.parameters["origin"]["path"])
 
 
-@task(name="describe like file", task_run_name=_member_run_name)
-def describe_member(
-    file: dict[str, Any], origin: dict[str, Any], profiles: dict[str, str], spec: dict[str, Any]
-) -> dict[str, Any] | None:
-    """Describe one file with a like file's script, no model call; keep the description in
-    the catalog. None: the script does not fit the file, which needs its own analysis."""
+@task(name="describe like files", task_run_name=_members_run_name)
+def describe_members(
+    files: list[dict[str, Any]],
+    origin: dict[str, Any],
+    profiles: dict[str, str],
+    spec: dict[str, Any],
+) -> list[dict[str, Any] | None]:
+    """Describe like files with `origin`'s script, no model call, and keep each description
+    in the catalog. None for a file the script does not fit: it needs its own analysis."""
     run_spec = RunSpec(**spec).without_figures()
-    record = likeness.describe_member(
-        TaskCalls(run_spec, inline=True), file, origin, run_spec, profiles
-    )
-    if record is not None:
-        record["calls"] = []
-        analysis.keep(record, RunSpec(**spec))
-    return record
+    calls = TaskCalls(run_spec, inline=True)
+    records = likeness.describe_members(calls, files, origin, run_spec, profiles)
+    for record in records:
+        if record is not None:
+            record["calls"] = []
+            analysis.keep(record, RunSpec(**spec))
+    return records
 
 
 def analysis_task(spec: RunSpec) -> Any:

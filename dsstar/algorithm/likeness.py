@@ -12,11 +12,13 @@ its own analyzer call. A script that does not name its file at all describes no 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from dsstar.algorithm import member_runner
 from dsstar.algorithm.runtime import Calls
 from dsstar.data.catalog import Catalog
 from dsstar.data.profiler import ProfileLimits, profile_files
@@ -25,7 +27,10 @@ from dsstar.data.sources import DataFile
 from dsstar.runs.spec import RunSpec
 from dsstar.text import digest
 
-__all__ = ["Plan", "describe_member", "for_member", "plan_analysis", "shares_script"]
+__all__ = ["BATCH", "Plan", "describe_members", "for_member", "plan_analysis", "shares_script"]
+
+BATCH = 16  # like files whose scripts run in one sandbox process
+_RUNNER_SOURCE = Path(member_runner.__file__).read_text(encoding="utf-8")
 
 
 @dataclass
@@ -132,30 +137,69 @@ def _fits(output: str, origin: dict[str, Any], member: str, profiles: dict[str, 
     return named <= {c for c in column_names(profiles.get(member, "")) if c in output}
 
 
-def describe_member(
+def describe_members(
     calls: Calls,
-    file: dict[str, Any],
+    files: list[dict[str, Any]],
     origin: dict[str, Any],
     spec: RunSpec,
     profiles: dict[str, str],
-) -> dict[str, Any] | None:
-    """The catalog record of `file` described by `origin`'s script, run in the sandbox with
-    no model call; None when the script does not fit it (see the module's docstring)."""
-    code = for_member(origin["script"], origin["path"], file["path"])
-    if code is None:
-        return None
-    result = calls.execute(f"analysis {file['path']} (script of {origin['path']})", code)
-    output = result.output.strip()
-    if not (result.ok and output and _fits(output, origin, file["path"], profiles)):
-        return None
-    made_by = origin.get("script_from") or origin["path"]
+) -> list[dict[str, Any] | None]:
+    """The catalog record of each of `files` described by `origin`'s script, with no model
+    call; None for a file the script does not fit (see the module's docstring). The scripts
+    run in one sandbox process, each in a child of its own (`member_runner`); a file whose
+    report is missing (the batch was cut short) or cut runs alone, as any script does."""
+    codes = {f["path"]: for_member(origin["script"], origin["path"], f["path"]) for f in files}
+    jobs = [(path, code) for path, code in codes.items() if code is not None]
+    reports = _run_batch(calls, jobs, origin["path"], spec) if len(jobs) > 1 else {}
+    records: list[dict[str, Any] | None] = []
+    for file in files:
+        code, report = codes[file["path"]], reports.get(file["path"])
+        if code is None:
+            records.append(None)
+            continue
+        if report is None:
+            result = calls.execute(f"analysis {file['path']} (script of {origin['path']})", code)
+            report = {"status": 0 if result.ok else 1, "output": result.output}
+        output = report["output"].strip()
+        fits = report["status"] == 0 and output and _fits(output, origin, file["path"], profiles)
+        records.append(_record(file, origin, code, output, spec) if fits else None)
+    return records
+
+
+def _run_batch(
+    calls: Calls, jobs: list[tuple[str, str]], origin: str, spec: RunSpec
+) -> dict[str, dict[str, Any]]:
+    """path -> {"status", "output"} of each job the batch reported whole."""
+    cap = max(1000, spec.limits["output_bytes"] // (3 * len(jobs)))
+    script = (
+        _RUNNER_SOURCE
+        + f"\nmain(json.loads({json.dumps(jobs)!r}), {float(spec.limits['timeout_s'])}, {cap})\n"
+    )
+    result = calls.execute(f"analysis of {len(jobs)} like files (script of {origin})", script)
+    wanted, reports = {path for path, _ in jobs}, {}
+    for line in result.output.splitlines():
+        if not line.startswith(member_runner.MARK):
+            continue
+        try:
+            report = json.loads(line[len(member_runner.MARK) :])
+        except ValueError:
+            continue
+        path = report.get("path") if isinstance(report, dict) else None
+        if path in wanted and path not in reports and not report.get("truncated"):
+            reports[path] = {"status": report.get("status"), "output": str(report.get("output"))}
+    return reports
+
+
+def _record(
+    file: dict[str, Any], origin: dict[str, Any], code: str, output: str, spec: RunSpec
+) -> dict[str, Any]:
     return {
         **file,
         "description": output,
         "source": "script",
         "error": None,
         "script": code,
-        "script_from": made_by,
+        "script_from": origin.get("script_from") or origin["path"],
         "script_digest": origin.get("script_digest") or digest(origin["script"]),
         "attempts": [],
         "run_id": spec.run_id,

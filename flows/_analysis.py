@@ -14,7 +14,7 @@ from typing import Any
 
 from dsstar import progress
 from dsstar.algorithm.analysis import analysis_plan, known_analyses
-from dsstar.algorithm.likeness import BATCH, Plan, shares_script
+from dsstar.algorithm.likeness import Plan, batch_size, shares_script
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.model.llm import preload
 from dsstar.runs.spec import RunSpec
@@ -46,7 +46,7 @@ def analyze_files(
 
     for record in _bounded(analyzer, plan.analyze, window, done):
         results[record["path"]] = record
-    batches, alone = _batches(plan, results)
+    batches, alone = _batches(plan, results, spec)
 
     def members(batch: tuple[list[DataFile], dict[str, Any]]) -> Any:
         files, origin = batch
@@ -68,9 +68,9 @@ def analyze_files(
 
 
 def _batches(
-    plan: Plan, results: dict[str, dict[str, Any]]
+    plan: Plan, results: dict[str, dict[str, Any]], spec: RunSpec
 ) -> tuple[list[tuple[list[DataFile], dict[str, Any]]], list[DataFile]]:
-    """The like files in batches of at most `BATCH` with the record whose script describes
+    """The like files in batches (`batch_size`) with the record whose script describes
     them; and the files whose like file's analysis left no script to share."""
     by_origin: dict[str, list[DataFile]] = defaultdict(list)
     alone = []
@@ -79,11 +79,10 @@ def _batches(
             by_origin[origin].append(file)
         else:
             alone.append(file)
-    batches = [
-        (files[i : i + BATCH], results[origin])
-        for origin, files in by_origin.items()
-        for i in range(0, len(files), BATCH)
-    ]
+    batches = []
+    for origin, files in by_origin.items():
+        size = batch_size(results[origin], spec)
+        batches += [(files[i : i + size], results[origin]) for i in range(0, len(files), size)]
     return batches, alone
 
 
@@ -123,7 +122,8 @@ def _bounded(
     for item in items:
         free.acquire()
         future = submit(item)
-        future.add_done_callback(lambda _, count=size(item): finished(count))
+        count = size(item)
+        future.add_done_callback(lambda _, count=count: finished(count))
         futures.append(future)
     for future in futures:
         yield future.result()

@@ -113,17 +113,15 @@ def test_an_output_naming_the_origin_or_missing_its_columns_does_not_fit() -> No
     assert not _fits("day_07.csv: columns day, station", origin, "daily/day_07.csv", profiles)
 
 
-# --- end to end: the real CLI, the Prefect flow, the sandbox, the scripted model -------------------
+# --- end to end: the real CLI, the Prefect flow, the sandbox, the scripted model ---------------
 
 
 def pandas_script(request: dict) -> str:
     """An analyzer reply as GPT-4o writes one: a sentence, then a script that names the
     path it was given, loads it with pandas and prints its name, shape, columns and rows."""
     path = re.search(r"`(data/[^`]+)`", text_of(request)).group(1)
-    return (
-        "I'll load the file with pandas and print its structure and a few rows.\n\n"
-        + fence(
-            f"""
+    return "I'll load the file with pandas and print its structure and a few rows.\n\n" + fence(
+        f"""
 import pandas as pd
 
 file_path = "{path}"
@@ -133,7 +131,6 @@ print(f"Shape: {{df.shape}}")
 print("Columns:", ", ".join(df.columns))
 print(df.head(3).to_string())
 """
-        )
     )
 
 
@@ -163,7 +160,9 @@ def daily_lake(root: Path, count: int) -> Path:
 
 
 def stored_records(storage: Path) -> dict[str, dict]:
-    records = [json.loads(p.read_text()) for p in (storage / "catalog" / "analyses").rglob("*.json")]
+    records = [
+        json.loads(p.read_text()) for p in (storage / "catalog" / "analyses").rglob("*.json")
+    ]
     return {r["path"]: r for r in records}
 
 
@@ -193,7 +192,11 @@ def test_a_folder_of_like_csvs_costs_one_call_per_shape(env, llm, tmp_path):
     records = stored_records(Path(env["DSSTAR_STORAGE"]))
     origin = next(p for p in asked if p != "daily/stations.csv")
     assert records[origin]["source"] == "analyzer"
-    member = records["daily/day_150.csv"] if origin != "daily/day_150.csv" else records["daily/day_151.csv"]
+    member = (
+        records["daily/day_150.csv"]
+        if origin != "daily/day_150.csv"
+        else records["daily/day_151.csv"]
+    )
     assert member["source"] == "script" and member["script_from"] == origin  # which script made it
 
     # A refreshed member is described again by running the script: no model call.
@@ -223,3 +226,27 @@ def test_a_script_that_globs_its_folder_describes_no_member(env, llm, tmp_path):
     describe(lake)
     assert estimate["calls"] == 2
     assert len(llm.calls("analyzer")) == 6  # the plan's 2, then one for each of 4 members
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_like_file_the_script_fails_on_gets_its_own_call(env, llm, tmp_path):
+    """Same columns, but one line too many fields: pandas' default reader stops on it, so
+    the shared script fails there and that file is analyzed (and debugged) on its own."""
+
+    def tolerant(request: dict) -> str:
+        path = re.search(r"data/[\w/]+\.csv", text_of(request)).group(0)
+        return "The file has malformed lines; skip them.\n\n" + fence(
+            f"import pandas as pd\ndf = pd.read_csv({path!r}, on_bad_lines='skip')\n"
+            f"print('File: {path}')\nprint('Columns:', ', '.join(df.columns))\n"
+        )
+
+    llm.default("analyzer", pandas_script).default("debugger", tolerant)
+    lake = daily_lake(tmp_path / "lake", 5)
+    (lake / "daily" / "day_999.csv").write_text("day,station,temp\nd999,s1,1.5\nd999,s2,2.5,x\n")
+    files = {f["path"]: f for f in describe(lake)["files"]}
+    asked = [re.search(r"`data/([^`]+)`", text_of(c)).group(1) for c in llm.calls("analyzer")]
+    assert sorted(asked) == ["daily/day_001.csv", "daily/day_999.csv", "daily/stations.csv"]
+    assert len(llm.calls("debugger")) == 1
+    assert "File: data/daily/day_999.csv" in files["daily/day_999.csv"]["description"]
+    assert "File: data/daily/day_003.csv" in files["daily/day_003.csv"]["description"]

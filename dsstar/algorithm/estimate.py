@@ -72,4 +72,3 @@ def estimate_describe(data: str, settings: Settings) -> Estimate:
 def _prompt_tokens(model: str, path: str, file_format: str) -> int:
     messages = agents.analyzer.render(path=path, format=file_format)
     return sum(count_tokens(model, str(m.get("content") or "")) for m in messages)
-

@@ -27,9 +27,17 @@ from dsstar.data.sources import DataFile
 from dsstar.runs.spec import RunSpec
 from dsstar.text import digest
 
-__all__ = ["BATCH", "Plan", "describe_members", "for_member", "plan_analysis", "shares_script"]
+__all__ = [
+    "MAX_BATCH",
+    "Plan",
+    "batch_size",
+    "describe_members",
+    "for_member",
+    "plan_analysis",
+    "shares_script",
+]
 
-BATCH = 16  # like files whose scripts run in one sandbox process
+MAX_BATCH = 64  # like files whose scripts run in one sandbox process, at most
 _RUNNER_SOURCE = Path(member_runner.__file__).read_text(encoding="utf-8")
 
 
@@ -75,8 +83,11 @@ def plan_analysis(
     profiles = catalog.profiles(
         files,
         lambda new: profile_files(
-            Path(spec.data_dir), [f.path for f in new], limits=limits,
-            mode=spec.sandbox, work_root=work_root,
+            Path(spec.data_dir),
+            [f.path for f in new],
+            limits=limits,
+            mode=spec.sandbox,
+            work_root=work_root,
         ),  # fmt: skip
     )
     by_path = {f.path: f for f in files}
@@ -133,7 +144,9 @@ def _fits(output: str, origin: dict[str, Any], member: str, profiles: dict[str, 
         return False
     if path != member and path in output:
         return False
-    named = {c for c in column_names(profiles.get(origin["path"], "")) if c in origin["description"]}
+    named = {
+        c for c in column_names(profiles.get(origin["path"], "")) if c in origin["description"]
+    }
     return named <= {c for c in column_names(profiles.get(member, "")) if c in output}
 
 
@@ -164,6 +177,14 @@ def describe_members(
         fits = report["status"] == 0 and output and _fits(output, origin, file["path"], profiles)
         records.append(_record(file, origin, code, output, spec) if fits else None)
     return records
+
+
+def batch_size(origin: dict[str, Any], spec: RunSpec) -> int:
+    """How many like files of `origin` run in one sandbox process: as many as fit in one
+    script's output (`output_bytes`) if each prints twice what the origin printed, quoted
+    as JSON, and at most `MAX_BATCH`."""
+    each = 3 * (2 * len(origin.get("description") or "") + 500)
+    return max(1, min(MAX_BATCH, spec.limits["output_bytes"] // each))
 
 
 def _run_batch(

@@ -6,9 +6,9 @@ analyzer answers with a tiny script that prints something about the file), runs 
 `dsstar` command as a subprocess, and prints:
 
 - cold `describe` wall time, LLM calls (like files share one), peak LLM requests in flight
-  (counted in the model server), peak scripts running at once (sampled with psutil, and from the time windows the
-  scripts print), peak threads of the dsstar process, and peak RSS of its process tree (with
-  and without the Prefect server);
+  (counted in the model server), peak scripts running at once (sampled with psutil, and from
+  the time windows the scripts print), peak threads of the dsstar process, and peak RSS of
+  its process tree (with and without the Prefect server);
 - warm `describe` wall time, LLM calls and peak RSS;
 - the machine's load average with each `describe` figure (it is shared);
 - cold and warm `retrieve --offline` wall time on the 400 MB lake (and the in-process time of

@@ -250,3 +250,61 @@ def test_a_like_file_the_script_fails_on_gets_its_own_call(env, llm, tmp_path):
     assert len(llm.calls("debugger")) == 1
     assert "File: data/daily/day_999.csv" in files["daily/day_999.csv"]["description"]
     assert "File: data/daily/day_003.csv" in files["daily/day_003.csv"]["description"]
+
+
+class SandboxCalls:
+    """`Calls` with the real sandbox and no model: like files' scripts never ask one."""
+
+    def __init__(self, data_dir: Path, limits: dict) -> None:
+        self.data_dir, self.limits, self.runs = data_dir, limits, 0
+
+    def ask(self, agent: str, label: str, messages: list) -> str:
+        raise AssertionError(f"no model call for like files, got {label}")
+
+    def execute(self, label: str, code: str):
+        from dsstar.execution.sandbox import Limits, run_script
+
+        self.runs += 1
+        return run_script(code, data_dir=self.data_dir, limits=Limits(**self.limits))
+
+
+def test_one_sandbox_process_runs_a_batch_and_each_file_fails_alone(tmp_path) -> None:
+    """In a batch, a script that exits hard, raises or hangs on one file costs that file
+    alone its description; the others are described from one sandbox run."""
+    from dsstar.algorithm.likeness import describe_members
+    from dsstar.runs.spec import RunSpec
+    from dsstar.settings import Settings
+
+    lake = daily_lake(tmp_path / "lake", 6)
+    code = (
+        "import os, time, pandas as pd\n"
+        "path = 'data/daily/day_001.csv'\n"
+        "if path.endswith('4.csv'): os._exit(3)\n"
+        "if path.endswith('5.csv'): raise ValueError('no')\n"
+        "if path.endswith('6.csv'): time.sleep(60)\n"
+        "df = pd.read_csv(path)\n"
+        "print('File:', path, 'Columns:', ', '.join(df.columns), df['temp'].max())\n"
+    )
+    profiles = {f"daily/day_00{n}.csv": CSV_PROFILE.format(rows=n) for n in range(1, 7)}
+    origin = {
+        "path": "daily/day_001.csv",
+        "script": code,
+        "description": "File: data/daily/day_001.csv Columns: day, station, temp 12.5",
+    }
+    files = [{"path": f"daily/day_00{n}.csv", "format": "csv"} for n in range(2, 7)]
+    spec = RunSpec.from_settings(
+        Settings(model="openai/gpt-4o-mini", exec_timeout=3), "t", str(tmp_path / "s"), lake
+    )
+    calls = SandboxCalls(lake, spec.limits)
+    records = describe_members(calls, files, origin, spec, profiles)
+    assert [r and r["description"] for r in records] == [
+        "File: data/daily/day_002.csv Columns: day, station, temp 22.5",
+        "File: data/daily/day_003.csv Columns: day, station, temp 32.5",
+        None,
+        None,
+        None,
+    ]
+    # The hang used the batch's time too: the batch reported the four files before it, and
+    # the hanging file ran alone (and hung again).
+    assert calls.runs == 2
+    assert records[0]["source"] == "script" and records[0]["script_from"] == "daily/day_001.csv"

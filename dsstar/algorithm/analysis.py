@@ -4,7 +4,8 @@ The analyzer writes a script that prints what the file holds; the script runs in
 is repaired from its tracebacks alone. When every attempt fails, the built-in profiler's
 description stands in, marked as such. Each description goes into the catalog at once, keyed
 by the file's content and by everything else that makes it (`config_key`), so a run stopped
-half-way keeps every finished description and no later run pays for it again.
+half-way keeps every finished description and no later run pays for it again. Of like files,
+one is analyzed and its script describes the others (`dsstar.algorithm.likeness`).
 """
 
 from __future__ import annotations

@@ -62,11 +62,15 @@ def estimate_describe(data: str, settings: Settings) -> Estimate:
             calls=len(plan.analyze),
             input_tokens=tokens,
             output_tokens=replies,
-            cost_usd=price(model, tokens, replies),
+            cost_usd=_rounded(price(model, tokens, replies)),
             model=model,
         )
     finally:
         source.close()
+
+
+def _rounded(usd: float | None) -> float | None:
+    return None if usd is None else round(usd, 8)  # no float noise in the JSON
 
 
 def _prompt_tokens(model: str, path: str, file_format: str) -> int:

@@ -97,6 +97,13 @@ def test_partition_folders_are_rewritten_part_by_part() -> None:
     )
 
 
+def test_a_rewritten_path_is_not_rewritten_again() -> None:
+    code = "p = 'data/2023/2024.csv'\nq = os.path.join('data', '2023', '2024.csv')"
+    assert for_member(code, "2023/2024.csv", "2024/2025.csv") == (
+        "p = 'data/2024/2025.csv'\nq = os.path.join('data', '2024', '2025.csv')"
+    )
+
+
 def test_a_script_that_does_not_name_its_file_describes_no_member() -> None:
     globbing = "for p in glob.glob('data/daily/*.csv'):\n    print(p, len(open(p).read()))"
     assert for_member(globbing, "daily/day_01.csv", "daily/day_07.csv") is None

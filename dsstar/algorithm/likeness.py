@@ -125,14 +125,16 @@ def for_member(code: str, origin: str, member: str) -> str | None:
         return None
     n = len(old)
     runs = [(i, j) for i in range(n) for j in range(i + 2, n + 1)] + [(n - 1, n)]
-    for i, j in sorted(runs, key=lambda run: run[0] - run[1]):  # the longest first
-        before, after = "/".join(old[i:j]), "/".join(new[i:j])
-        if before != after:
-            code = re.sub(_token(before), lambda _, after=after: after, code)
+    swaps = {"/".join(old[i:j]): "/".join(new[i:j]) for i, j in runs}
     for before, after in zip(old[:-1], new[:-1], strict=True):
-        if before != after:
-            code = re.sub(rf"""(['"]){re.escape(before)}\1""", rf"\g<1>{after}\g<1>", code)
-    return code
+        for quote in "'\"":
+            swaps[f"{quote}{before}{quote}"] = f"{quote}{after}{quote}"
+    swaps = {before: after for before, after in swaps.items() if before != after}
+    # One pass, the longest form first: a rewritten path is never rewritten again.
+    pattern = "|".join(
+        re.escape(b) if b[0] in "'\"" else _token(b) for b in sorted(swaps, key=len, reverse=True)
+    )
+    return re.sub(pattern, lambda m: swaps[m.group(0)], code) if swaps else code
 
 
 def _fits(output: str, origin: dict[str, Any], member: str, profiles: dict[str, str]) -> bool:

@@ -5,11 +5,12 @@ It starts a Prefect server on a free port and the scripted model of tests/fake_l
 analyzer answers with a tiny script that prints something about the file), runs the real
 `dsstar` command as a subprocess, and prints:
 
-- cold `describe` wall time, LLM calls, peak LLM requests in flight (counted in the model
-  server), peak scripts running at once (sampled with psutil, and from the time windows the
-  scripts print), peak threads of the dsstar process, and peak RSS of its process tree (with
-  and without the Prefect server);
-- warm `describe` wall time and LLM calls;
+- cold `describe` wall time, LLM calls (like files share one), peak LLM requests in flight
+  (counted in the model server), peak scripts running at once (sampled with psutil, and from
+  the time windows the scripts print), peak threads of the dsstar process, and peak RSS of
+  its process tree (with and without the Prefect server);
+- warm `describe` wall time, LLM calls and peak RSS;
+- the machine's load average with each `describe` figure (it is shared);
 - cold and warm `retrieve --offline` wall time on the 400 MB lake (and the in-process time of
   the warm lookup, without interpreter start and imports).
 
@@ -218,6 +219,11 @@ def start_server(home: Path, port: int, env: dict[str, str]) -> subprocess.Popen
             time.sleep(0.5)
 
 
+def load() -> str:
+    """The machine's load averages over 1, 5 and 15 minutes: figures depend on them."""
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def mb(value: int) -> str:
     return f"{value / 1e6:,.0f} MB"
 
@@ -302,9 +308,11 @@ def run_describe(args, work: Path, env: dict, server, gauge: Gauge, llm: FakeLLM
     cold = measure(argv, env, server)
     files = json.loads(cold["stdout"])["files"]
     failed = sum(f["error"] is not None for f in files)
+    calls = len(llm.calls())
     print(
         f"  cold describe: {cold['wall_s']:.1f} s ({cold['wall_s'] / len(files) * 1000:.0f} ms"
-        f"/file), {len(llm.calls())} LLM calls, {failed} files fell back to the profiler"
+        f"/file), {calls} LLM calls ({calls / len(files):.1%} of the files),"
+        f" {failed} files fell back to the profiler; load average {load()}"
     )
     print(f"  peak LLM requests in flight: {gauge.peak} (limit {args.llm_concurrency})")
     print(
@@ -323,7 +331,8 @@ def run_describe(args, work: Path, env: dict, server, gauge: Gauge, llm: FakeLLM
         warm = measure(argv, env, server)
         print(
             f"  warm describe ({attempt}): {warm['wall_s']:.1f} s,"
-            f" {len(llm.calls()) - before} LLM calls, peak RSS {mb(warm['rss'])}",
+            f" {len(llm.calls()) - before} LLM calls, peak RSS {mb(warm['rss'])};"
+            f" load average {load()}",
             flush=True,
         )
 

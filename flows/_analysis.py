@@ -1,19 +1,24 @@
-"""Step 1 of the algorithm as Prefect tasks: every file of the data root described by the
-analyzer, concurrently and within bounds; the catalog skips files described before."""
+"""Step 1 of the algorithm as Prefect tasks: every file of the data root described,
+concurrently and within bounds. The catalog skips files described before; of like files
+(`dsstar.algorithm.likeness`) the analyzer is asked about one, and its script describes the
+others with no model call."""
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
 from dsstar import progress
-from dsstar.algorithm.analysis import known_analyses
+from dsstar.algorithm.analysis import analysis_plan, known_analyses
+from dsstar.algorithm.likeness import Plan, batch_size, shares_script
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.model.llm import preload
 from dsstar.runs.spec import RunSpec
-from tasks.analysis import analysis_task
+from tasks.analysis import analysis_task, describe_members
 
 __all__ = ["analyze_files"]
 
@@ -23,41 +28,102 @@ def analyze_files(
 ) -> list[dict[str, Any]]:
     """Describe every file, in parallel; files the catalog already knows (same content, path,
     prompt and models) are not analyzed again, and get no task of their own. Files in
-    `fresh` are analyzed again whatever the caches hold."""
+    `fresh` are analyzed again whatever the caches hold. First the analyzer describes one
+    file of each shape, then their scripts describe the like files, then the analyzer
+    describes the like files those scripts did not fit."""
     files, results, misses = known_analyses(spec, source, fresh)
     if misses:
-        preload()  # litellm's import overlaps the first analyses' task runs
+        preload()  # litellm's import overlaps the profiling and the first analyses
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
+    plan = analysis_plan(spec, source, files, results, misses)
+    window, spec_dict = _window(spec), asdict(spec)
+    done = _Counter(len(misses))
     analyze = analysis_task(spec)
-    for record in _bounded(analyze, misses, asdict(spec), _window(spec), fresh):
+
+    def analyzer(file: DataFile) -> Any:
+        task = analyze.with_options(refresh_cache=True) if file.path in fresh else analyze
+        return task.submit(asdict(file), spec_dict)
+
+    for record in _bounded(analyzer, plan.analyze, window, done):
+        results[record["path"]] = record
+    batches, alone = _batches(plan, results, spec)
+
+    def members(batch: tuple[list[DataFile], dict[str, Any]]) -> Any:
+        files, origin = batch
+        paths = [origin["path"], *(f.path for f in files)]
+        profiles = {p: plan.profiles.get(p, "") for p in paths}
+        return describe_members.submit([asdict(f) for f in files], origin, profiles, spec_dict)
+
+    ran = _bounded(members, batches, window, done, size=lambda batch: len(batch[0]))
+    for (batch_files, _), records in zip(batches, ran, strict=True):
+        for file, record in zip(batch_files, records, strict=True):
+            if record is None:
+                alone.append(file)
+                done.total += 1  # counted once more when the analyzer describes it
+            else:
+                results[file.path] = record
+    for record in _bounded(analyzer, alone, window, done):
         results[record["path"]] = record
     return [results[f.path] for f in files]
 
 
+def _batches(
+    plan: Plan, results: dict[str, dict[str, Any]], spec: RunSpec
+) -> tuple[list[tuple[list[DataFile], dict[str, Any]]], list[DataFile]]:
+    """The like files in batches (`batch_size`) with the record whose script describes
+    them; and the files whose like file's analysis left no script to share."""
+    by_origin: dict[str, list[DataFile]] = defaultdict(list)
+    alone = []
+    for file, origin in plan.members:
+        if shares_script(results.get(origin)):
+            by_origin[origin].append(file)
+        else:
+            alone.append(file)
+    batches = []
+    for origin, files in by_origin.items():
+        size = batch_size(results[origin], spec)
+        batches += [(files[i : i + size], results[origin]) for i in range(0, len(files), size)]
+    return batches, alone
+
+
 def _window(spec: RunSpec) -> int:
-    """Analyses submitted at once: enough to keep every script slot and LLM slot busy, and
+    """Tasks submitted at once: enough to keep every script slot and LLM slot busy, and
     no more, so a lake of thousands of files never means thousands of threads."""
     return spec.max_parallel + spec.llm_concurrency
 
 
-def _bounded(
-    analyze: Any, files: list[DataFile], spec: dict[str, Any], window: int, fresh: set[str]
-) -> Any:
-    """Submit one analysis task per file, at most `window` pending at a time; yields the
-    records in file order. Progress counts finished analyses as they finish."""
-    free = threading.Semaphore(window)
-    done = itertools.count(1)
+class _Counter:
+    """Finished descriptions of this analysis, for progress."""
 
-    def finished(_: Any) -> None:
+    def __init__(self, total: int) -> None:
+        self.total, self._next = total, itertools.count(1)
+
+    def step(self, count: int = 1) -> None:
+        for _ in range(count):
+            progress.emit("analyzed", done=next(self._next), total=self.total)
+
+
+def _bounded(
+    submit: Callable[[Any], Any],
+    items: list[Any],
+    window: int,
+    done: _Counter,
+    size: Callable[[Any], int] = lambda _: 1,
+) -> Iterator[Any]:
+    """`submit` each item as a task, at most `window` pending at a time; yields the results
+    in item order. Progress counts `size(item)` files per finished task."""
+    free = threading.Semaphore(window)
+
+    def finished(count: int) -> None:
         free.release()
-        progress.emit("analyzed", done=next(done), total=len(files))
+        done.step(count)
 
     futures = []
-    for file in files:
+    for item in items:
         free.acquire()
-        task = analyze.with_options(refresh_cache=True) if file.path in fresh else analyze
-        future = task.submit(asdict(file), spec)
-        future.add_done_callback(finished)
+        future = submit(item)
+        count = size(item)
+        future.add_done_callback(lambda _, count=count: finished(count))
         futures.append(future)
     for future in futures:
         yield future.result()

@@ -9,13 +9,13 @@ from prefect import task
 from prefect.context import TaskRunContext
 from prefect.runtime import task_run
 
-from dsstar.algorithm import analysis
+from dsstar.algorithm import analysis, likeness
 from dsstar.runs.spec import RunSpec
 from dsstar.text import clean
 from tasks._common import is_transient, result_storage
 from tasks.agents import TaskCalls
 
-__all__ = ["analysis_task", "analyze_file"]
+__all__ = ["analysis_task", "analyze_file", "describe_members"]
 
 
 def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
@@ -44,6 +44,30 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     record = {**analysis.analyze_file(calls, file, run_spec), "calls": calls.calls}
     analysis.keep(record, RunSpec(**spec))
     return record
+
+
+def _members_run_name() -> str:
+    files = task_run.parameters["files"]
+    return f"describe {len(files)} like files of " + clean(task_run.parameters["origin"]["path"])
+
+
+@task(name="describe like files", task_run_name=_members_run_name)
+def describe_members(
+    files: list[dict[str, Any]],
+    origin: dict[str, Any],
+    profiles: dict[str, str],
+    spec: dict[str, Any],
+) -> list[dict[str, Any] | None]:
+    """Describe like files with `origin`'s script, no model call, and keep each description
+    in the catalog. None for a file the script does not fit: it needs its own analysis."""
+    run_spec = RunSpec(**spec).without_figures()
+    calls = TaskCalls(run_spec, inline=True)
+    records = likeness.describe_members(calls, files, origin, run_spec, profiles)
+    for record in records:
+        if record is not None:
+            record["calls"] = []
+            analysis.keep(record, RunSpec(**spec))
+    return records
 
 
 def analysis_task(spec: RunSpec) -> Any:

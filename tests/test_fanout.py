@@ -60,10 +60,12 @@ def slow_analyzer(gauge: Gauge, delay: float = 0.3):
 
 
 def make_lake(root: Path, count: int) -> Path:
+    """`count` CSVs, each with columns of its own: no two share a script, so every file is
+    one analysis (like files would share one, see test_likeness)."""
     for i in range(count):
         folder = root / f"region_{i % 3}" / f"batch_{i % 2}"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"sales_{i:03d}.csv").write_text(f"id,units\n{i},{i * 2}\n")
+        (folder / f"sales_{i:03d}.csv").write_text(f"id,units_{i}\n{i},{i * 2}\n")
     return root
 
 

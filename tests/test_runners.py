@@ -47,7 +47,10 @@ def test_cluster_runner_analyses_like_threads(kind, env, llm, lake, tmp_path):
     assert by_path(clustered) == by_path(threads)
     assert all(item["error"] is None for item in clustered)
     assert all("bytes:" in item["description"] for item in clustered)  # the script's output
-    assert len(llm.calls("analyzer")) == 16  # each runner analysed every file itself
+    # Each runner analysed every file itself: the four like extra_*.csv with one model call,
+    # whose script described the three others on the runner's workers.
+    assert len(llm.calls("analyzer")) == 10
+    assert [item["source"] for item in clustered].count("script") == 3
 
 
 def test_runner_choice_and_shared_storage_warning():

@@ -4,7 +4,8 @@ The analyzer writes a script that prints what the file holds; the script runs in
 is repaired from its tracebacks alone. When every attempt fails, the built-in profiler's
 description stands in, marked as such. Each description goes into the catalog at once, keyed
 by the file's content and by everything else that makes it (`config_key`), so a run stopped
-half-way keeps every finished description and no later run pays for it again.
+half-way keeps every finished description and no later run pays for it again. Of like files,
+one is analyzed and its script describes the others (`dsstar.algorithm.likeness`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dsstar.algorithm import agents
+from dsstar.algorithm.likeness import Plan, plan_analysis
 from dsstar.algorithm.repair import run_with_repair
 from dsstar.algorithm.runtime import Calls
 from dsstar.data.catalog import Catalog, save_analysis
@@ -25,6 +27,7 @@ from dsstar.settings import Settings
 from dsstar.text import digest
 
 __all__ = [
+    "analysis_plan",
     "analyze_file",
     "cached_descriptions",
     "config_key",
@@ -75,6 +78,8 @@ def analyze_file(calls: Calls, file: dict[str, Any], spec: RunSpec) -> dict[str,
         "source": "analyzer" if ok else "profiler",
         "error": None if ok else agents.clip(script.result.output, ERROR_CHARS),
         "script": script.code,
+        "script_from": file["path"] if ok else None,
+        "script_digest": digest(script.code) if ok else None,
         "attempts": script.attempts,
         "run_id": spec.run_id,
     }
@@ -106,6 +111,21 @@ def known_analyses(
     wanted = {f.path: (f.sha256, config_key(asdict(f), spec)) for f in files if f.path not in fresh}
     found = catalog.analyses(wanted)
     return files, found, [f for f in files if f.path not in found]
+
+
+def analysis_plan(
+    spec: RunSpec,
+    source: DataSource,
+    files: list[DataFile],
+    found: dict[str, dict[str, Any]],
+    missing: list[DataFile],
+    *,
+    every_shape: bool = False,
+) -> Plan:
+    """Which of `missing` the analyzer is asked about and which a like file's script
+    describes (`dsstar.algorithm.likeness.plan_analysis`)."""
+    catalog = Catalog(Store(spec.storage), source.url)
+    return plan_analysis(spec, catalog, files, found, missing, every_shape=every_shape)
 
 
 def describe_records(analyses: list[dict[str, Any]], source: DataSource) -> list[dict[str, Any]]:

@@ -103,15 +103,27 @@ def describe(
     llm_concurrency: LLMConcurrencyOpt = None,
     task_runner: TaskRunnerOpt = None,
     dask_address: DaskAddressOpt = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Call no model: print the files, their groups of like files, the analyzer"
+            " calls the describe would make, their tokens and their cost at the model's prices.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
     """Describe every file under --data (the analysis stage alone). Descriptions are kept in
-    the catalog under DSSTAR_STORAGE: unchanged files are never described twice.
+    the catalog under DSSTAR_STORAGE: unchanged files are never described twice, and of
+    like files (one folder, format and schema) the analyzer is asked about one.
 
     Example: dsstar describe --data examples/sales --offline
     """
     prefect_quietly(verbose)
+    if estimate:
+        _print_estimate(data, offline, as_json, model=model, api_base=api_base)
+        return
     try:
         files = _descriptions(
             data,
@@ -135,6 +147,40 @@ def describe(
         heading(out, shown(f"{f['path']} ({f['format']})"))
         text = f["description"] or f"skipped: {f['error']}"
         out.print(shown(text), markup=False, highlight=False)
+
+
+def _print_estimate(data: str, offline: bool, as_json: bool, **flags: Any) -> None:
+    """`describe --estimate`: what a describe would cost, without calling the model."""
+    if offline:
+        fail_usage("--estimate counts model calls; --offline makes none", as_json)
+    from dsstar.algorithm.estimate import REPLY_TOKENS, estimate_describe
+
+    try:
+        settings = load_settings(**flags)
+        check_data(data)
+        from dsstar.model.config import require_model
+
+        require_model(settings)
+        found = estimate_describe(data, settings)
+    except DSStarError as exc:
+        fail_usage(str(exc), as_json)
+    if as_json:
+        sys.stdout.write(json_line(found.to_dict()))
+        return
+    cost = (
+        f"${found.cost_usd:,.4f} at {found.model} prices"
+        if found.cost_usd is not None
+        else f"no price known for {found.model}"
+    )
+    lines = [
+        f"files          {found.files:,} ({found.described:,} described before)",
+        f"groups         {found.groups:,} (like files: one folder, format and schema)",
+        f"analyzer calls {found.calls:,}",
+        f"tokens         {found.input_tokens:,} in, {found.output_tokens:,} out"
+        f" (replies assumed {REPLY_TOKENS} tokens)",
+        f"cost           {cost}",
+    ]
+    console().print("\n".join(lines), markup=False, highlight=False)
 
 
 @app.command()

@@ -30,6 +30,7 @@ __all__ = [
     "Message",
     "complete",
     "count_tokens",
+    "price",
     "embed",
     "missing_keys",
     "preload",
@@ -157,6 +158,24 @@ def count_tokens(model: str, text: str) -> int:
         return int(_litellm().token_counter(model=model, text=text))
     except Exception:  # an unknown tokenizer must not stop a run: the estimate will do
         return len(text) // 4 + 1
+
+
+def price(
+    model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0
+) -> float | None:
+    """What a call of `model` with these token counts costs in USD at litellm's prices
+    (its bundled cost map), input tokens served from the provider's cache priced as the
+    provider prices them; None when no price is known for the model."""
+    try:
+        prompt, completion = _litellm().cost_per_token(
+            model=model,
+            prompt_tokens=input_tokens,
+            completion_tokens=output_tokens,
+            cache_read_input_tokens=cached_tokens,
+        )
+    except Exception:  # litellm raises for a model without a price: that is an answer
+        return None
+    return float(prompt) + float(completion)
 
 
 def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | None]:

@@ -13,14 +13,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from dsstar.data.shapes import column_names
+
 __all__ = ["MIN_MEMBERS", "Source", "group_sources"]
 
 MIN_MEMBERS = 5  # fewer like files are listed one by one: they cost little room in the top-K
 _SIMILAR = 0.6  # Jaccard similarity of column-name sets that makes two files alike
-# Column lines of the offline profile ("  - name (dtype): ...") and declared SQL columns.
-_COLUMN = re.compile(r"^\s*-\s+(.+?)\s+\((?:[^()]*)\)\s*:", re.MULTILINE)
-# pandas names headerless columns "Unnamed: 3": such names say nothing about a file's schema.
-_PLACEHOLDER = re.compile(r"^(unnamed: ?\d+|\d+|)$")
 
 
 @dataclass(frozen=True)
@@ -34,11 +32,6 @@ class Source:
     @property
     def is_group(self) -> bool:
         return self.path.endswith("/")
-
-
-def _columns(text: str) -> frozenset[str]:
-    names = {m.strip().lower() for m in _COLUMN.findall(text)}
-    return frozenset(n for n in names if not _PLACEHOLDER.match(n))
 
 
 def _name_shape(path: str) -> str:
@@ -83,7 +76,7 @@ def group_sources(documents: dict[str, str], min_members: int = MIN_MEMBERS) -> 
 def _clusters(paths: list[str], documents: dict[str, str]) -> list[list[str]]:
     clusters: list[tuple[tuple[str, frozenset[str]], list[str]]] = []
     for path in paths:
-        key = (_name_shape(path), _columns(documents[path]))
+        key = (_name_shape(path), column_names(documents[path]))
         for reference, members in clusters:
             if _alike(reference, key):
                 members.append(path)

@@ -1,0 +1,317 @@
+"""Like files are analyzed once: files that share a shape (folder, format, schema signature)
+are described by the script the analyzer wrote for one of them, run on each in the sandbox
+with no model call. Calls are counted at the scripted model server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_llm import text_of
+from scenarios import fence
+
+from dsstar.algorithm.likeness import _fits, for_member
+from dsstar.data.shapes import group_by_shape, schema_signature
+
+# --- shapes -----------------------------------------------------------------------------------
+
+CSV_PROFILE = """File: day_01.csv (format: csv, size: 40 bytes)
+rows: {rows}, columns: 3
+columns:
+  - day (str): nulls=0, unique=1, examples=['2024-01-01']
+  - station (str): nulls=0, unique=1, examples=['s1']
+  - temp (float64): nulls=0, unique=1, min={rows}.5, max=9.5
+"""
+JSON_PROFILE = """top-level type: dict (2 keys)
+nested key paths:
+  file: int e.g. {rows}
+  items: list (10 items)
+  items[].id: int e.g. 0
+"""
+
+
+def test_signature_keeps_structure_and_drops_values() -> None:
+    assert schema_signature(CSV_PROFILE.format(rows=3)) == schema_signature(
+        CSV_PROFILE.format(rows=7)
+    )
+    assert schema_signature(CSV_PROFILE.format(rows=3)) == "col day\ncol station\ncol temp"
+    assert schema_signature(JSON_PROFILE.format(rows=1)) == "key file\nkey items\nkey items[].id"
+    assert schema_signature("lines: 4\nheadings:\n  # Notes 1\n") == ""
+
+
+def test_groups_span_partition_folders_but_not_schemas_or_formats() -> None:
+    csv = CSV_PROFILE.format(rows=1)
+    other = csv.replace("temp (float64)", "wind (float64)")
+    files = [
+        ("year=2023/day_01.csv", "csv", csv),
+        ("year=2024/day_02.csv", "csv", csv),
+        ("year=2024/day_03.csv", "csv", other),  # other columns: a shape of its own
+        ("archive/day_04.csv", "csv", csv),  # another folder
+        ("year=2024/notes_1.md", "markdown", "lines: 1\n"),
+        ("year=2023/notes_2.md", "markdown", "lines: 9\n"),
+        ("year=2024/broken.csv", "csv", "error: could not read"),  # no structure known
+        ("year=2024/broken2.csv", "csv", "error: could not read"),
+    ]
+    assert group_by_shape(files) == [
+        ["year=2023/day_01.csv", "year=2024/day_02.csv"],
+        ["year=2024/day_03.csv"],
+        ["archive/day_04.csv"],
+        ["year=2024/notes_1.md", "year=2023/notes_2.md"],
+        ["year=2024/broken.csv"],
+        ["year=2024/broken2.csv"],
+    ]
+
+
+# --- a member's script ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ('df = pd.read_csv("data/daily/day_01.csv")', 'df = pd.read_csv("data/daily/day_07.csv")'),
+        ("p = './data/daily/day_01.csv'", "p = './data/daily/day_07.csv'"),
+        (
+            "os.path.join('data', 'daily', 'day_01.csv')",
+            "os.path.join('data', 'daily', 'day_07.csv')",
+        ),
+        ("Path('data/daily') / 'day_01.csv'", "Path('data/daily') / 'day_07.csv'"),
+        (  # a longer name that merely starts like the origin's is another file
+            "a = 'data/daily/day_01.csv'; b = 'data/daily/day_01.csv.bak'",
+            "a = 'data/daily/day_07.csv'; b = 'data/daily/day_01.csv.bak'",
+        ),
+    ],
+)
+def test_every_form_of_the_origin_path_names_the_member(code: str, expected: str) -> None:
+    assert for_member(code, "daily/day_01.csv", "daily/day_07.csv") == expected
+
+
+def test_partition_folders_are_rewritten_part_by_part() -> None:
+    code = "f = os.path.join('data', 'year_2023', 'part_1', 'day_01.csv')\nprint('data/year_2023')"
+    assert for_member(code, "year_2023/part_1/day_01.csv", "year_2024/part_3/day_09.csv") == (
+        "f = os.path.join('data', 'year_2024', 'part_3', 'day_09.csv')\nprint('data/year_2024')"
+    )
+
+
+def test_a_rewritten_path_is_not_rewritten_again() -> None:
+    code = "p = 'data/2023/2024.csv'\nq = os.path.join('data', '2023', '2024.csv')"
+    assert for_member(code, "2023/2024.csv", "2024/2025.csv") == (
+        "p = 'data/2024/2025.csv'\nq = os.path.join('data', '2024', '2025.csv')"
+    )
+
+
+def test_a_script_that_does_not_name_its_file_describes_no_member() -> None:
+    globbing = "for p in glob.glob('data/daily/*.csv'):\n    print(p, len(open(p).read()))"
+    assert for_member(globbing, "daily/day_01.csv", "daily/day_07.csv") is None
+
+
+def test_an_output_naming_the_origin_or_missing_its_columns_does_not_fit() -> None:
+    profiles = {
+        "daily/day_01.csv": CSV_PROFILE.format(rows=1),
+        "daily/day_07.csv": CSV_PROFILE.format(rows=7),
+    }
+    origin = {"path": "daily/day_01.csv", "description": "day_01.csv: columns day, station, temp"}
+    assert _fits("day_07.csv: columns day, station, temp", origin, "daily/day_07.csv", profiles)
+    assert not _fits("day_01.csv: columns day, station, temp", origin, "daily/day_07.csv", profiles)
+    assert not _fits("day_07.csv: columns day, station", origin, "daily/day_07.csv", profiles)
+
+
+# --- end to end: the real CLI, the Prefect flow, the sandbox, the scripted model ---------------
+
+
+def pandas_script(request: dict) -> str:
+    """An analyzer reply as GPT-4o writes one: a sentence, then a script that names the
+    path it was given, loads it with pandas and prints its name, shape, columns and rows."""
+    path = re.search(r"`(data/[^`]+)`", text_of(request)).group(1)
+    return "I'll load the file with pandas and print its structure and a few rows.\n\n" + fence(
+        f"""
+import pandas as pd
+
+file_path = "{path}"
+df = pd.read_csv(file_path)
+print(f"File: {{file_path}}")
+print(f"Shape: {{df.shape}}")
+print("Columns:", ", ".join(df.columns))
+print(df.head(3).to_string())
+"""
+    )
+
+
+def dsstar(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsstar", *args],
+        capture_output=True, text=True, timeout=600, env=os.environ.copy(),
+    )  # fmt: skip
+
+
+def describe(lake: Path, *flags: str) -> dict:
+    done = dsstar("describe", "--data", str(lake), "--json", *flags)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def daily_lake(root: Path, count: int) -> Path:
+    """`count` like CSVs (one per day, each with its own readings) and one file of the
+    folder with other columns."""
+    folder = root / "daily"
+    folder.mkdir(parents=True)
+    for day in range(1, count + 1):
+        rows = "\n".join(f"d{day:03d},s{n},{day * 10 + n}.5" for n in range(3))
+        (folder / f"day_{day:03d}.csv").write_text(f"day,station,temp\n{rows}\n")
+    (folder / "stations.csv").write_text("station,lat,lon,elevation\ns0,1.5,2.5,100\n")
+    return root
+
+
+def stored_records(storage: Path) -> dict[str, dict]:
+    records = [
+        json.loads(p.read_text()) for p in (storage / "catalog" / "analyses").rglob("*.json")
+    ]
+    return {r["path"]: r for r in records}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_folder_of_like_csvs_costs_one_call_per_shape(env, llm, tmp_path):
+    llm.default("analyzer", pandas_script)
+    lake = daily_lake(tmp_path / "lake", 200)
+
+    estimate = describe(lake, "--estimate")
+    assert llm.calls() == []  # the estimate calls no model
+    assert estimate["files"] == 201 and estimate["groups"] == 2
+
+    files = {f["path"]: f for f in describe(lake)["files"]}
+    calls = llm.calls("analyzer")
+    assert len(llm.calls()) == len(calls) == estimate["calls"] == 2  # at most 5 for 200 files
+    asked = {re.search(r"`data/([^`]+)`", text_of(c)).group(1) for c in calls}
+    assert "daily/stations.csv" in asked  # other columns: its own call
+
+    for day in range(1, 201):  # every member's description is its own
+        text = files[f"daily/day_{day:03d}.csv"]["description"]
+        assert f"File: data/daily/day_{day:03d}.csv" in text
+        assert f"{day * 10 + 2}.5" in text and files[f"daily/day_{day:03d}.csv"]["error"] is None
+        assert text.count("File:") == 1
+    assert "elevation" in files["daily/stations.csv"]["description"]
+
+    records = stored_records(Path(env["DSSTAR_STORAGE"]))
+    origin = next(p for p in asked if p != "daily/stations.csv")
+    assert records[origin]["source"] == "analyzer"
+    member = (
+        records["daily/day_150.csv"]
+        if origin != "daily/day_150.csv"
+        else records["daily/day_151.csv"]
+    )
+    assert member["source"] == "script" and member["script_from"] == origin  # which script made it
+
+    # A refreshed member is described again by running the script: no model call.
+    llm.reset().default("analyzer", pandas_script)
+    (lake / "daily" / "day_150.csv").write_text("day,station,temp\nd150,s9,-40.5\n")
+    files = {f["path"]: f for f in describe(lake)["files"]}
+    assert llm.calls() == []
+    assert "-40.5" in files["daily/day_150.csv"]["description"]
+    assert "File: data/daily/day_150.csv" in files["daily/day_150.csv"]["description"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_script_that_globs_its_folder_describes_no_member(env, llm, tmp_path):
+    """A script that reads what it finds rather than the file it was given cannot be told
+    which file to describe: every like file gets its own call, as before."""
+
+    def globbing(request: dict) -> str:
+        return "Let me look at every file in the folder.\n\n" + fence(
+            "import glob\nfor p in sorted(glob.glob('data/daily/*.csv')):\n"
+            "    print(p, open(p).readline().strip())\n"
+        )
+
+    llm.default("analyzer", globbing)
+    lake = daily_lake(tmp_path / "lake", 5)
+    estimate = describe(lake, "--estimate")
+    describe(lake)
+    assert estimate["calls"] == 2
+    assert len(llm.calls("analyzer")) == 6  # the plan's 2, then one for each of 4 members
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_like_file_the_script_fails_on_gets_its_own_call(env, llm, tmp_path):
+    """Same columns, but one line too many fields: pandas' default reader stops on it, so
+    the shared script fails there and that file is analyzed (and debugged) on its own."""
+
+    def tolerant(request: dict) -> str:
+        path = re.search(r"data/[\w/]+\.csv", text_of(request)).group(0)
+        return "The file has malformed lines; skip them.\n\n" + fence(
+            f"import pandas as pd\ndf = pd.read_csv({path!r}, on_bad_lines='skip')\n"
+            f"print('File: {path}')\nprint('Columns:', ', '.join(df.columns))\n"
+        )
+
+    llm.default("analyzer", pandas_script).default("debugger", tolerant)
+    lake = daily_lake(tmp_path / "lake", 5)
+    (lake / "daily" / "day_999.csv").write_text("day,station,temp\nd999,s1,1.5\nd999,s2,2.5,x\n")
+    files = {f["path"]: f for f in describe(lake)["files"]}
+    asked = [re.search(r"`data/([^`]+)`", text_of(c)).group(1) for c in llm.calls("analyzer")]
+    assert sorted(asked) == ["daily/day_001.csv", "daily/day_999.csv", "daily/stations.csv"]
+    assert len(llm.calls("debugger")) == 1
+    assert "File: data/daily/day_999.csv" in files["daily/day_999.csv"]["description"]
+    assert "File: data/daily/day_003.csv" in files["daily/day_003.csv"]["description"]
+
+
+class SandboxCalls:
+    """`Calls` with the real sandbox and no model: like files' scripts never ask one."""
+
+    def __init__(self, data_dir: Path, limits: dict) -> None:
+        self.data_dir, self.limits, self.runs = data_dir, limits, 0
+
+    def ask(self, agent: str, label: str, messages: list) -> str:
+        raise AssertionError(f"no model call for like files, got {label}")
+
+    def execute(self, label: str, code: str):
+        from dsstar.execution.sandbox import Limits, run_script
+
+        self.runs += 1
+        return run_script(code, data_dir=self.data_dir, limits=Limits(**self.limits))
+
+
+def test_one_sandbox_process_runs_a_batch_and_each_file_fails_alone(tmp_path) -> None:
+    """In a batch, a script that exits hard, raises or hangs on one file costs that file
+    alone its description; the others are described from one sandbox run."""
+    from dsstar.algorithm.likeness import describe_members
+    from dsstar.runs.spec import RunSpec
+    from dsstar.settings import Settings
+
+    lake = daily_lake(tmp_path / "lake", 6)
+    code = (
+        "import os, time, pandas as pd\n"
+        "path = 'data/daily/day_001.csv'\n"
+        "if path.endswith('4.csv'): os._exit(3)\n"
+        "if path.endswith('5.csv'): raise ValueError('no')\n"
+        "if path.endswith('6.csv'): time.sleep(60)\n"
+        "df = pd.read_csv(path)\n"
+        "print('File:', path, 'Columns:', ', '.join(df.columns), df['temp'].max())\n"
+    )
+    profiles = {f"daily/day_00{n}.csv": CSV_PROFILE.format(rows=n) for n in range(1, 7)}
+    origin = {
+        "path": "daily/day_001.csv",
+        "script": code,
+        "description": "File: data/daily/day_001.csv Columns: day, station, temp 12.5",
+    }
+    files = [{"path": f"daily/day_00{n}.csv", "format": "csv"} for n in range(2, 7)]
+    spec = RunSpec.from_settings(
+        Settings(model="openai/gpt-4o-mini", exec_timeout=3), "t", str(tmp_path / "s"), lake
+    )
+    calls = SandboxCalls(lake, spec.limits)
+    records = describe_members(calls, files, origin, spec, profiles)
+    assert [r and r["description"] for r in records] == [
+        "File: data/daily/day_002.csv Columns: day, station, temp 22.5",
+        "File: data/daily/day_003.csv Columns: day, station, temp 32.5",
+        None,
+        None,
+        None,
+    ]
+    # The hang used the batch's time too: the batch reported the four files before it, and
+    # the hanging file ran alone (and hung again).
+    assert calls.runs == 2
+    assert records[0]["source"] == "script" and records[0]["script_from"] == "daily/day_001.csv"

@@ -1,0 +1,173 @@
+"""deployments/kubernetes, checked offline: every manifest validates against the schemas of a
+pinned Kubernetes release (a broken copy does not), and the work pool's base job template,
+filled with the job variables of prefect.yaml's Kubernetes deployments, renders through
+prefect-kubernetes' own job configuration into a Job that validates too and carries what the
+default sandbox needs. No cluster is involved: this is validation, not a run."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import uuid
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from prefect.client.schemas.objects import FlowRun
+from prefect.utilities.templating import apply_values
+from prefect_kubernetes.worker import KubernetesWorkerJobConfiguration
+
+REPO = Path(__file__).resolve().parents[1]
+KUBE = REPO / "deployments" / "kubernetes"
+KUBERNETES_VERSION = "1.33.0"  # pinned: the oldest release the manifests promise to fit
+# What bubblewrap needs to make the sandbox's namespaces as root in a container (found with
+# podman, docs/beyond.md): the rest of the default capabilities are dropped.
+SANDBOX_CAPABILITIES = {"SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "KILL", "CHOWN",
+                        "DAC_OVERRIDE", "FOWNER"}  # fmt: skip
+
+
+def validate_file(path: Path) -> list[str]:
+    """The kinds/names of the resources in `path`, each validated strictly (unknown fields
+    are errors); raises kubernetes_validate.ValidationError on the first bad one."""
+    resources = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    assert resources, f"{path} holds no resource"
+    for resource in resources:
+        kubernetes_validate.validate(resource, KUBERNETES_VERSION, strict=True)
+    return [f"{r['kind']}/{r['metadata']['name']}" for r in resources]
+
+
+def manifests() -> dict[str, dict]:
+    """Every resource of deployments/kubernetes/manifests by kind/name."""
+    found = {}
+    for path in sorted((KUBE / "manifests").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            found[f"{doc['kind']}/{doc['metadata']['name']}"] = doc
+    return found
+
+
+def test_every_manifest_validates_against_the_pinned_release():
+    names = [name for path in sorted((KUBE / "manifests").glob("*.yaml"))
+             for name in validate_file(path)]  # fmt: skip
+    assert set(names) >= {"Namespace/dsstar", "Deployment/dsstar-worker", "Secret/dsstar-secrets",
+                          "ServiceAccount/dsstar-worker", "Role/dsstar-worker",
+                          "RoleBinding/dsstar-worker"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        ("a misspelt field", lambda d: d["spec"]["template"]["spec"].update(serviceAcount="x")),
+        ("a wrong type", lambda d: d["spec"].update(replicas="two")),
+        ("a missing required field", lambda d: d["spec"].pop("selector")),
+    ],
+    ids=lambda b: b[0],
+)
+def test_a_broken_copy_of_the_worker_fails_validation(tmp_path, breakage):
+    worker = yaml.safe_load((KUBE / "manifests" / "worker.yaml").read_text())
+    breakage[1](worker)
+    broken = tmp_path / "worker.yaml"
+    broken.write_text(yaml.safe_dump(worker))
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_file(broken)
+
+
+def test_the_manifests_agree_with_each_other_and_with_prefect_yaml():
+    found = manifests()
+    template = json.loads((KUBE / "base-job-template.json").read_text())["variables"]
+    defaults = {k: v.get("default") for k, v in template["properties"].items()}
+    (pool,) = {d["work_pool"]["name"] for d in kubernetes_deployments()}
+    worker = found["Deployment/dsstar-worker"]["spec"]["template"]["spec"]
+    command = worker["containers"][0]["command"]
+    assert command[command.index("--pool") + 1] == pool
+    assert command[command.index("--type") + 1] == "kubernetes"
+    assert f"ServiceAccount/{worker['serviceAccountName']}" in found
+    assert f"ServiceAccount/{defaults['service_account_name']}" in found
+    assert f"Secret/{defaults['secret_name']}" in found
+    assert {doc["metadata"].get("namespace", doc["metadata"]["name"]) for doc in found.values()} == {
+        defaults["namespace"]
+    }
+    binding = found["RoleBinding/dsstar-worker"]
+    assert binding["subjects"][0]["name"] == worker["serviceAccountName"]
+    assert f"Role/{binding['roleRef']['name']}" in found
+
+
+def test_the_worker_role_grants_what_the_worker_calls():
+    rules = manifests()["Role/dsstar-worker"]["rules"]
+    granted = {(resource, verb) for rule in rules for resource in rule["resources"]
+               for verb in rule["verbs"]}  # fmt: skip
+    needed = {("jobs", v) for v in ("create", "get", "list", "watch", "delete")}
+    needed |= {("pods", v) for v in ("get", "list", "watch")} | {("pods/log", "get")}
+    needed |= {("events", v) for v in ("list", "watch", "create")}
+    assert needed <= granted, needed - granted
+    assert not any("secrets" in rule["resources"] or "*" in rule["verbs"] for rule in rules)
+
+
+def validate_job(job: dict) -> None:
+    """Validate a rendered Job strictly, but for the two fields prefect-kubernetes requires in
+    the pod spec (`parallelism`, `completions`: Job fields, which its manifest check demands
+    there too); the API server drops them with a warning, so they are taken out here."""
+    pod = copy.deepcopy(job)
+    for field in ("parallelism", "completions"):
+        assert pod["spec"]["template"]["spec"].pop(field) == 1
+    kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
+
+
+def kubernetes_deployments() -> list[dict]:
+    config = yaml.safe_load((REPO / "deployments" / "prefect.yaml").read_text())
+    found = [d for d in config["deployments"] if d["work_pool"]["name"] == "dsstar-k8s"]
+    assert {d["name"] for d in found} == {"on-demand-kubernetes", "nightly-kubernetes"}
+    return found
+
+
+def render(job_variables: dict) -> dict:
+    """The Job the Kubernetes worker would create for a flow run of a deployment with these
+    job variables, by prefect-kubernetes' own code."""
+    template = json.loads((KUBE / "base-job-template.json").read_text())
+    configuration = asyncio.run(
+        KubernetesWorkerJobConfiguration.from_template_and_values(template, job_variables)
+    )
+    flow_run = FlowRun(id=uuid.uuid4(), flow_id=uuid.uuid4(), name="quiet-otter")
+    configuration.prepare_for_flow_run(flow_run)
+    return configuration.job_manifest
+
+
+@pytest.mark.parametrize("deployment", ["on-demand-kubernetes", "nightly-kubernetes"])
+def test_the_base_job_template_renders_a_valid_job(deployment, monkeypatch):
+    for name, value in {"DSSTAR_IMAGE": "registry.example.com/dsstar:0.1.0",
+                        "DSSTAR_STORAGE": "s3://lake-runs/dsstar",
+                        "DSSTAR_MODEL": "openai/gpt-4o"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    (spec,) = [d for d in kubernetes_deployments() if d["name"] == deployment]
+    variables = apply_values(copy.deepcopy(spec["work_pool"]["job_variables"]), {})
+    job = render(variables)
+    validate_job(job)
+
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.example.com/dsstar:0.1.0"
+    assert container["args"][:3] == ["prefect", "flow-run", "execute"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["DSSTAR_STORAGE"] == "s3://lake-runs/dsstar"
+    assert env["PREFECT__FLOW_RUN_ID"] == str(job["metadata"]["labels"]["prefect.io/flow-run-id"])
+    # The default sandbox, never 'none'; keys come from the Secret, not from the job's env.
+    assert "DSSTAR_SANDBOX" not in env
+    assert not any(key.endswith("_API_KEY") or key == "DSSTAR_DATABASE_URL" for key in env)
+    assert container["envFrom"] == [{"secretRef": {"name": "dsstar-secrets"}}]
+    context = container["securityContext"]
+    assert set(context["capabilities"]["add"]) == SANDBOX_CAPABILITIES
+    assert context["capabilities"]["drop"] == ["ALL"]
+    assert context["allowPrivilegeEscalation"] is False and "privileged" not in context
+    assert container["resources"]["limits"]["memory"] == "8Gi"
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == "dsstar-flow-run"
+    assert job["metadata"]["namespace"] == "dsstar"
+
+
+def test_a_job_variable_of_the_wrong_kind_renders_an_invalid_job():
+    """The rendered Job is validated for real: a bad value from a deployment is caught."""
+    job = render({"image": "registry.example.com/dsstar:0.1.0", "scratch_size": ["20Gi"]})
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_job(job)

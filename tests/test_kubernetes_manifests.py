@@ -85,9 +85,10 @@ def test_the_manifests_agree_with_each_other_and_with_prefect_yaml():
     assert f"ServiceAccount/{worker['serviceAccountName']}" in found
     assert f"ServiceAccount/{defaults['service_account_name']}" in found
     assert f"Secret/{defaults['secret_name']}" in found
-    assert {doc["metadata"].get("namespace", doc["metadata"]["name"]) for doc in found.values()} == {
-        defaults["namespace"]
+    namespaces = {
+        doc["metadata"].get("namespace", doc["metadata"]["name"]) for doc in found.values()
     }
+    assert namespaces == {defaults["namespace"]}
     binding = found["RoleBinding/dsstar-worker"]
     assert binding["subjects"][0]["name"] == worker["serviceAccountName"]
     assert f"Role/{binding['roleRef']['name']}" in found

@@ -26,6 +26,7 @@ KUBERNETES_VERSION = "1.33.0"  # pinned: the oldest release the manifests promis
 # podman, docs/beyond.md): the rest of the default capabilities are dropped.
 SANDBOX_CAPABILITIES = {"SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "KILL", "CHOWN",
                         "DAC_OVERRIDE", "FOWNER"}  # fmt: skip
+FLOW_PROCESS_MIB = 1024  # the flow's process and the warm pool's interpreter, with margin
 
 
 def validate_file(path: Path) -> list[str]:
@@ -160,7 +161,10 @@ def test_the_base_job_template_renders_a_valid_job(deployment, monkeypatch):
     assert set(context["capabilities"]["add"]) == SANDBOX_CAPABILITIES
     assert context["capabilities"]["drop"] == ["ALL"]
     assert context["allowPrivilegeEscalation"] is False and "privileged" not in context
-    assert container["resources"]["limits"]["memory"] == "8Gi"
+    # The scripts a run may hold at once fit in the job's memory, beside the flow's process.
+    limit_mib = int(container["resources"]["limits"]["memory"].removesuffix("Gi")) * 1024
+    scripts_mib = int(env["DSSTAR_MAX_PARALLEL"]) * int(env["DSSTAR_EXEC_MEMORY_MB"])
+    assert scripts_mib + FLOW_PROCESS_MIB <= limit_mib
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
     assert pod["automountServiceAccountToken"] is False
     assert pod["serviceAccountName"] == "dsstar-flow-run"

@@ -7,20 +7,29 @@ default sandbox needs. No cluster is involved: this is validation, not a run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
 import yaml
+from prefect import get_client
 from prefect.client.schemas.objects import FlowRun
+from prefect.exceptions import ObjectNotFound
 from prefect.utilities.templating import apply_values
 from prefect_kubernetes.worker import KubernetesWorkerJobConfiguration
 
 REPO = Path(__file__).resolve().parents[1]
 KUBE = REPO / "deployments" / "kubernetes"
+IMAGE = "registry.example.com/dsstar:0.1.0"
+DEPLOY_ENV = {"DSSTAR_IMAGE": IMAGE, "DSSTAR_STORAGE": "s3://lake-runs/dsstar",
+              "DSSTAR_MODEL": "openai/gpt-4o"}  # fmt: skip
 KUBERNETES_VERSION = "1.33.0"  # pinned: the oldest release the manifests promise to fit
 # What bubblewrap needs to make the sandbox's namespaces as root in a container (found with
 # podman, docs/beyond.md): the rest of the default capabilities are dropped.
@@ -123,10 +132,10 @@ def kubernetes_deployments() -> list[dict]:
     return found
 
 
-def render(job_variables: dict) -> dict:
+def render(job_variables: dict, template: dict | None = None) -> dict:
     """The Job the Kubernetes worker would create for a flow run of a deployment with these
     job variables, by prefect-kubernetes' own code."""
-    template = json.loads((KUBE / "base-job-template.json").read_text())
+    template = template or json.loads((KUBE / "base-job-template.json").read_text())
     configuration = asyncio.run(
         KubernetesWorkerJobConfiguration.from_template_and_values(template, job_variables)
     )
@@ -137,21 +146,21 @@ def render(job_variables: dict) -> dict:
 
 @pytest.mark.parametrize("deployment", ["on-demand-kubernetes", "nightly-kubernetes"])
 def test_the_base_job_template_renders_a_valid_job(deployment, monkeypatch):
-    for name, value in {"DSSTAR_IMAGE": "registry.example.com/dsstar:0.1.0",
-                        "DSSTAR_STORAGE": "s3://lake-runs/dsstar",
-                        "DSSTAR_MODEL": "openai/gpt-4o"}.items():  # fmt: skip
-        monkeypatch.setenv(name, value)
+    for name, value in DEPLOY_ENV.items():
+        monkeypatch.setenv(name, value)  # what `prefect deploy` fills `{{ $NAME }}` from
     (spec,) = [d for d in kubernetes_deployments() if d["name"] == deployment]
-    variables = apply_values(copy.deepcopy(spec["work_pool"]["job_variables"]), {})
-    job = render(variables)
+    job = render(apply_values(copy.deepcopy(spec["work_pool"]["job_variables"]), {}))
     validate_job(job)
+    assert_job_runs_the_default_sandbox(job)
 
+
+def assert_job_runs_the_default_sandbox(job: dict) -> None:
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["image"] == "registry.example.com/dsstar:0.1.0"
+    assert container["image"] == IMAGE
     assert container["args"][:3] == ["prefect", "flow-run", "execute"]
     env = {item["name"]: item.get("value") for item in container["env"]}
-    assert env["DSSTAR_STORAGE"] == "s3://lake-runs/dsstar"
+    assert env["DSSTAR_STORAGE"] == DEPLOY_ENV["DSSTAR_STORAGE"]
     assert env["PREFECT__FLOW_RUN_ID"] == str(job["metadata"]["labels"]["prefect.io/flow-run-id"])
     # The default sandbox, never 'none'; keys come from the Secret, not from the job's env.
     assert "DSSTAR_SANDBOX" not in env
@@ -171,8 +180,53 @@ def test_the_base_job_template_renders_a_valid_job(deployment, monkeypatch):
     assert job["metadata"]["namespace"] == "dsstar"
 
 
+@pytest.mark.slow
+def test_a_pool_made_from_the_template_takes_the_deployments_as_prefect_deploy_sends_them():
+    """As the docs set it up, against the test's Prefect server: the pool is created from the
+    template, both Kubernetes deployments are deployed into it (the server checks their job
+    variables against the pool's schema), and what the server then holds renders a valid Job,
+    as the worker would render it."""
+
+    def prefect(*args: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "prefect", "--no-prompt", *args], cwd=REPO,
+            capture_output=True, text=True, timeout=180, env={**os.environ, **DEPLOY_ENV},
+        )  # fmt: skip
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+
+    async def stored(names: tuple[str, ...]) -> tuple[dict, list[dict]]:
+        async with get_client() as client:
+            pool = await client.read_work_pool("dsstar-k8s")
+            deployments = [await client.read_deployment_by_name(name) for name in names]
+        return pool.base_job_template, [d.job_variables for d in deployments]
+
+    async def remove(names: tuple[str, ...]) -> None:
+        async with get_client() as client:
+            for name in names:
+                with contextlib.suppress(ObjectNotFound):
+                    await client.delete_deployment((await client.read_deployment_by_name(name)).id)
+            with contextlib.suppress(ObjectNotFound):
+                await client.delete_work_pool("dsstar-k8s")
+
+    template = KUBE / "base-job-template.json"
+    names = ("ds-star/on-demand-kubernetes", "ds-star-nightly/nightly-kubernetes")
+    try:
+        prefect("work-pool", "create", "dsstar-k8s", "--type", "kubernetes", "--overwrite",
+                "--base-job-template", str(template))  # fmt: skip
+        prefect("deploy", "--prefect-file", "deployments/prefect.yaml",
+                "--name", "on-demand-kubernetes", "--name", "nightly-kubernetes")  # fmt: skip
+        pool_template, variables = asyncio.run(stored(names))
+    finally:  # the nightly schedule would leave scheduled runs on the shared server
+        asyncio.run(remove(names))
+    assert pool_template == json.loads(template.read_text())
+    for job_variables in variables:
+        job = render(job_variables, pool_template)
+        validate_job(job)
+        assert_job_runs_the_default_sandbox(job)
+
+
 def test_a_job_variable_of_the_wrong_kind_renders_an_invalid_job():
     """The rendered Job is validated for real: a bad value from a deployment is caught."""
-    job = render({"image": "registry.example.com/dsstar:0.1.0", "scratch_size": ["20Gi"]})
+    job = render({"image": IMAGE, "scratch_size": ["20Gi"]})
     with pytest.raises(kubernetes_validate.ValidationError):
         validate_job(job)

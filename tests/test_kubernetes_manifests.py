@@ -174,7 +174,12 @@ def assert_job_runs_the_default_sandbox(job: dict) -> None:
     limit_mib = int(container["resources"]["limits"]["memory"].removesuffix("Gi")) * 1024
     scripts_mib = int(env["DSSTAR_MAX_PARALLEL"]) * int(env["DSSTAR_EXEC_MEMORY_MB"])
     assert scripts_mib + FLOW_PROCESS_MIB <= limit_mib
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
+    # Every dsstar pod of a node takes its scripts' uids from one set of slot locks: the uids
+    # are the node's, and two pods' scripts under one uid would share RLIMIT_NPROC.
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts.keys() == {"/tmp", "/tmp/dsstar-uids"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/tmp/dsstar-uids"]]["hostPath"]["path"] == "/var/lib/dsstar/uid-slots"
     assert pod["automountServiceAccountToken"] is False
     assert pod["serviceAccountName"] == "dsstar-flow-run"
     assert job["metadata"]["namespace"] == "dsstar"

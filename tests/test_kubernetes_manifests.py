@@ -11,14 +11,18 @@ import contextlib
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
 import yaml
+from conftest import require_binary
 from prefect import get_client
 from prefect.client.schemas.objects import FlowRun
 from prefect.exceptions import ObjectNotFound
@@ -235,3 +239,87 @@ def test_a_job_variable_of_the_wrong_kind_renders_an_invalid_job():
     job = render({"image": IMAGE, "scratch_size": ["20Gi"]})
     with pytest.raises(kubernetes_validate.ValidationError):
         validate_job(job)
+
+
+# Run in the container by the host's Python (the container's root is the host's, under an
+# overlay): the default sandbox, one script that reports its uid, its network and a secret.
+SANDBOX_PROBE = """
+import json, os, socket, sys
+from pathlib import Path
+from dsstar.errors import ConfigError
+from dsstar.execution.sandbox import Limits, resolve_mode, run_script
+PORT = int(sys.argv[1])  # the Prefect server of the tests, on the host's loopback
+socket.create_connection(("127.0.0.1", PORT), timeout=5).close()  # the container reaches it
+try:
+    mode = resolve_mode("auto")
+except ConfigError as exc:
+    sys.exit(f"refused: {exc}")
+code = '''
+import os, socket
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2)
+    net = "reached"
+except OSError as exc:
+    net = type(exc).__name__
+data = open("data/x.csv").readlines()[-1].strip()
+print(os.getuid(), net, "DSSTAR_PROBE_SECRET" in os.environ, data)
+'''.replace("PORT", str(PORT))
+result = run_script(code, data_dir=Path("/data"), limits=Limits(warm=False), mode=mode)
+print(json.dumps({"mode": mode, "ok": result.ok, "output": result.output}))
+"""
+
+
+def podman_flags(container: dict, pod: dict) -> list[str]:
+    """The podman options that give a container what the job template gives the job's."""
+    context = container["securityContext"]
+    flags = ["--cap-drop", ",".join(context["capabilities"]["drop"]),
+             "--cap-add", ",".join(context["capabilities"]["add"])]  # fmt: skip
+    if context["allowPrivilegeEscalation"] is False:
+        flags += ["--security-opt", "no-new-privileges"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for mount in container["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "emptyDir" in volume:
+            flags += ["--tmpfs", f"{mount['mountPath']}:notmpcopyup"]
+        else:  # the node's uid slots: here the host's own, which its dsstar processes lock
+            slots = Path(tempfile.gettempdir()) / "dsstar-uids"
+            slots.mkdir(mode=0o700, exist_ok=True)
+            flags += ["-v", f"{slots}:{mount['mountPath']}"]
+    return flags
+
+
+@pytest.mark.slow
+def test_the_job_template_s_security_context_runs_the_default_sandbox_in_a_container(tmp_path):
+    """The securityContext, as podman options, on a real container (root inside, no user
+    namespace, podman's default seccomp profile): the default sandbox isolates a script
+    there; with podman's default capabilities it refuses to run."""
+    podman = require_binary(shutil.which("podman"), "podman")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.csv").write_text("a,b\n1,2\n")
+    conf = tmp_path / "containers.conf"  # runc and no default ulimits (docs/beyond.md)
+    conf.write_text('[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n')
+    template = json.loads((KUBE / "base-job-template.json").read_text())
+    pod = template["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]
+    port = urlsplit(os.environ["PREFECT_API_URL"]).port
+
+    def run(flags: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [podman, "run", "--rm", "--rootfs", *flags, "--network", "host",
+             "-v", f"{tmp_path / 'data'}:/data:ro", "-e", "DSSTAR_PROBE_SECRET=hunter2",
+             "-e", "LITELLM_LOCAL_MODEL_COST_MAP=True", "/:O",
+             sys.executable, "-c", SANDBOX_PROBE, str(port)],
+            capture_output=True, text=True, timeout=240, cwd=REPO,
+            env={**os.environ, "CONTAINERS_CONF": str(conf)},
+        )  # fmt: skip
+
+    done = run(podman_flags(pod["containers"][0], pod))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["mode"] == "bwrap" and report["ok"], report
+    uid, network, secret, data = report["output"].split()
+    assert int(uid) >= 1_200_000  # a dedicated unprivileged uid, not the container's root
+    assert network != "reached" and secret == "False" and data == "1,2"
+
+    refused = run(["--tmpfs", "/tmp:notmpcopyup"])  # podman's default capabilities
+    assert refused.returncode != 0
+    assert "refused: no usable isolation" in refused.stderr, refused.stderr[-3000:]

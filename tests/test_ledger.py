@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy
 from scenarios import ANSWER, two_rounds
 
+from dsstar.errors import LedgerError
 from dsstar.runs.ledger import Ledger, question_key
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
@@ -58,6 +59,20 @@ def test_schema_is_migrated_once_and_versioned(database_url):
         assert [row[0] for row in version] == ["0003"]
         tables = set(sqlalchemy.inspect(connection).get_table_names())
     assert {"dsstar_run", "dsstar_round", "dsstar_llm_call", "dsstar_answer"} <= tables
+
+
+def test_a_ledger_upgraded_by_a_newer_release_is_refused_with_a_clear_error(database_url):
+    """Older workers left running beside newer ones across an upgrade (docs/beyond.md)."""
+    Ledger(database_url)
+    from dsstar.runs import ledger
+
+    ledger._engine.cache_clear()
+    engine = sqlalchemy.create_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(sqlalchemy.text("UPDATE dsstar_alembic_version SET version_num='0099'"))
+    engine.dispose()
+    with pytest.raises(LedgerError, match="schema is newer than this dsstar.*'0099'"):
+        Ledger(database_url)
 
 
 def test_calls_keep_their_cached_tokens(database_url):

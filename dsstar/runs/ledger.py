@@ -22,6 +22,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.util.exc import CommandError
 from sqlalchemy import JSON, Column, Text, make_url
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -129,6 +130,11 @@ def _engine(url: str) -> Engine:
             _lock_schema(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+    except CommandError as exc:  # a revision this release does not know: a newer one wrote it
+        raise LedgerError(
+            f"cannot open the ledger at {_masked(url)}: its schema is newer than this dsstar"
+            f" ({_reason(exc)}); run the release that upgraded it, or a later one"
+        ) from exc
     except (SQLAlchemyError, ImportError, ValueError) as exc:
         raise LedgerError(f"cannot open the ledger at {_masked(url)}: {_reason(exc)}") from exc
     return engine

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLE, REPO
 from fake_llm import Error
+from processes import start, stop
 from scenarios import ANSWER, two_rounds
 
 from dsstar.runs.preflight import unreadable_warning
@@ -168,15 +169,18 @@ def test_serve_stops_cleanly_on_sigterm_and_says_its_schedule_is_paused(tmp_path
     )
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "dsstar", "serve"], cwd=REPO, env=env,
-                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
-        deadline = time.monotonic() + 120
-        while "serving ds-star/on-demand" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.5)
-        time.sleep(3)  # the runner has started polling
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=60)
+        proc = start([sys.executable, "-m", "dsstar", "serve"], cwd=REPO, env=env,
+                     stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while "serving ds-star/on-demand" not in log.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+            time.sleep(3)  # the runner has started polling
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=60)
+        finally:
+            stop(proc)
     text = log.read_text()
     assert "warning: PREFECT_API_URL is not set" in text  # said before serving
     assert code == 128 + signal.SIGTERM, text

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import stop
 from soak import Soak, base_env, held, limits_state, processes_of
 
 pytestmark = pytest.mark.slow
@@ -189,8 +190,7 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
     try:
         assert holder.stdout.readline().strip() == "holding"
         assert held(limits_state(env))["dsstar-exec"] == 1
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
         # Counted in the database, with no lease behind it: without the holder's help the
         # count would stay at 1 for good.
         server = start_prefect_server(env, port, tmp_path / "server2.log")
@@ -202,5 +202,4 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
     finally:
         holder.kill()
         holder.wait()
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)

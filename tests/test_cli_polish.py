@@ -163,3 +163,34 @@ def test_progress_lines_in_a_log_and_the_runs_show_report(env, llm, tmp_path, sa
     assert {a["agent"] for a in report["agents"]} >= {"planner", "coder", "verifier"}
     assert sum(a["calls"] for a in report["agents"]) == report["llm_calls"]
     assert report["figures"]["rounds"] == 2 and set(report["verdict_replies"]) == {"0", "1"}
+
+
+def _live_line(*events: tuple[str, dict]) -> str:
+    from dsstar import progress
+    from dsstar.cli._output import LiveProgress
+
+    with LiveProgress(enabled=False) as live:
+        for kind, data in events:
+            progress.emit(kind, **data)
+        return live.line()
+
+
+def _call(cost: float | None) -> tuple[str, dict]:
+    return "llm_done", {"input_tokens": 100, "output_tokens": 20, "cost_usd": cost}
+
+
+def test_one_cost_figure_per_run_unknown_when_any_price_is():
+    """The live line, the summary (`money`), run.json and `runs list` (`usage`) agree."""
+    from dsstar.cli._app import money
+    from dsstar.runs.record import usage
+
+    for costs, figure in (
+        ([0.001, 0.002], "$0.0030"),
+        ([0.001, None], "unknown"),  # a part of the cost never passes for the whole
+        ([None, None], "unknown"),
+        ([], "unknown"),  # an interrupted run whose calls were not counted yet
+    ):
+        calls = [{"input_tokens": 100, "output_tokens": 20, "cost_usd": c} for c in costs]
+        assert money(usage(calls)["cost_usd"]) == figure, costs
+        assert _live_line(*map(_call, costs)).endswith(f"tokens · cost {figure}"), costs
+

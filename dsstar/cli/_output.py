@@ -17,6 +17,7 @@ from rich.text import Text
 
 from dsstar.algorithm.verdict import verdict_label
 from dsstar.cli._app import console, err, money
+from dsstar.runs.record import total_cost
 from dsstar.text import clean_deep, for_terminal
 
 __all__ = ["LiveProgress", "heading", "json_line", "report", "shown"]
@@ -75,7 +76,8 @@ class LiveProgress:
         self.live = enabled and err.is_terminal
         self.lines = not err.is_terminal
         self.started = time.monotonic()
-        self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0, "cost": 0.0}
+        self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0}
+        self.costs: list[float | None] = []
 
     def __enter__(self) -> LiveProgress:
         from dsstar import progress
@@ -115,7 +117,7 @@ class LiveProgress:
             self.state["agent"] = event["label"]
         elif kind == "llm_done":
             self.state["tokens"] += event["input_tokens"] + event["output_tokens"]
-            self.state["cost"] += event.get("cost_usd") or 0.0
+            self.costs.append(event.get("cost_usd"))
         elif kind == "slot_wait":
             waited = int(event["waited"])
             where = self.state["where"] = (
@@ -135,7 +137,7 @@ class LiveProgress:
         s = self.state
         return shown(
             f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
-            f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
+            f" · {s['tokens']:,} tokens · cost {money(total_cost(self.costs))}"
         ).replace("\n", " ")
 
     def __rich__(self) -> Text:

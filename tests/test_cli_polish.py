@@ -194,3 +194,11 @@ def test_one_cost_figure_per_run_unknown_when_any_price_is():
         assert money(usage(calls)["cost_usd"]) == figure, costs
         assert _live_line(*map(_call, costs)).endswith(f"tokens · cost {figure}"), costs
 
+
+def test_the_live_line_follows_the_rounds_after_a_person_answers():
+    waiting = ("human", {"round": 0, "timeout_s": 60})
+    guided = ("human_done", {"round": 0, "choice": "guide"})
+    planner = ("llm", {"label": "planner r01"})
+    assert _live_line(waiting, planner).startswith("round 00 waiting for a person")
+    line = _live_line(waiting, guided, planner)
+    assert line.startswith("round 00 guided by a person · planner r01"), line

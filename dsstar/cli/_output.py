@@ -65,6 +65,11 @@ def report(result: dict[str, Any], as_json: bool) -> None:
         console().print(Text(shown(result["answer"])))
 
 
+# What the live line says once a person answered after a round.
+_GUIDED = {"continue": "continued by a person", "guide": "guided by a person",
+           "accept": "accepted by a person", "stop": "stopped by a person"}  # fmt: skip
+
+
 class LiveProgress:
     """The progress of a run on stderr: stage or round, agent, elapsed, tokens, cost.
 
@@ -125,6 +130,9 @@ class LiveProgress:
             )
         elif kind == "human":
             self.state["where"] = f"round {event['round']:02d} waiting for a person"
+        elif kind == "human_done":
+            said = _GUIDED.get(event["choice"], event["choice"])
+            where = self.state["where"] = f"round {event['round']:02d} {said}"
         elif kind == "round":
             verdict = verdict_label(event["sufficient"])
             where = self.state["where"] = f"round {event['number']:02d} {verdict}"

@@ -203,3 +203,22 @@ def test_describe_and_retrieve_piped_keep_every_path_whole(env, sales):
     rows = [line.split(None, 1) for line in retrieved.stdout.splitlines()]
     assert sorted(path for _, path in rows) == files  # one line per file: score, path
     assert all(0 <= float(score) <= 1 for score, _ in rows)
+
+
+def test_runs_list_keeps_the_question_whole_piped_and_readable_at_80_columns(tmp_path):
+    question = QUESTION + " Name the region and its manager, in that order, as in the report."
+    run_id = "20261124-221400-ab12cd"
+    record = {"run_id": run_id, "question": question, "answer": ANSWER, "status": "verified",
+              "round_table": [{"round": 0}, {"round": 1}], "cost_usd": None,
+              "started_at": "2026-11-24T22:14:00"}  # fmt: skip
+    (tmp_path / "runs" / run_id).mkdir(parents=True)
+    (tmp_path / "runs" / run_id / "run.json").write_text(json.dumps(record))
+    storage = ("--storage", str(tmp_path))
+    plain = piped("runs", "list", *storage).stdout.splitlines()[1]
+    assert plain.startswith(question + "  ") and "..." not in plain  # nothing cut
+    [row] = csv.DictReader(io.StringIO(piped("runs", "list", *storage, "--format", "csv").stdout))
+    assert row["question"] == question
+    boxed = piped("runs", "list", *storage, "--format", "table", COLUMNS="80").stdout
+    assert max(map(len, boxed.splitlines())) <= 80
+    assert "Which region had the highest revenue in 2024 H1" in boxed  # not a word a line
+    assert run_id in boxed

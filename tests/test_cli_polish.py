@@ -202,3 +202,38 @@ def test_the_live_line_follows_the_rounds_after_a_person_answers():
     assert _live_line(waiting, planner).startswith("round 00 waiting for a person")
     line = _live_line(waiting, guided, planner)
     assert line.startswith("round 00 guided by a person · planner r01"), line
+
+
+def test_the_summary_counts_in_words_and_run_help_names_its_option(capsys):
+    from dsstar.cli._output import report
+
+    result = {"status": "verified", "run_id": "r1", "rounds": 1, "llm_calls": 1,
+              "input_tokens": 10, "output_tokens": 2, "cost_usd": None,
+              "artifacts_uri": "file:///tmp/r1", "answer": "42"}  # fmt: skip
+    report(result, as_json=False)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "· 1 round · 1 LLM call ·" in said
+    report(result | {"rounds": 2, "llm_calls": 3}, as_json=False)
+    assert "· 2 rounds · 3 LLM calls ·" in " ".join(capsys.readouterr().err.split())
+    helped = subprocess.run([sys.executable, "-m", "dsstar", "run", "--help"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120).stdout  # fmt: skip
+    assert "Answer QUESTION" not in helped and "Answer the --question" in helped
+
+
+@pytest.mark.parametrize(
+    ("argv0", "shown"),
+    [(".venv/bin/dsstar", ".venv/bin/dsstar"), ("/opt/tools/bin/dsstar", "/opt/tools/bin/dsstar")],
+)
+def test_hints_name_the_program_as_it_was_run(monkeypatch, tmp_path, argv0, shown):
+    from dsstar.cli._app import invoked
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", [argv0, "run"])
+    assert invoked() == shown
+    monkeypatch.setattr(sys, "argv", [str(REPO / "dsstar" / "__main__.py"), "run"])
+    assert invoked() == f"{sys.executable} -m dsstar"
+    script = tmp_path / "dsstar"  # found on PATH: its name is what the user typed
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(sys, "argv", [str(script), "run"])
+    assert invoked() == "dsstar"

@@ -16,7 +16,7 @@ from typing import Any
 from rich.text import Text
 
 from dsstar.algorithm.verdict import verdict_label
-from dsstar.cli._app import console, err, money
+from dsstar.cli._app import console, err, money, plural
 from dsstar.runs.record import total_cost
 from dsstar.text import clean_deep, for_terminal
 
@@ -52,8 +52,8 @@ def report(result: dict[str, Any], as_json: bool) -> None:
     err.print(
         Text.assemble(
             (shown(result["status"]), colour),
-            f" · run {shown(result['run_id'])} · {result['rounds']} rounds ·"
-            f" {result['llm_calls']} LLM calls ·"
+            f" · run {shown(result['run_id'])} · {plural(result['rounds'], 'round')} ·"
+            f" {plural(result['llm_calls'], 'LLM call')} ·"
             f" {result['input_tokens']}+{result['output_tokens']} tokens ·"
             f" cost {money(result['cost_usd'])}",
         )

@@ -6,6 +6,7 @@ on a long-lived server over SQLite and on one over PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -203,3 +204,18 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
         holder.kill()
         holder.wait()
         stop(server)
+
+
+def test_limits_without_a_server_says_one_thing_and_starts_none(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-m", "dsstar", "limits"], capture_output=True,
+                          text=True, timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert said.startswith("No shared Prefect server (PREFECT_API_URL is unset)")
+    assert "no dsstar limits" not in said and "Below" not in said
+    assert not list((tmp_path / "home").glob("*.db"))  # no temporary server was started
+    as_json = subprocess.run([sys.executable, "-m", "dsstar", "limits", "--json"],
+                             capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert json.loads(as_json.stdout) == {"shared": False, "limits": [], "freed": []}

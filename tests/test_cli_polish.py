@@ -237,3 +237,18 @@ def test_hints_name_the_program_as_it_was_run(monkeypatch, tmp_path, argv0, show
     script.chmod(0o755)
     monkeypatch.setattr(sys, "argv", [str(script), "run"])
     assert invoked() == "dsstar"
+
+
+def test_example_question_sets_sit_beside_their_data_and_load():
+    """A question set inside a data folder is read as one of its files (and ranked first by
+    retrieval for its own questions): the examples keep theirs beside the folder."""
+    from dsstar.runs.questions import load_questions
+
+    examples = REPO / "examples"
+    sets = sorted(examples.glob("*.yaml"))
+    assert [p.name for p in sets] == ["sales-questions.yaml"]
+    assert not [p for p in examples.glob("*/**/*") if p.suffix in (".yaml", ".yml")]
+    [first] = load_questions(sets[0])
+    assert first.data == str(examples / "sales")
+    readme = (REPO / "README.md").read_text()
+    assert f'--question "{first.question}"' in readme  # the README's first command asks it

@@ -35,17 +35,14 @@ def limits(
 
     Only a shared server (PREFECT_API_URL) has such limits in use: without one, each run
     keeps to its own --max-parallel and --llm-concurrency and holds no shared slot, and this
-    says so without starting a server (--reset still frees the counts that this user's
-    temporary servers kept)."""
+    says so without starting a server (--json still reports, and --reset frees, the counts
+    kept in this user's Prefect database)."""
     prefect_quietly(False)
     from flows import api_configured, inspect_slots, prefect_api
 
     out = console()
-    if not api_configured() and not reset:  # nothing shared to list: no temporary server
-        if as_json:
-            sys.stdout.write(json_line({"shared": False, "limits": [], "freed": []}))
-        else:
-            out.print(Text(_UNSHARED))
+    if not api_configured() and not (reset or as_json):  # nothing shared: no temporary server
+        out.print(Text(_UNSHARED))
         return
     with prefect_api():
         state = inspect_slots(reset=reset)

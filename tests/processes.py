@@ -25,7 +25,8 @@ def stop(proc: subprocess.Popen, signum: int = signal.SIGTERM, grace: float = 30
 
     The second signal is for Prefect's workers: their handler answers SIGTERM by sending
     SIGINT to their own process, and that SIGINT has been seen left unhandled (the worker
-    printed that it sent it and went on polling); another signal gets it handled."""
+    logged that it sent it, never that it got it, and did not exit); a signal that arrives
+    later makes the interpreter run the handlers still pending."""
     try:
         for told in (signum, signal.SIGINT):
             if proc.poll() is not None:

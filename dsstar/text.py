@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["clean", "clean_bytes", "clean_deep", "digest", "for_database", "for_terminal"]
+__all__ = ["clean", "clean_bytes", "clean_deep", "digest", "fenced", "for_database", "for_terminal"]
 
 REPLACEMENT = "\ufffd"
 
@@ -89,3 +89,13 @@ def digest(*parts: Any) -> str:
     """A short stable hash of JSON-safe values."""
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def fenced(text: str, info: str = "") -> str:
+    """`text` as a markdown code block whose fence is longer than any run of backticks in it,
+    so that nothing the text holds (a script's output printing three backticks) can close
+    the block early and be read as markdown."""
+
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"

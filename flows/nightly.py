@@ -21,6 +21,7 @@ from dsstar.locations import normalize_location
 from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
 from dsstar.runs.ledger import Ledger, question_key
 from dsstar.runs.questions import Question, load_questions
+from dsstar.runs.record import total_cost
 from dsstar.runs.report import finished_result
 from dsstar.runs.spec import RunSpec
 from dsstar.runs.storage import Store
@@ -165,7 +166,6 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
         }
         for r in results
     ]
-    costs = [c["cost_usd"] for c in analysis_calls if c.get("cost_usd") is not None]
     rows.append(
         {
             "question": "(shared file analysis)",
@@ -173,7 +173,7 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "answer": None,
             "change": None,
             "llm_calls": len(analysis_calls),
-            "cost_usd": round(sum(costs), 6) if costs else None,
+            "cost_usd": total_cost([c.get("cost_usd") for c in analysis_calls]),
             "contracts": None,
         }
     )

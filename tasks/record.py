@@ -12,7 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.algorithm.verdict import verdict_label
 from dsstar.runs.storage import Store
-from dsstar.text import clean, clean_deep
+from dsstar.text import clean, clean_deep, fenced
 from tasks._common import is_storage_error
 from tasks.keys import artifact_key
 
@@ -48,8 +48,8 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
         f"**Verdict:** {verdict_label(item.get('verdict'))}  \n"
         f"**Tokens:** {item['input_tokens']} in / {item['output_tokens']} out · "
         f"**Seconds:** {item['seconds']:.1f}\n\n"
-        f"**Plan**\n\n{plan}\n\n**Code**\n\n```python\n{item['code']}\n```\n\n"
-        f"**Output (head)**\n\n```\n{output}\n```\n\nStored at `{uri}`\n"
+        f"**Plan**\n\n{plan}\n\n**Code**\n\n{fenced(item['code'], 'python')}\n\n"
+        f"**Output (head)**\n\n{fenced(output)}\n\nStored at `{uri}`\n"
     )
     for figure in item.get("figures") or []:
         markdown += f"\nFigure `{figure['name']}` ({figure['bytes']:,} bytes): `{figure['uri']}`"

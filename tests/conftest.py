@@ -41,6 +41,7 @@ for _name in [k for k in os.environ if k.startswith("DSSTAR_")]:
     del os.environ[_name]
 
 from fake_llm import FakeLLM  # noqa: E402
+from processes import start, stop  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "sales"
@@ -48,7 +49,7 @@ EXAMPLE = REPO / "examples" / "sales"
 
 def start_prefect_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
     """`prefect server start` on 127.0.0.1:`port` with `env`, once its API answers."""
-    proc = subprocess.Popen(
+    proc = start(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
          "--port", str(port)],
         stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
@@ -60,6 +61,7 @@ def start_prefect_server(env: dict[str, str], port: int, log: Path) -> subproces
                 return proc
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
+                stop(proc)
                 raise RuntimeError(log.read_text()[-3000:]) from None
             time.sleep(0.5)
 
@@ -68,9 +70,10 @@ def start_prefect_server(env: dict[str, str], port: int, log: Path) -> subproces
 def prefect_server():
     """A real Prefect API server for the whole session (runs share it: SQLite locks otherwise)."""
     proc = start_prefect_server(os.environ.copy(), _PREFECT_PORT, _PREFECT_HOME / "server.log")
-    yield os.environ["PREFECT_API_URL"]
-    proc.terminate()
-    proc.wait(timeout=30)
+    try:
+        yield os.environ["PREFECT_API_URL"]
+    finally:
+        stop(proc)
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
 
 
@@ -154,14 +157,15 @@ def _wait_http(url: str, proc: subprocess.Popen, what: str, timeout: float = 60)
 def moto_port():
     """moto's S3 server: a real S3 HTTP API on loopback."""
     port = _free_port()
-    proc = subprocess.Popen(
+    proc = start(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    _wait_http(f"http://127.0.0.1:{port}/", proc, "moto server")
-    yield port
-    proc.terminate()
-    proc.wait(timeout=30)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/", proc, "moto server")
+        yield port
+    finally:
+        stop(proc)
 
 
 @pytest.fixture

@@ -88,6 +88,16 @@ _VERIFIER_YES = [
     ),
     ("trailing period bold", "**Yes.**"),
     (
+        "bold word after the sentence",
+        "The script prints the region with the most revenue and its manager, which answers the"
+        " question. **Yes**",
+    ),
+    ("bold word after the reasoning", "Both numbers are printed and they agree. __Yes.__"),
+    (
+        "claude italic word last",
+        "The output names Northeast and Ada Park, as the question asks. *Yes*",
+    ),
+    (
         "gpt markdown",
         "### Evaluation\n- The code runs without errors.\n- The output shows the fee.\n\n"
         "**Answer:** Yes",
@@ -137,6 +147,12 @@ _VERIFIER_NO = [
         "- Step 1: correct\n- Step 2: the output is empty\n\nTherefore: **No**",
     ),
     ("no first then yes-like", "No. Yes, the code runs, but the output misses the total."),
+    (
+        "bold word after the sentence",
+        "The output lists revenue per region but not the manager, so it does not answer the"
+        " question. **No**",
+    ),
+    ("bold word after a colon-less verdict", "The total is printed twice, differently. **No.**"),
 ]
 
 # Replies that say neither: read as No after one more question.
@@ -233,6 +249,17 @@ STEP = "Load fees.json and keep the rules whose account_type is empty or contain
 _PLANNER = [
     ("bare", STEP, STEP),
     ("numbered label", f"Step 3: {STEP}", STEP),
+    ("hash label", f"Step #2: {STEP}", STEP),
+    ("bold numbered label", f"**Step 3:** {STEP}", STEP),
+    ("bold hash label dash", f"**Step #4** - {STEP}", STEP),
+    ("number alone", f"2. {STEP}", STEP),
+    ("label with dash", f"Step 2 - {STEP}", STEP),
+    ("label with en dash", f"Step 2 \u2013 {STEP}", STEP),
+    (
+        "label then bold words",
+        "Step 2: **Sum** the value column per region.",
+        "Sum the value column per region.",
+    ),
     ("bold label", f"**Next step:** {STEP}", STEP),
     ("preamble", f"Based on the output, the next step is: {STEP}", STEP),
     (

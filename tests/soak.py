@@ -23,6 +23,7 @@ from typing import Any
 
 import psutil
 from fake_llm import Error, FakeLLM, text_of
+from processes import stop
 from scenarios import FINAL_ONLY_ANSWER, JOIN, answered, asked, describe_script, fence
 
 from tasks.slots import RATE_NAME
@@ -336,5 +337,4 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
         assert scratch == []
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            stop(server)

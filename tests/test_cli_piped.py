@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLE, REPO
 from fake_llm import Error
+from processes import start, stop
 from scenarios import ANSWER, two_rounds
 
 from dsstar.runs.preflight import unreadable_warning
@@ -168,15 +169,18 @@ def test_serve_stops_cleanly_on_sigterm_and_says_its_schedule_is_paused(tmp_path
     )
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "dsstar", "serve"], cwd=REPO, env=env,
-                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
-        deadline = time.monotonic() + 120
-        while "serving ds-star/on-demand" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.5)
-        time.sleep(3)  # the runner has started polling
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=60)
+        proc = start([sys.executable, "-m", "dsstar", "serve"], cwd=REPO, env=env,
+                     stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while "serving ds-star/on-demand" not in log.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+            time.sleep(3)  # the runner has started polling
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=60)
+        finally:
+            stop(proc)
     text = log.read_text()
     assert "warning: PREFECT_API_URL is not set" in text  # said before serving
     assert code == 128 + signal.SIGTERM, text
@@ -199,3 +203,22 @@ def test_describe_and_retrieve_piped_keep_every_path_whole(env, sales):
     rows = [line.split(None, 1) for line in retrieved.stdout.splitlines()]
     assert sorted(path for _, path in rows) == files  # one line per file: score, path
     assert all(0 <= float(score) <= 1 for score, _ in rows)
+
+
+def test_runs_list_keeps_the_question_whole_piped_and_readable_at_80_columns(tmp_path):
+    question = QUESTION + " Name the region and its manager, in that order, as in the report."
+    run_id = "20261124-221400-ab12cd"
+    record = {"run_id": run_id, "question": question, "answer": ANSWER, "status": "verified",
+              "round_table": [{"round": 0}, {"round": 1}], "cost_usd": None,
+              "started_at": "2026-11-24T22:14:00"}  # fmt: skip
+    (tmp_path / "runs" / run_id).mkdir(parents=True)
+    (tmp_path / "runs" / run_id / "run.json").write_text(json.dumps(record))
+    storage = ("--storage", str(tmp_path))
+    plain = piped("runs", "list", *storage).stdout.splitlines()[1]
+    assert plain.startswith(question + "  ") and "..." not in plain  # nothing cut
+    [row] = csv.DictReader(io.StringIO(piped("runs", "list", *storage, "--format", "csv").stdout))
+    assert row["question"] == question
+    boxed = piped("runs", "list", *storage, "--format", "table", COLUMNS="80").stdout
+    assert max(map(len, boxed.splitlines())) <= 80
+    assert "Which region had the highest revenue in 2024 H1" in boxed  # not a word a line
+    assert run_id in boxed

@@ -163,3 +163,92 @@ def test_progress_lines_in_a_log_and_the_runs_show_report(env, llm, tmp_path, sa
     assert {a["agent"] for a in report["agents"]} >= {"planner", "coder", "verifier"}
     assert sum(a["calls"] for a in report["agents"]) == report["llm_calls"]
     assert report["figures"]["rounds"] == 2 and set(report["verdict_replies"]) == {"0", "1"}
+
+
+def _live_line(*events: tuple[str, dict]) -> str:
+    from dsstar import progress
+    from dsstar.cli._output import LiveProgress
+
+    with LiveProgress(enabled=False) as live:
+        for kind, data in events:
+            progress.emit(kind, **data)
+        return live.line()
+
+
+def _call(cost: float | None) -> tuple[str, dict]:
+    return "llm_done", {"input_tokens": 100, "output_tokens": 20, "cost_usd": cost}
+
+
+def test_one_cost_figure_per_run_unknown_when_any_price_is():
+    """The live line, the summary (`money`), run.json and `runs list` (`usage`) agree."""
+    from dsstar.cli._app import money
+    from dsstar.runs.record import usage
+
+    for costs, figure in (
+        ([0.001, 0.002], "$0.0030"),
+        ([0.001, None], "unknown"),  # a part of the cost never passes for the whole
+        ([None, None], "unknown"),
+        ([], "unknown"),  # an interrupted run whose calls were not counted yet
+    ):
+        calls = [{"input_tokens": 100, "output_tokens": 20, "cost_usd": c} for c in costs]
+        assert money(usage(calls)["cost_usd"]) == figure, costs
+        assert _live_line(*map(_call, costs)).endswith(f"tokens · cost {figure}"), costs
+
+
+def test_the_live_line_follows_the_rounds_after_a_person_answers():
+    waiting = ("human", {"round": 0, "timeout_s": 60})
+    guided = ("human_done", {"round": 0, "choice": "guide"})
+    planner = ("llm", {"label": "planner r01"})
+    assert _live_line(waiting, planner).startswith("round 00 waiting for a person")
+    line = _live_line(waiting, guided, planner)
+    assert line.startswith("round 00 guided by a person · planner r01"), line
+
+
+def test_the_summary_counts_in_words_and_run_help_names_its_option(capsys):
+    from dsstar.cli._output import report
+
+    result = {"status": "verified", "run_id": "r1", "rounds": 1, "llm_calls": 1,
+              "input_tokens": 10, "output_tokens": 2, "cost_usd": None,
+              "artifacts_uri": "file:///tmp/r1", "answer": "42"}  # fmt: skip
+    report(result, as_json=False)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "· 1 round · 1 LLM call ·" in said
+    report(result | {"rounds": 2, "llm_calls": 3}, as_json=False)
+    assert "· 2 rounds · 3 LLM calls ·" in " ".join(capsys.readouterr().err.split())
+    helped = subprocess.run([sys.executable, "-m", "dsstar", "run", "--help"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120).stdout  # fmt: skip
+    assert "Answer QUESTION" not in helped and "Answer the --question" in helped
+
+
+@pytest.mark.parametrize(
+    ("argv0", "shown"),
+    [(".venv/bin/dsstar", ".venv/bin/dsstar"), ("/opt/tools/bin/dsstar", "/opt/tools/bin/dsstar")],
+)
+def test_hints_name_the_program_as_it_was_run(monkeypatch, tmp_path, argv0, shown):
+    from dsstar.cli._app import invoked
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", [argv0, "run"])
+    assert invoked() == shown
+    monkeypatch.setattr(sys, "argv", [str(REPO / "dsstar" / "__main__.py"), "run"])
+    assert invoked() == f"{sys.executable} -m dsstar"
+    script = tmp_path / "dsstar"  # found on PATH: its name is what the user typed
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(sys, "argv", [str(script), "run"])
+    assert invoked() == "dsstar"
+
+
+def test_example_question_sets_sit_beside_their_data_and_load():
+    """A question set inside a data folder is read as one of its files (and ranked first by
+    retrieval for its own questions): the examples keep theirs beside the folder."""
+    from dsstar.runs.questions import load_questions
+
+    examples = REPO / "examples"
+    sets = sorted(examples.glob("*.yaml"))
+    assert [p.name for p in sets] == ["sales-questions.yaml"]
+    assert not [p for p in examples.glob("*/**/*") if p.suffix in (".yaml", ".yml")]
+    [first] = load_questions(sets[0])
+    assert first.data == str(examples / "sales")
+    readme = (REPO / "README.md").read_text()
+    assert f'--question "{first.question}"' in readme  # the README's first command asks it

@@ -106,7 +106,13 @@ def test_a_root_of_only_unsafe_entries_is_a_data_error(tmp_path):
     root = tmp_path / "bad"
     root.mkdir()
     os.mkfifo(root / "pipe")
-    with pytest.raises(DataError, match="1 entries skipped"):
+    with pytest.raises(DataError) as raised:
+        source(root, tmp_path).files()
+    [reason] = reasons(source(root, tmp_path)).values()
+    assert str(raised.value) == f"no files found under {root}: skipped pipe ({reason})"
+    for n in range(7):
+        os.mkfifo(root / f"pipe{n}")
+    with pytest.raises(DataError, match=r": skipped pipe \(.+\), pipe0 \(.+ and 3 more$"):
         source(root, tmp_path).files()
 
 

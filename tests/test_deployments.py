@@ -23,6 +23,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Scheduled
+from processes import start, stop
 from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, two_rounds
 
 from dsstar.runs.ledger import Ledger, question_key
@@ -61,27 +62,27 @@ def served(prefect_server, tmp_path_factory):
             except ObjectNotFound:
                 pass
     log = open(root / "serve.log", "w")
-    proc = subprocess.Popen(
+    proc = start(
         [sys.executable, "-m", "dsstar", "serve", "--timezone", "Europe/Paris"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
-    with get_client(sync_client=True) as client:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                client.read_deployment_by_name("ds-star-nightly/nightly")
-                client.read_deployment_by_name("ds-star/on-demand")
-                break
-            except Exception:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((root / "serve.log").read_text()[-3000:]) from None
-                time.sleep(0.5)
-    ledger = Ledger(env["DSSTAR_DATABASE_URL"], env["DSSTAR_STORAGE"])
-    yield SimpleNamespace(llm=llm, root=root, ledger=ledger)
-    proc.terminate()
-    proc.wait(timeout=30)
-    llm.stop()
-    log.close()
+    try:
+        with get_client(sync_client=True) as client:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    client.read_deployment_by_name("ds-star-nightly/nightly")
+                    client.read_deployment_by_name("ds-star/on-demand")
+                    break
+                except Exception:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError((root / "serve.log").read_text()[-3000:]) from None
+                    time.sleep(0.5)
+        yield SimpleNamespace(llm=llm, root=root, ledger=Ledger(env["DSSTAR_DATABASE_URL"], env["DSSTAR_STORAGE"]))
+    finally:
+        stop(proc)
+        llm.stop()
+        log.close()
 
 
 @pytest.fixture

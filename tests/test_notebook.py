@@ -73,3 +73,22 @@ def test_no_rounds_and_no_answer() -> None:
 def test_unknown_verdict_is_a_dash() -> None:
     notebook = build(rounds=[ROUNDS[0] | {"verdict": None}])
     assert "Verdict: -" in notebook.cells[1].source
+
+
+def test_figures_a_script_wrote_are_never_inlined_as_live_svg_or_html() -> None:
+    import base64
+
+    def figure(name: str, data: bytes) -> dict:
+        return {"name": name, "data": base64.b64encode(data).decode(), "bytes": len(data)}
+
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+    html = b"<html><script>fetch('http://attacker.example')</script></html>"
+    png = b"\x89PNG\r\n\x1a\n"
+    notebook = build(figures=[figure("chart.svg", svg), figure("plot.html", html),
+                              figure("revenue.png", png)])  # fmt: skip
+    outputs = notebook.cells[-1].outputs[1:]
+    kinds = [sorted(o.data) for o in outputs]
+    assert kinds == [["text/plain"], ["text/plain"], ["image/png"]]  # pixels only, inline
+    text = nbformat.writes(notebook)
+    assert "<script>" not in text and "image/svg+xml" not in text and "text/html" not in text
+    assert "chart.svg" in outputs[0].data["text/plain"] and "untrusted" in text

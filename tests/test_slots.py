@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import stop
 from soak import Soak, base_env, held, limits_state, processes_of
 
 pytestmark = pytest.mark.slow
@@ -189,8 +190,7 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
     try:
         assert holder.stdout.readline().strip() == "holding"
         assert held(limits_state(env))["dsstar-exec"] == 1
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
         # Counted in the database, with no lease behind it: without the holder's help the
         # count would stay at 1 for good.
         server = start_prefect_server(env, port, tmp_path / "server2.log")
@@ -202,5 +202,16 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
     finally:
         holder.kill()
         holder.wait()
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
+
+
+def test_limits_without_a_server_says_one_thing_and_starts_none(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-m", "dsstar", "limits"], capture_output=True,
+                          text=True, timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert said.startswith("No shared Prefect server (PREFECT_API_URL is unset)")
+    assert "no dsstar limits" not in said and "Below" not in said
+    assert not list((tmp_path / "home").glob("*.db"))  # no temporary server was started

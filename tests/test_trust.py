@@ -19,6 +19,7 @@ from conftest import EXAMPLE, REPO
 from fake_llm import FakeLLM
 from prefect import get_client
 from prefect.deployments import run_deployment
+from processes import start, stop
 
 import dsstar.runs.trust as trust
 from dsstar.errors import ForbiddenError
@@ -153,7 +154,7 @@ def serving(root: Path, llm: FakeLLM, **policy: str):
     )
     log_path = root / f"serve-{len(list(root.glob('serve-*')))}.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(
+        proc = start(
             [sys.executable, "-m", "dsstar", "serve"],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -161,8 +162,7 @@ def serving(root: Path, llm: FakeLLM, **policy: str):
             _wait_deployed(proc, log_path)
             yield log_path
         finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+            stop(proc)
 
 
 def _wait_deployed(proc: subprocess.Popen, log_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from prefect.deployments import run_deployment
+from processes import start, stop
 from scenarios import ANSWER, two_rounds
 
 pytestmark = pytest.mark.slow
@@ -34,7 +35,7 @@ def test_a_process_worker_picks_up_a_run_from_the_form(env, llm, sales, tmp_path
     prefect("work-pool", "create", POOL, "--type", "process", "--overwrite")
     prefect("deploy", "--prefect-file", "deployments/prefect.yaml", "--name", "on-demand")
     log = open(tmp_path / "worker.log", "w")
-    worker = subprocess.Popen(
+    worker = start(
         [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--limit", "1"],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1"},
@@ -48,10 +49,10 @@ def test_a_process_worker_picks_up_a_run_from_the_form(env, llm, sales, tmp_path
             poll_interval=1,
         )
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
+        stopped = stop(worker)  # its process group ends too, whatever happened
         log.close()
     worker_log = (tmp_path / "worker.log").read_text()
+    assert stopped, worker_log[-3000:]  # the worker stopped when told
     assert flow_run.state.is_completed(), (flow_run.state, worker_log[-3000:])
     assert flow_run.work_pool_name == POOL  # the pool's only worker ran it
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "storage").glob("runs/*/run.json")]

@@ -62,6 +62,21 @@ class _App(typer.Typer):
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
+def invoked() -> str:
+    """The program as the user ran it, for hints meant to be pasted back: `dsstar` when
+    that is what PATH finds, else the path typed (`.venv/bin/dsstar`), or `PYTHON -m dsstar`."""
+    import shutil
+    from pathlib import Path
+
+    program = sys.argv[0] if sys.argv and sys.argv[0] else "dsstar"
+    if Path(program).name == "__main__.py":
+        return f"{sys.executable} -m dsstar"
+    found = shutil.which(Path(program).name)
+    if found and Path(found).resolve() == Path(program).resolve():
+        return Path(program).name
+    return program
+
+
 def main() -> None:
     """The `dsstar` program: the app, then an exit that skips the interpreter's teardown.
 
@@ -296,3 +311,8 @@ def check_data(data: str) -> None:
 
 def money(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.4f}"
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 round`, `2 rounds`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

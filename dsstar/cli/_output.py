@@ -16,7 +16,8 @@ from typing import Any
 from rich.text import Text
 
 from dsstar.algorithm.verdict import verdict_label
-from dsstar.cli._app import console, err, money
+from dsstar.cli._app import console, err, money, plural
+from dsstar.runs.record import total_cost
 from dsstar.text import clean_deep, for_terminal
 
 __all__ = ["LiveProgress", "heading", "json_line", "report", "shown"]
@@ -51,8 +52,8 @@ def report(result: dict[str, Any], as_json: bool) -> None:
     err.print(
         Text.assemble(
             (shown(result["status"]), colour),
-            f" · run {shown(result['run_id'])} · {result['rounds']} rounds ·"
-            f" {result['llm_calls']} LLM calls ·"
+            f" · run {shown(result['run_id'])} · {plural(result['rounds'], 'round')} ·"
+            f" {plural(result['llm_calls'], 'LLM call')} ·"
             f" {result['input_tokens']}+{result['output_tokens']} tokens ·"
             f" cost {money(result['cost_usd'])}",
         )
@@ -62,6 +63,11 @@ def report(result: dict[str, Any], as_json: bool) -> None:
     err.print(Text(f"artifacts: {shown(result['artifacts_uri'])}"))  # Text: never markup
     if result.get("answer") is not None:
         console().print(Text(shown(result["answer"])))
+
+
+# What the live line says once a person answered after a round.
+_GUIDED = {"continue": "continued by a person", "guide": "guided by a person",
+           "accept": "accepted by a person", "stop": "stopped by a person"}  # fmt: skip
 
 
 class LiveProgress:
@@ -75,7 +81,8 @@ class LiveProgress:
         self.live = enabled and err.is_terminal
         self.lines = not err.is_terminal
         self.started = time.monotonic()
-        self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0, "cost": 0.0}
+        self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0}
+        self.costs: list[float | None] = []
 
     def __enter__(self) -> LiveProgress:
         from dsstar import progress
@@ -115,7 +122,7 @@ class LiveProgress:
             self.state["agent"] = event["label"]
         elif kind == "llm_done":
             self.state["tokens"] += event["input_tokens"] + event["output_tokens"]
-            self.state["cost"] += event.get("cost_usd") or 0.0
+            self.costs.append(event.get("cost_usd"))
         elif kind == "slot_wait":
             waited = int(event["waited"])
             where = self.state["where"] = (
@@ -123,6 +130,9 @@ class LiveProgress:
             )
         elif kind == "human":
             self.state["where"] = f"round {event['round']:02d} waiting for a person"
+        elif kind == "human_done":
+            said = _GUIDED.get(event["choice"], event["choice"])
+            where = self.state["where"] = f"round {event['round']:02d} {said}"
         elif kind == "round":
             verdict = verdict_label(event["sufficient"])
             where = self.state["where"] = f"round {event['number']:02d} {verdict}"
@@ -135,7 +145,7 @@ class LiveProgress:
         s = self.state
         return shown(
             f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
-            f" · {s['tokens']:,} tokens · ${s['cost']:.4f}"
+            f" · {s['tokens']:,} tokens · cost {money(total_cost(self.costs))}"
         ).replace("\n", " ")
 
     def __rich__(self) -> Text:

@@ -1,9 +1,10 @@
 """Tables that read well anywhere: boxed on a terminal, one line per row when piped.
 
-`runs list` and `history` print through `print_table`. On a terminal the table is rich's,
-fitted to the window. Piped (cron, CI, a log file) a boxed table at 80 columns folds a
-question into 6-character slivers and a run into 10 lines, so the default there is `plain`:
-columns separated by two spaces, padded to their widest cell, one row per line, never cut.
+`runs list` and `history` print through `print_table`. On a terminal the table is rich's
+when it fits the window unwrapped, else one small box per row. Piped (cron, CI, a log file)
+a boxed table at 80 columns folds a question into 6-character slivers and a run into 10
+lines, so the default there is `plain`: columns separated by two spaces, padded to their
+widest cell, one row per line, never cut.
 `--format csv` and `--format json` are for scripts.
 """
 
@@ -60,14 +61,7 @@ def print_table(
     wraps (ids that are copied into other commands)."""
     cells = [[_cell(value) for value in row] for row in rows]
     if fmt is Format.table:
-        from rich.table import Table
-
-        table = Table(*columns)
-        for name in keep:
-            table.columns[list(columns).index(name)].no_wrap = True
-        for row in cells:
-            table.add_row(*row)
-        console().print(table)
+        _print_boxed(columns, cells, keep)
     elif fmt is Format.csv:
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
@@ -76,6 +70,30 @@ def print_table(
         sys.stdout.write(buffer.getvalue())
     else:
         sys.stdout.write(_plain(columns, cells))
+
+
+def _print_boxed(columns: Sequence[str], cells: list[list[str]], keep: Sequence[str]) -> None:
+    """One boxed table when it fits the terminal's width unwrapped; else one small box per
+    row, a field a line, so that no column is squeezed to a word a line."""
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    out = console()
+    table = Table(*columns)
+    for name in keep:
+        table.columns[list(columns).index(name)].no_wrap = True
+    for row in cells:
+        table.add_row(*row)
+    if Measurement.get(out, out.options.update_width(1 << 16), table).maximum <= out.width:
+        out.print(table)
+        return
+    for row in cells:
+        record = Table(show_header=False)
+        record.add_column(style="bold", no_wrap=True)
+        record.add_column(overflow="fold")
+        for name, value in zip(columns, row, strict=True):
+            record.add_row(name, value)
+        out.print(record)
 
 
 def _cell(value: Any) -> str:

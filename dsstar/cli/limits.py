@@ -11,6 +11,11 @@ from rich.text import Text
 from dsstar.cli._app import JsonOpt, app, console, err, prefect_quietly
 from dsstar.cli._output import json_line, shown
 
+_UNSHARED = (
+    "No shared Prefect server (PREFECT_API_URL is unset): each run keeps to its own"
+    " --max-parallel and --llm-concurrency and holds no shared slot."
+)
+
 
 @app.command()
 def limits(
@@ -29,29 +34,28 @@ def limits(
     machine. Slots held by processes that are gone are given back.
 
     Only a shared server (PREFECT_API_URL) has such limits in use: without one, each run
-    keeps to its own --max-parallel and --llm-concurrency and holds no shared slot."""
+    keeps to its own --max-parallel and --llm-concurrency and holds no shared slot, and this
+    says so without starting a server (--json still reports, and --reset frees, the counts
+    kept in this user's Prefect database)."""
     prefect_quietly(False)
-    from flows import inspect_slots, prefect_api
+    from flows import api_configured, inspect_slots, prefect_api
 
+    out = console()
+    if not api_configured() and not (reset or as_json):  # nothing shared: no temporary server
+        out.print(Text(_UNSHARED))
+        return
     with prefect_api():
         state = inspect_slots(reset=reset)
     if as_json:
         sys.stdout.write(json_line(state))
         return
-    out = console()
     if reset:
         err.print(Text("warning: every slot was freed; runs holding one keep running", "yellow"))
     if not state["shared"]:
-        out.print(
-            Text(
-                "No shared Prefect server (PREFECT_API_URL is unset): each run keeps to its own"
-                " bounds and holds no shared slot. Below, the counts kept in this user's"
-                " Prefect database, unused by such runs."
-            )
-        )
+        out.print(Text(_UNSHARED))
     for freed in state["freed"]:
         out.print(Text(f"freed a {freed['limit']} slot of {freed['description']}"))
-    if not state["limits"]:
+    if not state["limits"] and state["shared"]:
         out.print(Text("no dsstar limits on this server"))
     for row in state["limits"]:
         out.print(Text(f"{row['name']}: {row['active']}/{row['limit']} held"))

@@ -21,6 +21,7 @@ from dsstar.cli._app import (
     err,
     fail_usage,
     flag_name,
+    invoked,
     load_settings,
     prefect_quietly,
     setting_option,
@@ -78,7 +79,7 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
     flags: dict[str, Any] | None = None,
 ) -> None:
-    """Answer QUESTION from the files under --data with the DS-STAR loop.
+    """Answer the --question from the files under --data with the DS-STAR loop.
 
     Example: dsstar run --data examples/sales --question "Which region had the highest revenue?"
     """
@@ -167,7 +168,7 @@ def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
     if result["status"] == Status.STOPPED:  # a person chose to stop: not a failure
         err.print(
             f"stopped by request after round {result['rounds'] - 1:02d}; everything so far is"
-            f" stored: dsstar runs show {run_id}",
+            f" stored: {invoked()} runs show {run_id}",
             highlight=False,
         )
     raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {Status.STOPPED} else EXIT_FAILED)
@@ -204,7 +205,7 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
             return
         if as_json:
             sys.stdout.write(json.dumps(run_result(record, store.uri(f"runs/{run_id}"))) + "\n")
-        err.print(f"{reason}; continue with: dsstar resume {run_id}", highlight=False)
+        err.print(f"{reason}; continue with: {invoked()} resume {run_id}", highlight=False)
 
     return stop
 

@@ -64,9 +64,9 @@ def runs_list(
 
 
 def _short(text: str | None, fmt: Format, most: int = 60) -> str | None:
-    """A question or answer cut to `most` characters for the eye (table, plain); CSV keeps
-    it whole. Cut text ends in "..." so that it is never mistaken for the whole."""
-    if text is None or fmt is Format.csv:
+    """A question or answer cut to `most` characters for the eye in a boxed table; plain and
+    CSV keep it whole. Cut text ends in "..." so that it is never mistaken for the whole."""
+    if text is None or fmt is not Format.table:
         return text
     text = " ".join(str(text).split())
     return text if len(text) <= most else text[: most - 3] + "..."

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from dsstar.cli._app import (
     LLMConcurrencyOpt,
@@ -96,7 +97,7 @@ def _serve(settings: Settings, questions: Path, cron: str, timezone: str, limit:
         )
     warning = open_api_warning(settings)
     if warning:
-        err.print(f"[yellow]warning:[/yellow] {warning}")
+        err.print(Text.assemble(("warning:", "yellow"), f" {warning}"))  # Text: never markup
     for line in shared or []:
         err.print(line)
     err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")

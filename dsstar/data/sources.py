@@ -123,8 +123,7 @@ class DataSource:
             sha, found = identify(p, relative)
             files.append(DataFile(path=relative, size=p.stat().st_size, format=found, sha256=sha))
         if not files:
-            why = f" ({len(self.skipped)} entries skipped)" if self.skipped else ""
-            raise DataError(f"no files found under {self.url}{why}")
+            raise DataError(f"no files found under {self.url}{_skipped_reasons(self.skipped)}")
         return files
 
     def skipped_records(self) -> list[dict[str, Any]]:
@@ -178,3 +177,13 @@ def open_data(data: str | DataRoot, settings: Any, tag: str = "data") -> DataSou
         archive_limits(settings),
         archive_cache=scratch.archive_cache(settings.work_dir),
     )
+
+
+def _skipped_reasons(skipped: list[Skipped], shown: int = 5) -> str:
+    """What was skipped and why, for an error that would otherwise only count it:
+    ": skipped pipe (a FIFO: not opened), ..." (the first `shown` entries, then a count)."""
+    if not skipped:
+        return ""
+    said = ", ".join(f"{s.path} ({s.reason})" for s in skipped[:shown])
+    more = f" and {len(skipped) - shown} more" if len(skipped) > shown else ""
+    return f": skipped {said}{more}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import nbformat
@@ -24,7 +23,8 @@ def build_notebook(
 ) -> str:
     """The notebook as JSON text. `rounds` hold plan, code, output, verdict and route.
     Without a `solution` (a person stopped the run) there is no final section. `figures`
-    (ExecResult.figures of the final script) show under it: png, jpeg and svg ones."""
+    (ExecResult.figures of the final script) show under it: png and jpeg inline, the others
+    (svg, html, pdf: untrusted content) named only."""
     cells = [new_markdown_cell(f"# {question}\n\nStatus: **{status}**")]
     for item in rounds:
         plan = "\n".join(f"{i}. {step}" for i, step in enumerate(item["plan"], 1))
@@ -39,7 +39,7 @@ def build_notebook(
     if solution is not None:
         cells.append(new_markdown_cell("## Final solution"))
         cells.append(_code(solution, answer or ""))
-        cells[-1].outputs += [_image(f) for f in figures or () if _kind(f["name"])]
+        cells[-1].outputs += [_image(f) for f in figures or ()]
     notebook = new_notebook(cells=cells, metadata={"kernelspec": _KERNEL})
     return nbformat.writes(notebook)
 
@@ -54,8 +54,9 @@ def _code(source: str, output: str) -> Any:
     return cell
 
 
-_IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
-           ".svg": "image/svg+xml"}  # fmt: skip
+# Raster images are inert pixels, shown inline. Anything a script wrote that a viewer would
+# run or render as a page (SVG, HTML) is untrusted content: named, never inlined.
+_IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 
 def _kind(name: str) -> str | None:
@@ -63,8 +64,12 @@ def _kind(name: str) -> str | None:
 
 
 def _image(figure: dict[str, Any]) -> Any:
-    """A display_data output: base64 for raster images, text for SVG (as Jupyter stores them)."""
-    kind, data = _kind(figure["name"]), figure["data"]
-    if kind == "image/svg+xml":
-        data = base64.b64decode(data).decode("utf-8", errors="replace")
-    return new_output("display_data", data={kind: data}, metadata={"filename": figure["name"]})
+    """A display_data output: a raster image inline (base64, as Jupyter stores it); any other
+    figure as a line of plain text that names the stored file."""
+    kind = _kind(figure["name"])
+    if kind is None:
+        said = (f"figure {figure['name']}: stored with the run, not shown here (a file a script"
+                " wrote, untrusted: open it in a sandboxed viewer)")  # fmt: skip
+        return new_output("display_data", data={"text/plain": said})
+    return new_output("display_data", data={kind: figure["data"]},
+                      metadata={"filename": figure["name"]})  # fmt: skip

@@ -27,6 +27,7 @@ __all__ = [
     "round_item",
     "round_objects",
     "round_row",
+    "total_cost",
     "route_objects",
     "usage",
 ]
@@ -171,10 +172,18 @@ def round_row(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def usage(calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tokens in and out and the cost (None when no call's cost is known) of LLM replies."""
-    costs = [c["cost_usd"] for c in calls if c.get("cost_usd") is not None]
+    """Tokens in and out and the cost (see `total_cost`) of LLM replies."""
     return {
         "input_tokens": sum(c["input_tokens"] for c in calls),
         "output_tokens": sum(c["output_tokens"] for c in calls),
-        "cost_usd": round(sum(costs), 6) if costs else (0.0 if not calls else None),
+        "cost_usd": total_cost([c.get("cost_usd") for c in calls]),
     }
+
+
+def total_cost(costs: list[float | None]) -> float | None:
+    """The cost of calls in USD: None (unknown) unless there were calls and every one had a
+    known price, so that a part never passes for the whole. Every figure of a run's cost
+    (the live line, the summary, run.json, `runs list`) is this one."""
+    if not costs or any(cost is None for cost in costs):
+        return None
+    return round(sum(costs), 6)

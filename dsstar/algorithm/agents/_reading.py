@@ -98,6 +98,8 @@ _LABEL = re.compile(
 _LEADING = re.compile(r"^(yes|no)\b(?![ \t]*[A-Za-z0-9])", re.I)
 # A last line that concludes after a colon or dash: "Therefore: **No**", "So - yes".
 _CONCLUDES = re.compile(r"[:\u2014\u2013-]\s*[*_`\"']*(yes|no)$", re.I)
+# A last line that ends on an emphasized verdict after its sentence: "... answers it. **Yes**".
+_EMPHASIZED_LAST = re.compile(r"[.!?:]\s*(\*\*?|__?)(yes|no)[.!]?\1[.!]?\s*$", re.I)
 # "The plan is sufficient", "is not yet sufficient", "insufficient", "isn't sufficient".
 _SUFFICIENT = re.compile(
     r"\b(?P<neg>in)?sufficient\b|\b(?P<not>not|n['\u2019]t|never)\s+(?:\w+\s+){0,2}sufficient\b",
@@ -110,8 +112,9 @@ def yes_no(text: str) -> bool | None:
     """The Yes/No verdict of a reply, wherever the model put it; None when it said neither.
 
     In order: a JSON field or \\boxed{}; a label ("Verdict: Yes"); the last line that is only
-    Yes or No; a first, then last, line opening with "Yes," or "No."; the last sentence that
-    calls the plan sufficient or not."""
+    Yes or No; a last line concluding with it after a colon or dash, or as an emphasized word
+    after its sentence ("... answers the question. **Yes**"); a first, then last, line opening
+    with "Yes," or "No."; the last sentence that calls the plan sufficient or not."""
     visible, _thinking = split_thinking(text)
     visible = re.sub(r"^\s*(```|~~~)\w*\s*$", "", visible, flags=re.M)  # a fenced verdict
     value = structured_value(visible, _VERDICT_KEYS)
@@ -130,6 +133,9 @@ def yes_no(text: str) -> bool | None:
     concluded = _CONCLUDES.search(lines[-1]) if lines else None
     if concluded:
         return concluded.group(1).lower() == "yes"
+    emphasized = _EMPHASIZED_LAST.search(visible.rstrip())
+    if emphasized:
+        return emphasized.group(2).lower() == "yes"
     for line in (lines[:1] + lines[-1:]) if lines else []:
         lead = _LEADING.match(line)
         if lead:

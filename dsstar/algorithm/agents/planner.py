@@ -17,8 +17,11 @@ from dsstar.model.llm import Message
 
 __all__ = ["parse", "render_initial", "render_next", "unanswerable"]
 
+# List markers, headings and the model's own labels: "Step 2:", "Step #2:", "Step 2 -".
 _LEAD = re.compile(
-    r"^\s*(?:[-*•]\s*|\d+[.)]\s*|#+\s*|(?:(?:next|first|new)\s+)?step\s*\d*\s*[:.)-]\s*)+", re.I
+    r"^\s*(?:[-*•]\s+|\d+[.)]\s*|#+\s*"
+    r"|(?:(?:next|first|new)\s+)?step\s*#?\s*\d*\s*[:.)\-\u2013\u2014]\s*)+",
+    re.I,
 )
 # A preamble that announces the step: "Based on the output, the next step is:", "Here is
 # the first step:", "**Next step:**". Up to the colon (or "is") it goes.
@@ -96,9 +99,9 @@ def parse(text: str) -> str | None:
     items = _ITEM.split(step)
     if len(items) > 2:  # a list of steps: the first item is the next one
         step = items[1] if not items[0].strip() or items[0].rstrip().endswith(":") else items[0]
+    step = re.sub(r"(\*\*|__)(.+?)\1", r"\2", step)  # "**Step 3:**" is a label like any other
     step = _PREAMBLE.sub("", step, count=1)
-    step = _LEAD.sub("", step, count=1).strip()
-    step = re.sub(r"(\*\*|__)(.+?)\1", r"\2", step).strip().strip('*_`"').strip()
+    step = _LEAD.sub("", step, count=1).strip().strip('*_`"').strip()
     step = step[:1].upper() + step[1:]  # "…the next step is to compute" leaves "compute"
     return clip(step, PLAN_STEP_CHARS) or None
 

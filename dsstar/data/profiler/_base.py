@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from dsstar.data.profiler._detect import wide_encoding
+
 __all__ = [
     "MAX_ROWS",
     "Budget",
@@ -61,10 +63,11 @@ def count_lines(path: Path) -> int | None:
 
 
 def pick_encoding(head: bytes) -> str:
-    """utf-8 (BOM-aware) when the sample decodes, else charset-normalizer's best guess,
-    else latin-1, which accepts any byte."""
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return "utf-16"
+    """UTF-16 or UTF-32 when the sample is written in one, utf-8 (BOM-aware) when it
+    decodes, else charset-normalizer's best guess, else latin-1, which accepts any byte."""
+    wide = wide_encoding(head)
+    if wide:
+        return wide
     try:  # final=False forgives a multi-byte character cut at the end of the sample
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError:

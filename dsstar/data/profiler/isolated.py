@@ -21,7 +21,7 @@ __all__ = ["ProfileLimits", "profile_files", "script_source"]
 
 # Their sources make the sandboxed script; they are read from disk, not imported, since
 # they import pandas and this module is loaded by every command that lists a lake.
-_MODULES = ("_base", "_detect", "_tables", "_docs", "_core")  # each imports only earlier ones
+_MODULES = ("_detect", "_base", "_tables", "_docs", "_core")  # each imports only earlier ones
 _MARK = "@@dsstar-profile@@ "  # what _core prints before each result (a test checks both agree)
 # The modules are joined into one script: their imports of one another go.
 _SIBLING_IMPORT = re.compile(

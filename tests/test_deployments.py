@@ -78,7 +78,8 @@ def served(prefect_server, tmp_path_factory):
                     if proc.poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError((root / "serve.log").read_text()[-3000:]) from None
                     time.sleep(0.5)
-        yield SimpleNamespace(llm=llm, root=root, ledger=Ledger(env["DSSTAR_DATABASE_URL"], env["DSSTAR_STORAGE"]))
+        ledger = Ledger(env["DSSTAR_DATABASE_URL"], env["DSSTAR_STORAGE"])
+        yield SimpleNamespace(llm=llm, root=root, ledger=ledger)
     finally:
         stop(proc)
         llm.stop()

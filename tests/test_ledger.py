@@ -63,7 +63,7 @@ def test_schema_is_migrated_once_and_versioned(database_url):
 
 def test_a_ledger_upgraded_by_a_newer_release_is_refused_with_a_clear_error(database_url):
     """Older workers left running beside newer ones across an upgrade (docs/beyond.md)."""
-    Ledger(database_url)
+    Ledger(database_url, STORE)
     from dsstar.runs import ledger
 
     ledger._engine.cache_clear()
@@ -72,7 +72,7 @@ def test_a_ledger_upgraded_by_a_newer_release_is_refused_with_a_clear_error(data
         connection.execute(sqlalchemy.text("UPDATE dsstar_alembic_version SET version_num='0099'"))
     engine.dispose()
     with pytest.raises(LedgerError, match="schema is newer than this dsstar.*'0099'"):
-        Ledger(database_url)
+        Ledger(database_url, STORE)
 
 
 def test_calls_keep_their_cached_tokens(database_url):

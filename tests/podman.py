@@ -26,9 +26,10 @@ CACHE = Path(os.environ.get("DSSTAR_TEST_CACHE", Path.home() / ".cache" / "dssta
 # What the Containerfile needs of its base: Python 3.11 with venv, and the sandbox's bubblewrap
 # (the public python images get it from the Containerfile's apt-get instead).
 BASE_PACKAGES = ("python3", "python3-venv", "bubblewrap", "ca-certificates")
-BASE_TAG = "localhost/dsstar-test-base:" + hashlib.sha256(
-    ",".join(BASE_PACKAGES).encode()
-).hexdigest()[:12]
+BASE_TAG = (
+    "localhost/dsstar-test-base:"
+    + hashlib.sha256(",".join(BASE_PACKAGES).encode()).hexdigest()[:12]
+)
 IMAGE = "localhost/dsstar:test"
 # crun refuses this machine's hybrid cgroups; podman's default ulimits cannot be set here.
 CONTAINERS_CONF = '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n'

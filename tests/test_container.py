@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import require_binary
 from podman import build_image, docker_api, podman_env
 from scenarios import ANSWER, two_rounds
 
@@ -43,11 +45,8 @@ print(result.sandbox, result.exit_code, result.output)
 @pytest.fixture(scope="module")
 def image():
     """The image, built (or found up to date) once for this file: (podman env, tag, figures)."""
-    for program, package in (("podman", "podman"), ("mmdebstrap", "mmdebstrap"),
-                             ("runc", "runc")):  # fmt: skip
-        from conftest import require_binary
-
-        require_binary(_which(program), package)
+    for program in ("podman", "mmdebstrap", "runc"):  # scripts/test installs them
+        require_binary(shutil.which(program), program)
     env = podman_env()
     started = time.monotonic()
     tag = build_image(env)
@@ -60,12 +59,6 @@ def image():
         "image size (MB)": round(int(size) / 1e6),
     }
     return env, tag, figures
-
-
-def _which(program: str) -> str | None:
-    import shutil
-
-    return shutil.which(program)
 
 
 @pytest.fixture
@@ -242,7 +235,8 @@ def _ledger_answers(url: str, run_id: str) -> list[str]:
     engine = sqlalchemy.create_engine(url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(sqlalchemy.text("SELECT run_id, answer FROM dsstar_run")).mappings().all()
+            query = sqlalchemy.text("SELECT answer FROM dsstar_run WHERE run_id = :run_id")
+            rows = conn.execute(query, {"run_id": run_id}).mappings().all()
     finally:
         engine.dispose()
-    return [row["answer"] for row in rows if row["run_id"] == run_id]
+    return [row["answer"] for row in rows]

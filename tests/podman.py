@@ -102,6 +102,7 @@ def build_image(env: dict[str, str]) -> str:
         "-v", f"{wheels}:/wheels:ro", "-t", IMAGE, str(REPO),
         env=env, timeout=1800,
     )  # fmt: skip
+    podman("image", "prune", "--force", env=env)  # the layers earlier builds left untagged
     return IMAGE
 
 

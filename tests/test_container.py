@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -104,6 +105,7 @@ def _hostile_prelude(ports: list[int], canary: Path) -> str:
     """Code at the top of each generated script: it looks for secrets, the host's loopback
     services and a host file, and prints what it found."""
     return f"""import os, socket
+print("PROBE uid", os.getuid())
 print("PROBE env", sorted(os.environ))
 for pid in os.listdir("/proc"):
     try:
@@ -195,8 +197,12 @@ def test_a_docker_worker_answers_in_the_container(
         )  # fmt: skip
         elapsed = time.monotonic() - started
     finally:
-        os.killpg(worker.pid, 15)
-        worker.wait(timeout=60)
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=60)
         log.close()
     worker_log = (tmp_path / "worker.log").read_text()
     assert flow_run.state.is_completed(), (flow_run.state, worker_log[-4000:])
@@ -220,6 +226,9 @@ def test_a_docker_worker_answers_in_the_container(
             assert name not in out
         assert "PROBE connected" not in out and out.count("PROBE no connection") == 3
         assert "PROBE canary unreadable" in out and canary.read_text() not in out
+        # the image's uid range (DSSTAR_EXEC_UID_BASE), apart from a dsstar on the host
+        uid = int(out.split("PROBE uid ", 1)[1].split()[0])
+        assert 1_300_000 <= uid < 1_300_256, uid
     assert _ledger_answers(postgres_url, record["run_id"]) == [ANSWER]
 
 

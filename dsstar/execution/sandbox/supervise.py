@@ -28,6 +28,7 @@ from typing import Any
 from dsstar.execution.sandbox.modes import is_root
 from dsstar.execution.sandbox.shared import held_bytes
 from dsstar.execution.sandbox.types import ExecResult, Limits
+from dsstar.settings import Settings
 
 __all__ = [
     "UID_SLOTS",
@@ -48,8 +49,6 @@ _TICK_S = 0.1
 def uid_range() -> range:
     """The host uids scripts run as: far from real accounts and the usual subordinate ranges
     by default (DSSTAR_EXEC_UID_BASE)."""
-    from dsstar.settings import Settings
-
     base = Settings().exec_uid_base
     return range(base, base + UID_SLOTS)
 

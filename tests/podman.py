@@ -81,7 +81,7 @@ def base_image(env: dict[str, str]) -> str:
         return BASE_TAG
     tarball = CACHE / f"{BASE_TAG.rsplit(':', 1)[1]}-rootfs.tar"
     if not tarball.exists():
-        partial = tarball.with_suffix(".partial")
+        partial = tarball.with_suffix(".partial.tar")  # mmdebstrap's format: from the name
         subprocess.run(
             ["mmdebstrap", "--quiet", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES),
              "bookworm", str(partial)],

@@ -163,6 +163,13 @@ class Settings(BaseSettings):
     exec_figures_mb: float = Field(
         4.0, ge=0, description="Most MB of figure files kept from one script, all together."
     )
+    exec_uid_base: int = Field(
+        1_200_000,
+        ge=100_000,
+        description="First of the 256 host uids that generated scripts run as when dsstar is"
+        " root. Containers without a user namespace share the host's uids, and a dsstar on the"
+        " host sees (and kills) the processes of its own range: the image uses another.",
+    )
     exec_cpu_seconds: float | None = Field(
         None, gt=0, description="CPU seconds per script process (default: exec timeout + 2)."
     )

@@ -247,7 +247,12 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_collection_modifyitems(items):
-    """The chaos soaks (tests/test_soak_*.py, one long test each) first, so that with
-    `--dist loadfile --no-loadscope-reorder` each starts at once on a worker of its own
-    instead of last, after every other file."""
-    items.sort(key=lambda item: not item.path.name.startswith("test_soak_"))
+    """The chaos soaks (tests/test_soak_*.py, one long test each) first, then the container
+    tests (whose image build is long), so that with `--dist loadfile --no-loadscope-reorder`
+    each starts at once on a worker of its own instead of last, after every other file."""
+    items.sort(
+        key=lambda item: (
+            not item.path.name.startswith("test_soak_"),
+            item.path.name != "test_container.py",
+        )
+    )

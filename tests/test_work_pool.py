@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def prefect(*args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def test_a_process_worker_picks_up_a_run_from_the_form(env, llm, sales, tmp_path):
+def test_a_process_worker_picks_up_a_run_from_the_form(env, llm, sales, tmp_path, record_property):
     two_rounds(llm)
     prefect("work-pool", "create", POOL, "--type", "process", "--overwrite")
     prefect("deploy", "--prefect-file", "deployments/prefect.yaml", "--name", "on-demand")
@@ -42,12 +43,14 @@ def test_a_process_worker_picks_up_a_run_from_the_form(env, llm, sales, tmp_path
     )  # fmt: skip
     try:
         question = "Which region had the highest revenue in 2024 H1, and who manages it?"
+        started = time.monotonic()
         flow_run = run_deployment(
             "ds-star/on-demand",
             parameters={"question": question, "data": str(sales), "max_rounds": 5},
             timeout=300,
             poll_interval=1,
         )
+        elapsed = time.monotonic() - started
     finally:
         stopped = stop(worker)  # its process group ends too, whatever happened
         log.close()
@@ -57,3 +60,4 @@ def test_a_process_worker_picks_up_a_run_from_the_form(env, llm, sales, tmp_path
     assert flow_run.work_pool_name == POOL  # the pool's only worker ran it
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "storage").glob("runs/*/run.json")]
     assert record["status"] == "verified" and record["answer"] == ANSWER
+    record_property("figures", {"process pool: run_deployment to answer (s)": round(elapsed, 1)})

@@ -35,11 +35,10 @@ from dsstar.execution.sandbox.staging import (
     write_etc,
 )
 from dsstar.execution.sandbox.supervise import (
-    UID_BASE,
-    UID_SLOTS,
     kill_tree,
     kill_uid,
     result,
+    uid_range,
     uid_slot,
     watch,
 )
@@ -91,7 +90,7 @@ def _cold(
     pipes = [os.pipe() for _ in range(3)]
     try:
         (stage / "script.py").write_text(code, encoding="utf-8")
-        write_etc(stage, range(UID_BASE, UID_BASE + UID_SLOTS))
+        write_etc(stage, uid_range())
         spec = {"role": "cold", "mode": mode, "uid": uid, "limits": limits.boot(),
                 "status_fd": pipes[2][1]}  # fmt: skip
         cwd, env = None, environment("/sandbox", "/tmp")

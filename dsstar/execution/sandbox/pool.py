@@ -26,7 +26,7 @@ from pathlib import Path
 from dsstar.execution.sandbox.boot import HEADER
 from dsstar.execution.sandbox.modes import boot_argv, environment, is_root
 from dsstar.execution.sandbox.staging import new_dir, remove, sweep_once, write_etc
-from dsstar.execution.sandbox.supervise import UID_BASE, UID_SLOTS, kill_uid, result, watch
+from dsstar.execution.sandbox.supervise import kill_uid, result, uid_range, watch
 from dsstar.execution.sandbox.types import ExecResult, Limits
 
 __all__ = ["Zygote", "get", "kill_group", "shutdown", "spawn"]
@@ -112,7 +112,7 @@ class Zygote:
         self.lock = threading.Lock()
         self.stage = new_dir("pool", work_root)
         try:
-            write_etc(self.stage, range(UID_BASE, UID_BASE + UID_SLOTS))
+            write_etc(self.stage, uid_range())
             self.conn, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             spec = {"role": "zygote", "mode": mode, "preload": list(PRELOAD)}
             self.log = open(self.stage.parent / f"{self.stage.name}.log", "w+b")  # noqa: SIM115

@@ -21,27 +21,36 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from dsstar.execution.sandbox.modes import is_root
 from dsstar.execution.sandbox.shared import held_bytes
 from dsstar.execution.sandbox.types import ExecResult, Limits
+from dsstar.settings import Settings
 
 __all__ = [
-    "UID_BASE",
     "UID_SLOTS",
     "kept_figures",
     "kill_tree",
     "kill_uid",
     "result",
+    "uid_range",
     "uid_slot",
     "watch",
 ]
 
-UID_BASE = 1_200_000  # far from real accounts and the usual subordinate uid ranges
 UID_SLOTS = 256
 _TICK_S = 0.1
+
+
+@cache
+def uid_range() -> range:
+    """The host uids scripts run as: far from real accounts and the usual subordinate ranges
+    by default (DSSTAR_EXEC_UID_BASE)."""
+    base = Settings().exec_uid_base
+    return range(base, base + UID_SLOTS)
 
 
 @contextmanager
@@ -60,7 +69,7 @@ def uid_slot() -> Iterator[int | None]:
             except BlockingIOError:
                 os.close(fd)
                 continue
-            uid = UID_BASE + slot
+            uid = uid_range()[slot]
             try:
                 if scan(uid)[0]:
                     kill_uid(uid)  # left by a process that was killed mid-script

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from prefect import flow, get_client
+from prefect import get_client
 from prefect.runtime import flow_run
 from pydantic import ValidationError
 
@@ -23,7 +23,7 @@ from dsstar.errors import UsageError
 from dsstar.execution import scratch
 from dsstar.locations import normalize_location
 from dsstar.model.llm import count_tokens
-from dsstar.runs.form import RunForm, explain, form_parameters
+from dsstar.runs.form import RunForm, explain
 from dsstar.runs.preflight import preflight, unreadable_warning
 from dsstar.runs.spec import RunSpec
 from dsstar.runs.storage import Store
@@ -33,6 +33,7 @@ from flows import _story as story
 from flows._analysis import analyze_files
 from flows._contracts import check_contracts
 from flows._finish import finish
+from flows._forms import form_flow
 from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
@@ -52,13 +53,13 @@ def _flow_run_name() -> str:
     return flow_run.parameters.get("run_id") or default_run_id()
 
 
-@flow(
+@form_flow(
+    RunForm,
     name="ds-star",
     flow_run_name=_flow_run_name,
     log_prints=False,
     task_runner=default_task_runner(),
 )
-@form_parameters(RunForm)
 def ds_star(**fields: Any) -> dict[str, Any]:
     """Answer a question about a folder or bucket of data files with the DS-STAR agent.
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger, tags, task
+from prefect import get_run_logger, tags, task
 from prefect.artifacts import create_table_artifact
 from prefect.runtime import flow_run
 from prefect.states import Failed, State
@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError
 from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, UsageError
 from dsstar.locations import normalize_location
-from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
+from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, options_form
 from dsstar.runs.ledger import Ledger, question_key
 from dsstar.runs.questions import Question, load_questions
 from dsstar.runs.record import total_cost
@@ -30,6 +30,7 @@ from dsstar.settings import Settings
 from flows import _story as story
 from flows._alert_events import announce_night
 from flows._analysis import analyze_files
+from flows._forms import form_flow
 from flows._runners import default_task_runner
 from flows.alerts import QUESTION_TAG
 from flows.ds_star import default_run_id, ds_star
@@ -80,8 +81,12 @@ def nightly_run_name() -> str:
     return f"{Path(str(name)).stem} {flow_run.scheduled_start_time:%Y-%m-%d}"
 
 
-@flow(name="ds-star-nightly", flow_run_name=nightly_run_name, task_runner=default_task_runner())
-@form_parameters(NightlyForm)
+@form_flow(
+    NightlyForm,
+    name="ds-star-nightly",
+    flow_run_name=nightly_run_name,
+    task_runner=default_task_runner(),
+)
 def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     """Answer every question of a question set (a YAML file) against its data. The batch
     fails when any question failed, after every other question has finished.

@@ -136,3 +136,17 @@ def test_the_ui_renders_and_submits_the_run_form(tmp_path):
         )
     given = {k: v for k, v in run.parameters.items() if v not in (None, "")}
     assert given == {"question": "Which region sold most?", "data": "examples/sales"}
+
+
+def test_a_parameter_outside_the_form_is_refused_with_its_reason():
+    from dsstar.errors import UsageError
+    from dsstar.runs.form import refuse_unknown
+
+    refuse_unknown({"question": "q", "data": "d", "max_rounds": 3}, RunForm)
+    fields = {"question": "q", "api_key": "sk-x", "data_roots": ["/"], "max_round": 3}
+    with pytest.raises(UsageError) as refused:
+        refuse_unknown(fields, RunForm)
+    said = str(refused.value)
+    assert "api_key is a secret: a run form never carries one" in said
+    assert "data_roots is the worker's policy: only its DSSTAR_DATA_ROOTS sets it" in said
+    assert "max_round is not a field of the RunForm" in said

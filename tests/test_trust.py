@@ -202,6 +202,7 @@ def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
                 "api_base": attack(data=str(lake), api_base=attacker.base_url),
                 "shadow": attack(data="/etc/shadow"),
                 "link": attack(data=str(lake / "escape" / "shadow")),
+                "secret": attack(data=str(lake), api_key="sk-from-a-form"),
             }
         for what, state in refusals.items():
             assert state.is_failed(), (what, state)
@@ -210,6 +211,7 @@ def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
         shadow = "data /etc/shadow (resolved: /etc/shadow) is not under"
         assert shadow in refusals["shadow"].message
         assert "(resolved: /etc/shadow) is not under" in refusals["link"].message
+        assert "api_key is a secret: a run form never carries one" in refusals["secret"].message
         # Refused before anything ran: no model call anywhere, nothing stored.
         assert attacker.requests == [] and own.requests == []
         assert not list((tmp_path / "storage").glob("runs/*"))

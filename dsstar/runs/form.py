@@ -41,6 +41,7 @@ __all__ = [
     "explain",
     "form_parameters",
     "options_form",
+    "refuse_unknown",
 ]
 
 SECRET_FIELDS = frozenset({"api_key", "database_url"})
@@ -56,6 +57,25 @@ OPTION_FIELDS = tuple(
         if n not in SECRET_FIELDS | WORKER_FIELDS and n not in _FIRST
     ]
 )
+
+
+def refuse_unknown(parameters: dict[str, Any], form: type[BaseModel]) -> None:
+    """Refuse parameters that are not fields of `form`, each with its reason: a secret or
+    the worker's policy is never a form's to set, and anything else is a typo. Prefect's own
+    signature check would fail the run with a list of names and no reason."""
+    why = []
+    for name in sorted(set(parameters) - set(form.model_fields)):
+        if name in SECRET_FIELDS:
+            why.append(
+                f"{name} is a secret: a run form never carries one; the worker's environment"
+                f" holds it (DSSTAR_{name.upper()})"
+            )
+        elif name in WORKER_FIELDS:
+            why.append(f"{name} is the worker's policy: only its DSSTAR_{name.upper()} sets it")
+        else:
+            why.append(f"{name} is not a field of the {form.__name__}")
+    if why:
+        raise UsageError("; ".join(why))
 
 
 def default_text(name: str) -> str | None:

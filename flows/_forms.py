@@ -1,0 +1,61 @@
+"""Flows whose parameters are a run form (`dsstar.runs.form`)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from prefect import Flow
+from pydantic import BaseModel
+
+from dsstar.runs.form import SECRET_FIELDS, WORKER_FIELDS, form_parameters, refuse_unknown
+
+__all__ = ["form_flow"]
+
+
+class _FormFlow(Flow):
+    """A flow that refuses a parameter outside its form with the reason (a secret, the
+    worker's policy, a typo) instead of crashing on Prefect's signature check."""
+
+    form: type[BaseModel]
+
+    def validate_parameters(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        # The names accepted only to be refused arrive with their default (None) when unset.
+        given = {
+            k: v for k, v in parameters.items() if k in self.form.model_fields or v is not None
+        }
+        refuse_unknown(given, self.form)
+        return super().validate_parameters(given)
+
+
+def form_flow(form: type[BaseModel], **options: Any) -> Callable[[Callable[..., Any]], Flow]:
+    """`@flow(**options)` over a function of `**fields` that takes the fields of `form`.
+
+    Prefect matches a flow run's parameters against the function's signature before any
+    validation, and crashes the run with a bare list of names on a stranger. The function
+    it calls therefore also accepts the names a form must never carry (secrets, the
+    worker's policy), so that `validate_parameters` can refuse them with the reason; the
+    schema, the UI's form, still comes from `form` alone."""
+
+    def decorate(fn: Callable[..., Any]) -> Flow:
+        made = _FormFlow(fn=form_parameters(form)(fn), **options)
+        made.form = form
+        made.fn = _also_accepting(made.fn, SECRET_FIELDS | WORKER_FIELDS)
+        return made
+
+    return decorate
+
+
+def _also_accepting(fn: Callable[..., Any], names: frozenset[str]) -> Callable[..., Any]:
+    def call(**fields: Any) -> Any:  # Prefect passes every name, with None when unset
+        return fn(**{k: v for k, v in fields.items() if k not in names or v is not None})
+
+    signature = inspect.signature(fn)
+    extra = [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in sorted(names)
+    ]
+    call.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *extra])  # type: ignore[attr-defined]
+    for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):  # its entrypoint
+        setattr(call, attribute, getattr(fn, attribute))
+    return call

@@ -11,6 +11,8 @@ from typing import Any
 from dsstar import progress
 from dsstar.algorithm.analysis import known_analyses
 from dsstar.data.sources import DataFile, DataSource
+from dsstar.errors import OverBudget
+from dsstar.model.ceiling import Meter, meter
 from dsstar.model.llm import preload
 from dsstar.runs.spec import RunSpec
 from tasks.analysis import analysis_task
@@ -29,8 +31,18 @@ def analyze_files(
         preload()  # litellm's import overlaps the first analyses' task runs
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
     analyze = analysis_task(spec)
-    for record in _bounded(analyze, misses, asdict(spec), _window(spec), fresh):
+    spent, stops = meter(spec.run_id), []
+    for record in _bounded(analyze, misses, asdict(spec), _window(spec), fresh, spent):
+        if isinstance(record, OverBudget):
+            stops.append(record)
+            continue
+        if record["run_id"] == spec.run_id:  # read back from Prefect's cache on a resume
+            for call in record["calls"]:
+                spent.charge(call)
         results[record["path"]] = record
+    if stops:  # the ceiling was reached: what finished is kept, the rest is not started
+        raise OverBudget(str(stops[0]), analyses=[results[f.path] for f in files
+                                                  if f.path in results])  # fmt: skip
     return [results[f.path] for f in files]
 
 
@@ -41,10 +53,16 @@ def _window(spec: RunSpec) -> int:
 
 
 def _bounded(
-    analyze: Any, files: list[DataFile], spec: dict[str, Any], window: int, fresh: set[str]
+    analyze: Any,
+    files: list[DataFile],
+    spec: dict[str, Any],
+    window: int,
+    fresh: set[str],
+    spent: Meter,
 ) -> Any:
     """Submit one analysis task per file, at most `window` pending at a time; yields the
-    records in file order. Progress counts finished analyses as they finish."""
+    records in file order, or the OverBudget an analysis stopped with (no analysis starts
+    after one). Progress counts finished analyses as they finish."""
     free = threading.Semaphore(window)
     done = itertools.count(1)
 
@@ -55,9 +73,14 @@ def _bounded(
     futures = []
     for file in files:
         free.acquire()
+        if spent.stopped:  # a call was refused at the ceiling: no further file is started
+            break
         task = analyze.with_options(refresh_cache=True) if file.path in fresh else analyze
         future = task.submit(asdict(file), spec)
         future.add_done_callback(finished)
         futures.append(future)
     for future in futures:
-        yield future.result()
+        try:
+            yield future.result()
+        except OverBudget as exc:
+            yield exc

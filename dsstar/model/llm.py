@@ -32,6 +32,7 @@ __all__ = [
     "count_tokens",
     "embed",
     "missing_keys",
+    "model_info",
     "preload",
     "prompt_hash",
     "provider_of",
@@ -157,6 +158,15 @@ def count_tokens(model: str, text: str) -> int:
         return int(_litellm().token_counter(model=model, text=text))
     except Exception:  # an unknown tokenizer must not stop a run: the estimate will do
         return len(text) // 4 + 1
+
+
+def model_info(model: str) -> dict[str, Any]:
+    """litellm's entry for `model` in its price map: prices per token (input, output, input
+    read from the prompt cache) and most output tokens; {} for a model it does not know."""
+    try:
+        return dict(_litellm().get_model_info(model))
+    except Exception:  # litellm raises for a model it has not mapped: no price is known
+        return {}
 
 
 def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | None]:

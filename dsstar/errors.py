@@ -110,11 +110,13 @@ class SlotWaitError(DSStarError):
 
 class OverBudget(DSStarError):
     """The next model call would pass the run's ceiling (DSSTAR_MAX_COST, DSSTAR_MAX_TOKENS).
-    `analyses` are the file analyses that finished before the stop, so that they are kept."""
+    `need` says what that call may cost; `analyses` are the file analyses that finished
+    before the stop, so that they are kept."""
 
-    def __init__(self, message: str, analyses: list | None = None) -> None:
+    def __init__(self, message: str, need: str = "") -> None:
         super().__init__(message)
-        self.analyses = analyses or []
+        self.need = need or message
+        self.analyses: list = []
 
 
 class Interrupted(BaseException):

@@ -41,8 +41,8 @@ def analyze_files(
                 spent.charge(call)
         results[record["path"]] = record
     if stops:  # the ceiling was reached: what finished is kept, the rest is not started
-        raise OverBudget(str(stops[0]), analyses=[results[f.path] for f in files
-                                                  if f.path in results])  # fmt: skip
+        stops[0].analyses = [results[f.path] for f in files if f.path in results]
+        raise stops[0]
     return [results[f.path] for f in files]
 
 

@@ -48,7 +48,9 @@ def test_a_call_that_could_pass_the_ceiling_is_refused_and_the_meter_says_so() -
         meter.charge(reply("planner r00", 0.004))
     meter.charge(reply("planner r00", 0.004))  # the same call seen again: counted once
     assert meter.cost_usd == pytest.approx(0.004) and not meter.stopped
-    with pytest.raises(OverBudget, match=r"\(coder r00\) may cost up to \$0\.0470, more than the \$0\.0460 left"):
+    with pytest.raises(
+        OverBudget, match=r"\(coder r00\) may cost up to \$0\.0470, more than the \$0\.0460 left"
+    ):
         with meter.hold(ceiling, Estimate(1000, 0.047), "coder r00"):
             pass
     assert meter.stopped

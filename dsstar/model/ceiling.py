@@ -106,16 +106,12 @@ class Meter:
         if self._fits(ceiling, bound, cost, held=True):
             return
         if ceiling.max_cost is not None and self.cost_usd + cost > ceiling.max_cost:
-            raise OverBudget(
-                f"the next call ({what}) may cost up to ${cost:.4f}, more than the"
-                f" ${max(ceiling.max_cost - self.cost_usd, 0):.4f} left of --max-cost"
-                f" ${ceiling.max_cost:.4f}"
-            )
-        left = max((ceiling.max_tokens or 0) - self.tokens, 0)
-        raise OverBudget(
-            f"the next call ({what}) may use up to {bound.tokens:,} tokens, more than the"
-            f" {left:,} left of --max-tokens {ceiling.max_tokens:,}"
-        )
+            need = f"the next call ({what}) may cost up to ${cost:.4f}"
+            left = f"${max(ceiling.max_cost - self.cost_usd, 0):.4f}"
+            raise OverBudget(f"{need}, more than the {left} left of --max-cost", need)
+        need = f"the next call ({what}) may use up to {bound.tokens:,} tokens"
+        left = f"{max((ceiling.max_tokens or 0) - self.tokens, 0):,}"
+        raise OverBudget(f"{need}, more than the {left} left of --max-tokens", need)
 
 
 _meters: dict[str, Meter] = {}
@@ -134,9 +130,9 @@ def forget(run_id: str) -> None:
         _meters.pop(run_id, None)
 
 
-def spent_line(record: dict[str, Any], ceiling: Ceiling, why: str) -> str:
+def spent_line(record: dict[str, Any], ceiling: Ceiling, need: str) -> str:
     """One line for a run that stopped at its ceiling: what it spent (its run.json totals),
-    what remains, why it stopped, and how to go on."""
+    what remains, what the next call needed (`OverBudget.need`), and how to go on."""
     cost = record.get("cost_usd") or 0.0
     tokens = (record.get("input_tokens") or 0) + (record.get("output_tokens") or 0)
     parts = []
@@ -149,6 +145,6 @@ def spent_line(record: dict[str, Any], ceiling: Ceiling, why: str) -> str:
                      f" ({left_tokens:,} left)")  # fmt: skip
     flag = "--max-cost" if ceiling.max_cost is not None else "--max-tokens"
     return (
-        f"over budget: {'; '.join(parts)}; {why}. Everything so far is stored; continue with"
+        f"over budget: {'; '.join(parts)}; {need}. Everything so far is stored; continue with"
         f" a higher ceiling: dsstar resume {record.get('run_id')} {flag} N"
     )

@@ -40,9 +40,10 @@ def analyze_files(
             for call in record["calls"]:
                 spent.charge(call)
         results[record["path"]] = record
-    if stops:  # the ceiling was reached: what finished is kept, the rest is not started
-        stops[0].analyses = [results[f.path] for f in files if f.path in results]
-        raise stops[0]
+    if stops or len(results) < len(files):  # the ceiling was reached: the rest never started
+        stop = stops[0] if stops else OverBudget("the ceiling was reached before every file")
+        stop.analyses = [results[f.path] for f in files if f.path in results]  # kept
+        raise stop
     return [results[f.path] for f in files]
 
 

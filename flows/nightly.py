@@ -19,7 +19,7 @@ from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, OverBudget, UsageError
 from dsstar.locations import normalize_location
-from dsstar.model.ceiling import Ceiling
+from dsstar.model.ceiling import Ceiling, forget
 from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, form_parameters, options_form
 from dsstar.runs.ledger import Ledger, question_key
 from dsstar.runs.questions import Question, load_questions
@@ -189,22 +189,25 @@ def share_analyses(
     roots = sorted({question.data for question in questions})
     storage = Store(settings.storage).url
     calls: list[dict[str, Any]] = []
-    for root in roots:
-        try:
-            source = open_data(root, settings)
-            spec = RunSpec.from_settings(settings, f"{batch}-analysis", storage, source.mount_dir)
-            analyses = analyze_files(spec, source)
-        except OverBudget as exc:  # the finished analyses count; no question can start
-            analyses, stop = exc.analyses, f"the shared file analysis: {exc}"
-        except DSStarError as exc:  # that root's questions will fail with the same message
-            get_run_logger().warning("cannot analyze %s ahead of its questions: %s", root, exc)
-            continue
-        else:
-            stop = None
-        for analysis in analyses:
-            calls += analysis["calls"] if analysis["run_id"] == spec.run_id else []
-        if stop:
-            return calls, stop
+    try:
+        for root in roots:
+            try:
+                source = open_data(root, settings)
+                spec = RunSpec.from_settings(
+                    settings, f"{batch}-analysis", storage, source.mount_dir
+                )
+                analyses, stop = analyze_files(spec, source), None
+            except OverBudget as exc:  # the finished analyses count; no question can start
+                analyses, stop = exc.analyses, f"the shared file analysis: {exc}"
+            except DSStarError as exc:  # that root's questions will fail with the same message
+                get_run_logger().warning("cannot analyze %s ahead of its questions: %s", root, exc)
+                continue
+            for analysis in analyses:
+                calls += analysis["calls"] if analysis["run_id"] == spec.run_id else []
+            if stop:
+                return calls, stop
+    finally:  # one meter for every root; a retried batch counts afresh, from the caches
+        forget(f"{batch}-analysis")
     return calls, None
 
 

@@ -161,10 +161,12 @@ class BatchBudget:
         if self.stop is not None:
             return {"question": question.question, "status": SKIPPED,
                     "error": f"not started: {self.stop}"}  # fmt: skip
-        result = outcome(question, answer.submit(f"{batch}-q{n}", asdict(question),
-                                                 shared | left))  # fmt: skip
-        self.cost += result.get("cost_usd") or 0.0
-        self.tokens += (result.get("input_tokens") or 0) + (result.get("output_tokens") or 0)
+        run_id = f"{batch}-q{n}"
+        result = outcome(question, answer.submit(run_id, asdict(question), shared | left))
+        # From run.json: a question that failed spent too, and its row does not say what.
+        spent = _stored_record(shared["storage"], run_id) or result
+        self.cost += spent.get("cost_usd") or 0.0
+        self.tokens += (spent.get("input_tokens") or 0) + (spent.get("output_tokens") or 0)
         if result["status"] == Status.OVER_BUDGET:
             self.stop = f"question {n} stopped over budget"
         return result
@@ -177,6 +179,13 @@ class BatchBudget:
         if self.ceiling.max_tokens is not None:
             left["max_tokens"] = self.ceiling.max_tokens - self.tokens
         return left if all(v > 0 for v in left.values()) else None
+
+
+def _stored_record(storage: str, run_id: str) -> dict[str, Any] | None:
+    try:
+        return Store(storage).read_json(f"runs/{run_id}/run.json")
+    except (FileNotFoundError, DSStarError):  # never stored: the result row is all there is
+        return None
 
 
 def share_analyses(

@@ -40,7 +40,6 @@ def test_a_run_stops_at_its_ceiling_keeps_its_artifacts_and_resumes_with_a_highe
                    "--run-id", "capped", "--max-cost", str(CEILING))  # fmt: skip
     assert first.returncode == 1, first.stderr
     result = json.loads(first.stdout)
-    print(result, first.stderr[-2000:])
     assert result["status"] == "over_budget" and result["answer"] is None
     assert 0 < result["cost_usd"] <= CEILING
     assert result["llm_calls"] == len(llm.requests)
@@ -74,7 +73,6 @@ def test_a_batch_skips_the_questions_it_cannot_afford(env, llm, sales, tmp_path)
     question_set.write_text("".join(f"- question: {q}\n  data: {sales}\n" for q in questions))
     ceiling = 0.0112  # the shared analysis and about one question
     results = ds_star_nightly(questions_file=str(question_set), max_cost=ceiling)
-    print([(r["status"], r.get("cost_usd"), r.get("error")) for r in results])
 
     statuses = [r["status"] for r in results]
     assert statuses[0] == "verified" and statuses[-1] == "skipped"
@@ -87,3 +85,12 @@ def test_a_batch_skips_the_questions_it_cannot_afford(env, llm, sales, tmp_path)
     assert len(runs) == len(started) + 1  # the shared analysis, and each started question
     spent = sum(r["cost_usd"] for r in results if r.get("cost_usd"))
     assert spent <= ceiling
+
+
+def test_max_cost_for_a_model_without_a_price_is_refused_before_the_run(env, llm, sales):
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
+                  "--model", "openai/our-served-model", "--max-cost", "1")  # fmt: skip
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert "cannot bound openai/our-served-model" in error and "--max-tokens" in error
+    assert llm.requests == []

@@ -13,6 +13,7 @@
     ├── ContractError            a data contract (GX suite) cannot be built, read or checked
     ├── LedgerError              the run ledger's database cannot be reached or migrated
     ├── SlotWaitError            no shared concurrency slot came free within DSSTAR_SLOT_WAIT
+    ├── OverBudget               the next model call would pass the run's ceiling
     └── AgentError               an agent's replies never became usable (e.g. no plan step)
 
     Interrupted                  SIGINT or SIGTERM asked a command to stop (a BaseException,
@@ -37,6 +38,7 @@ __all__ = [
     "LLMFatalError",
     "LLMTransientError",
     "LedgerError",
+    "OverBudget",
     "RunIdInUse",
     "SlotWaitError",
     "StorageError",
@@ -104,6 +106,17 @@ class AgentError(DSStarError):
 class SlotWaitError(DSStarError):
     """A shared concurrency limit stayed full for longer than the run may wait; the message
     names the limit, what holds it and the command that frees it."""
+
+
+class OverBudget(DSStarError):
+    """The next model call would pass the run's ceiling (DSSTAR_MAX_COST, DSSTAR_MAX_TOKENS).
+    `need` says what that call may cost; `analyses` are the file analyses that finished
+    before the stop, so that they are kept."""
+
+    def __init__(self, message: str, need: str = "") -> None:
+        super().__init__(message)
+        self.need = need or message
+        self.analyses: list = []
 
 
 class Interrupted(BaseException):

@@ -72,6 +72,20 @@ class Settings(BaseSettings):
     max_rounds: int = Field(
         20, ge=1, description="Most refinement rounds after round 00 (the paper's M)."
     )
+    max_cost: float | None = Field(
+        None,
+        gt=0,
+        description="Most USD a run may spend on model calls (a nightly batch: all its"
+        " questions together). Each call is checked before it is sent, priced at its counted"
+        " input tokens plus its output limit; when it would pass the ceiling the run stops as"
+        " over_budget. Needs a model with a known price (see max_tokens). Unset: no ceiling.",
+    )
+    max_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="Most model tokens (input plus output) a run may use, checked like"
+        " max_cost: the ceiling for models without a known price. Unset: no ceiling.",
+    )
     max_debug_attempts: int = Field(
         3, ge=0, description="Most debugger attempts to repair one failing script."
     )

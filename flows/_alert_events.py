@@ -1,6 +1,7 @@
 """The events a nightly batch emits for its alerts (see `flows.alerts`): one
 `dsstar.answer.changed` per question whose answer changed, one `dsstar.contract.broken` per
-file that broke its contract, however many questions read it.
+file that broke its contract, however many questions read it, and one `dsstar.budget.reached`
+when the batch reached its ceiling (a question stopped over budget, or questions skipped).
 
 Event ids are derived from the dsstar run (and file), so that the same news of the same run
 is one event: the Prefect server drops an event whose id it has seen (for 30 minutes), should
@@ -25,7 +26,7 @@ from dsstar.locations import normalize_location
 from dsstar.runs.ledger import question_key
 from dsstar.runs.questions import Question
 from dsstar.runs.storage import Store
-from flows.alerts import ANSWER_CHANGED, CONTRACT_BROKEN
+from flows.alerts import ANSWER_CHANGED, BUDGET_REACHED, CONTRACT_BROKEN
 
 __all__ = ["announce_night"]
 
@@ -46,6 +47,7 @@ def announce_night(
     results: Sequence[dict[str, Any]],
     previous: Sequence[str | None],
     store: Store,
+    batch: str = "",
 ) -> None:
     """Emit the night's events. `previous[i]` is question i's last earlier answer over the
     same data (None when it has none); failed questions emit nothing here, since their
@@ -56,6 +58,33 @@ def announce_night(
             _emit_changed(question, result, was or "", now)
     for (root, path), broken in _broken_files(questions, results).items():
         _emit_broken(root, path, broken, store)
+    _emit_budget(batch, results)
+
+
+def _emit_budget(batch: str, results: Sequence[dict[str, Any]]) -> None:
+    """One event when the batch reached its ceiling (see `flows.nightly.BatchBudget`)."""
+    stopped = [r for r in results if r.get("status") == "over_budget"]
+    skipped = [r for r in results if r.get("status") == "skipped"]
+    if not stopped and not skipped:
+        return
+    cost = sum(r.get("cost_usd") or 0.0 for r in results)
+    tokens = sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in results)
+    emit_event(
+        BUDGET_REACHED,
+        id=_event_id(batch, BUDGET_REACHED),
+        resource={
+            "prefect.resource.id": f"dsstar.batch.{batch}",
+            "prefect.resource.name": batch,
+        },  # fmt: skip
+        related=_question_run(stopped[0]) if stopped else [],
+        payload={
+            "batch": batch,
+            "spent": f"${cost:.4f}, {tokens:,} tokens (questions; the shared analysis aside)",
+            "over_budget": "; ".join(str(r.get("question")) for r in stopped) or "none",
+            "skipped": "; ".join(str(r.get("question")) for r in skipped) or "none",
+            "error": (stopped or skipped)[0].get("error"),
+        },
+    )
 
 
 def _emit_changed(question: Question, result: dict[str, Any], was: str, now: str) -> None:

@@ -16,6 +16,8 @@ from dsstar import progress
 from dsstar.algorithm.analysis import analysis_plan, known_analyses
 from dsstar.algorithm.likeness import Plan, batch_size, shares_script
 from dsstar.data.sources import DataFile, DataSource
+from dsstar.errors import OverBudget
+from dsstar.model.ceiling import meter
 from dsstar.model.llm import preload
 from dsstar.runs.spec import RunSpec
 from tasks.analysis import analysis_task, describe_members
@@ -30,7 +32,9 @@ def analyze_files(
     prompt and models) are not analyzed again, and get no task of their own. Files in
     `fresh` are analyzed again whatever the caches hold. First the analyzer describes one
     file of each shape, then their scripts describe the like files, then the analyzer
-    describes the like files those scripts did not fit."""
+    describes the like files those scripts did not fit. A call refused at the run's
+    ceiling stops the analysis: no analyzer task starts after it, and the finished ones
+    are kept on the OverBudget raised."""
     files, results, misses = known_analyses(spec, source, fresh)
     if misses:
         preload()  # litellm's import overlaps the profiling and the first analyses
@@ -39,13 +43,23 @@ def analyze_files(
     window, spec_dict = _window(spec), asdict(spec)
     done = _Counter(len(misses))
     analyze = analysis_task(spec)
+    spent, stops = meter(spec.run_id), []
 
     def analyzer(file: DataFile) -> Any:
         task = analyze.with_options(refresh_cache=True) if file.path in fresh else analyze
         return task.submit(asdict(file), spec_dict)
 
-    for record in _bounded(analyzer, plan.analyze, window, done):
-        results[record["path"]] = record
+    def take(records: Iterator[Any]) -> None:
+        for record in records:
+            if isinstance(record, OverBudget):
+                stops.append(record)
+                continue
+            if record["run_id"] == spec.run_id:  # read back from Prefect's cache on a resume
+                for call in record["calls"]:
+                    spent.charge(call)
+            results[record["path"]] = record
+
+    take(_bounded(analyzer, plan.analyze, window, done, stopped=lambda: spent.stopped))
     batches, alone = _batches(plan, results, spec)
 
     def members(batch: tuple[list[DataFile], dict[str, Any]]) -> Any:
@@ -62,8 +76,11 @@ def analyze_files(
                 done.total += 1  # counted once more when the analyzer describes it
             else:
                 results[file.path] = record
-    for record in _bounded(analyzer, alone, window, done):
-        results[record["path"]] = record
+    take(_bounded(analyzer, alone, window, done, stopped=lambda: spent.stopped))
+    if stops or len(results) < len(files):  # the ceiling was reached: the rest never started
+        stop = stops[0] if stops else OverBudget("the ceiling was reached before every file")
+        stop.analyses = [results[f.path] for f in files if f.path in results]  # kept
+        raise stop
     return [results[f.path] for f in files]
 
 
@@ -109,9 +126,11 @@ def _bounded(
     window: int,
     done: _Counter,
     size: Callable[[Any], int] = lambda _: 1,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> Iterator[Any]:
     """`submit` each item as a task, at most `window` pending at a time; yields the results
-    in item order. Progress counts `size(item)` files per finished task."""
+    in item order, or the OverBudget a task stopped with (none is submitted once `stopped`
+    says so). Progress counts `size(item)` files per finished task."""
     free = threading.Semaphore(window)
 
     def finished(count: int) -> None:
@@ -121,9 +140,14 @@ def _bounded(
     futures = []
     for item in items:
         free.acquire()
+        if stopped():  # a call was refused at the ceiling: nothing further starts
+            break
         future = submit(item)
         count = size(item)
         future.add_done_callback(lambda _, count=count: finished(count))
         futures.append(future)
     for future in futures:
-        yield future.result()
+        try:
+            yield future.result()
+        except OverBudget as exc:
+            yield exc

@@ -13,7 +13,9 @@ from prefect.runtime import flow_run
 
 from dsstar.algorithm.runtime import Round, Script
 from dsstar.algorithm.verdict import Status
+from dsstar.errors import OverBudget
 from dsstar.execution.scratch import owner
+from dsstar.model.ceiling import Ceiling, spent_line
 from dsstar.runs.claim import Claim, claim_run
 from dsstar.runs.form import SECRET_FIELDS
 from dsstar.runs.ledger import Ledger, RunRow, question_key
@@ -151,6 +153,14 @@ class Run:
             self.close()
         except Exception:  # storage itself may be what failed; the flow still reports exc
             pass
+
+    def over_budget(self, exc: OverBudget, ceiling: Ceiling) -> dict[str, Any]:
+        """The next model call would have passed `ceiling`: the run stops with what it has
+        stored; run.json's error is the line that says what was spent and what remains."""
+        self.note(**self.totals())
+        line = spent_line(self.record, ceiling, exc.need)
+        self.note(status=Status.OVER_BUDGET.value, error=line)
+        return self.close()
 
     def interrupt(self, exc: BaseException) -> None:
         """SIGINT or SIGTERM stopped the run: `dsstar resume` continues it."""

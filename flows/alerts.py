@@ -1,7 +1,7 @@
 """Alerts for the nightly questions: Prefect automations that send a night's news through
 Prefect notification blocks (Slack, Teams, email, a generic webhook...).
 
-Three automations, each created or updated by its name, so that setting them up again (a
+Four automations, each created or updated by its name, so that setting them up again (a
 second `dsstar serve --notify`, or `dsstar alerts`) never duplicates them:
 
 - `dsstar: nightly answer changed`, on the event `dsstar.answer.changed` that the nightly
@@ -10,7 +10,10 @@ second `dsstar serve --notify`, or `dsstar alerts`) never duplicates them:
   (every question runs as a ds-star flow run tagged `dsstar-nightly`; the batch's own Failed
   state is left out, or each failed question would alert twice);
 - `dsstar: data contract broken`, on the event `dsstar.contract.broken`, one per file that
-  broke its contract in a night.
+  broke its contract in a night;
+- `dsstar: nightly budget reached`, on the event `dsstar.budget.reached`, once per batch
+  that reached its ceiling (`dsstar serve --max-cost`): a question stopped over budget, or
+  questions were skipped.
 
 The messages are Jinja templates that the Prefect server renders when the automation fires:
 `event.payload` carries what dsstar knows (question, old and new answer, file, expectations),
@@ -34,6 +37,7 @@ from dsstar.errors import UsageError
 __all__ = [
     "ALERT_NAMES",
     "ANSWER_CHANGED",
+    "BUDGET_REACHED",
     "CONTRACT_BROKEN",
     "QUESTION_TAG",
     "alert_automations",
@@ -43,6 +47,7 @@ __all__ = [
 
 ANSWER_CHANGED = "dsstar.answer.changed"
 CONTRACT_BROKEN = "dsstar.contract.broken"
+BUDGET_REACHED = "dsstar.budget.reached"
 QUESTION_TAG = "dsstar-nightly"  # the tag of each nightly question's flow run
 
 _RUN_LINE = "Run: {{ flow_run|ui_url }}"
@@ -78,6 +83,17 @@ _BROKEN_BODY = "\n".join(
         "{{ event.payload.expectations }}",
         "Questions: {{ event.payload.questions }}",
         _RUN_LINE,
+    ]
+)
+
+
+_BUDGET_BODY = "\n".join(
+    [
+        "A nightly batch reached its ceiling.",
+        "Spent: {{ event.payload.spent }}",
+        "Stopped over budget: {{ event.payload.over_budget }}",
+        "Skipped: {{ event.payload.skipped }}",
+        "Run: {{ event.payload.batch }}",
     ]
 )
 
@@ -128,17 +144,32 @@ def _broken(actions: list[SendNotification]) -> AutomationCore:
     )
 
 
+def _budget(actions: list[SendNotification]) -> AutomationCore:
+    return AutomationCore(
+        name="dsstar: nightly budget reached",
+        description="A nightly batch stopped a question over budget or skipped questions.",
+        trigger=EventTrigger(
+            expect={BUDGET_REACHED},
+            match={"prefect.resource.id": "dsstar.batch.*"},
+            posture=Posture.Reactive,
+            threshold=1,
+        ),
+        actions=actions,
+    )
+
+
 _KINDS = (
     (_changed, "dsstar: nightly answer changed: {{ event.payload.question }}", _CHANGED_BODY),
     (_failed, "dsstar: nightly question failed: {{ flow_run.parameters.question }}", _FAILED_BODY),
     (_broken, "dsstar: data contract broken: {{ event.payload.file }}", _BROKEN_BODY),
+    (_budget, "dsstar: nightly budget reached: {{ event.payload.batch }}", _BUDGET_BODY),
 )
 
 ALERT_NAMES = tuple(build([]).name for build, _, _ in _KINDS)
 
 
 def alert_automations(block_ids: Sequence[UUID]) -> list[AutomationCore]:
-    """The three automations, each sending through every block of `block_ids`."""
+    """The four automations, each sending through every block of `block_ids`."""
     automations = []
     for build, subject, body in _KINDS:
         actions = [
@@ -203,7 +234,7 @@ def _not_one(name: str, matches: list[BlockDocument], documents: list[BlockDocum
 
 
 def ensure_alerts(block_names: Sequence[str]) -> list[str]:
-    """Create, or update by name, the three alert automations so that they send through the
+    """Create, or update by name, the four alert automations so that they send through the
     blocks named (see `find_notification_blocks`). Returns the automations' names."""
     blocks = find_notification_blocks(block_names)
     if not blocks:

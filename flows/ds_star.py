@@ -19,9 +19,10 @@ from dsstar.algorithm.verdict import Status
 from dsstar.data.contracts import failed_paths
 from dsstar.data.retrieval import embedding_similarity
 from dsstar.data.sources import DataRoot, open_data
-from dsstar.errors import UsageError
+from dsstar.errors import OverBudget, UsageError
 from dsstar.execution import scratch
 from dsstar.locations import normalize_location
+from dsstar.model.ceiling import Ceiling, forget
 from dsstar.model.llm import count_tokens
 from dsstar.runs.form import RunForm, explain
 from dsstar.runs.preflight import preflight, unreadable_warning
@@ -102,6 +103,10 @@ def _checked_run(form: Any, settings: Settings, data: str | DataRoot) -> dict[st
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
     try:
         return solve(run, question, data, guidelines, settings)
+    except OverBudget as exc:  # a stop, not a failure: resumable with a higher ceiling
+        result = run.over_budget(exc, Ceiling(settings.max_cost, settings.max_tokens))
+        story.say("%s", run.record["error"], level=logging.WARNING)
+        return result
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
         story.failed(f"{type(exc).__name__}: {exc}")
@@ -111,6 +116,7 @@ def _checked_run(form: Any, settings: Settings, data: str | DataRoot) -> dict[st
         raise
     finally:
         scratch.release(run.run_id)  # this run's data snapshot or staged file
+        forget(run.run_id)  # a resume counts what it spent afresh, from its caches
         run.release()  # after run.json holds the outcome: the id may be resumed now
 
 
@@ -139,7 +145,11 @@ def solve(
 
     # 1. Analyze every file, concurrently; descriptions are cached by file content, except
     #    for files that broke their contract: those are described afresh.
-    files = analyze_files(spec, source, fresh=failed_paths(contracts))
+    try:
+        files = analyze_files(spec, source, fresh=failed_paths(contracts))
+    except OverBudget as exc:  # the analyses that finished are kept
+        run.record_analyses(exc.analyses)
+        raise
     run.record_analyses(files)
     story.analyzed(files, run.run_id)
 

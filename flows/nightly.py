@@ -15,9 +15,11 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
+from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import open_data
-from dsstar.errors import DSStarError, UsageError
+from dsstar.errors import DSStarError, OverBudget, UsageError
 from dsstar.locations import normalize_location
+from dsstar.model.ceiling import Ceiling, forget
 from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, options_form
 from dsstar.runs.ledger import Ledger, question_key
 from dsstar.runs.questions import Question, load_questions
@@ -36,7 +38,9 @@ from flows.alerts import QUESTION_TAG
 from flows.ds_star import default_run_id, ds_star
 from tasks.keys import artifact_key
 
-__all__ = ["NightlyForm", "ds_star_nightly"]
+__all__ = ["SKIPPED", "NightlyForm", "ds_star_nightly"]
+
+SKIPPED = "skipped"  # a question of a batch that reached its ceiling: no run was started
 
 
 @task(name="answer", task_run_name="answer {run_id}")
@@ -108,19 +112,17 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
         replace(q, data=check_data_location(q.data, worker)) for q in load_questions(questions_file)
     ]
     batch = default_run_id()  # stable across retries of this flow run: they resume
-    analysis_calls = share_analyses(questions, settings, batch)
+    ceiling = Ceiling(settings.max_cost, settings.max_tokens)
+    analysis_calls, stop = share_analyses(questions, settings, batch)
     shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
-    futures = [
-        answer.submit(f"{batch}-q{n}", asdict(q), shared) for n, q in enumerate(questions, 1)
-    ]
-    results = []
-    for question, future in zip(questions, futures, strict=True):
-        future.wait()
-        if future.state.is_completed():
-            results.append(future.result())
-        else:  # one failed question does not sink the batch; its run.json says why
-            failed = {"question": question.question, "status": "failed"}
-            results.append(failed | {"error": future.state.message})
+    if ceiling:  # one question at a time, each bounded by what the batch has left
+        budget = BatchBudget(ceiling, analysis_calls, stop)
+        results = [budget.answer(batch, n, q, shared) for n, q in enumerate(questions, 1)]
+    else:
+        futures = [
+            answer.submit(f"{batch}-q{n}", asdict(q), shared) for n, q in enumerate(questions, 1)
+        ]
+        results = [outcome(q, future) for q, future in zip(questions, futures, strict=True)]
     ledger = Ledger(settings.database_url, Store(settings.storage).url)
     for question, result in zip(questions, results, strict=True):
         result["question"] = question.question  # a run's result names its run, not its question
@@ -130,31 +132,98 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     publish_summary(batch, results, analysis_calls)
     pairs = zip(questions, results, strict=True)
     previous = [known_previous_answer(ledger, q, r) for q, r in pairs]
-    announce_night(questions, results, previous, Store(settings.storage))  # for the alerts
+    announce_night(questions, results, previous, Store(settings.storage), batch)  # alerts
     failed = [r for r in results if r["status"] == "failed"]
     if failed:  # the batch shows as failed (alerts, the UI's Retry): a retry resumes those
         return Failed(message=f"{len(failed)} of {len(results)} questions failed", data=results)
     return results
 
 
+def outcome(question: Question, future: Any) -> dict[str, Any]:
+    """A question's result, or (one failed question does not sink the batch; its run.json
+    says why) a row saying it failed."""
+    future.wait()
+    if future.state.is_completed():
+        return future.result()
+    return {"question": question.question, "status": "failed", "error": future.state.message}
+
+
+class BatchBudget:
+    """A batch's ceiling: its questions run one at a time, each with the batch's ceiling
+    less what the batch has spent (shared analysis and earlier questions) as its own; once
+    a question stops over budget, or nothing is left, the others are skipped."""
+
+    def __init__(self, ceiling: Ceiling, analysis_calls: list[dict], stop: str | None) -> None:
+        self.ceiling = ceiling
+        self.cost = sum(c.get("cost_usd") or 0.0 for c in analysis_calls)
+        self.tokens = sum(c["input_tokens"] + c["output_tokens"] for c in analysis_calls)
+        self.stop = stop  # why no further question starts
+
+    def answer(self, batch: str, n: int, question: Question, shared: dict) -> dict[str, Any]:
+        """Question `n`'s result, or a row saying it was skipped and why."""
+        left = self._left()
+        if self.stop is None and left is None:
+            self.stop = "the batch's ceiling was reached"
+        if self.stop is not None:
+            return {"question": question.question, "status": SKIPPED,
+                    "error": f"not started: {self.stop}"}  # fmt: skip
+        run_id = f"{batch}-q{n}"
+        result = outcome(question, answer.submit(run_id, asdict(question), shared | left))
+        # From run.json: a question that failed spent too, and its row does not say what.
+        spent = _stored_record(shared["storage"], run_id) or result
+        self.cost += spent.get("cost_usd") or 0.0
+        self.tokens += (spent.get("input_tokens") or 0) + (spent.get("output_tokens") or 0)
+        if result["status"] == Status.OVER_BUDGET:
+            self.stop = f"question {n} stopped over budget"
+        return result
+
+    def _left(self) -> dict[str, Any] | None:
+        """The next question's ceiling (settings), None when nothing is left."""
+        left: dict[str, Any] = {}
+        if self.ceiling.max_cost is not None:
+            left["max_cost"] = round(self.ceiling.max_cost - self.cost, 9)
+        if self.ceiling.max_tokens is not None:
+            left["max_tokens"] = self.ceiling.max_tokens - self.tokens
+        return left if all(v > 0 for v in left.values()) else None
+
+
+def _stored_record(storage: str, run_id: str) -> dict[str, Any] | None:
+    try:
+        return Store(storage).read_json(f"runs/{run_id}/run.json")
+    except (FileNotFoundError, DSStarError):  # never stored: the result row is all there is
+        return None
+
+
 def share_analyses(
     questions: list[Question], settings: Settings, batch: str
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], str | None]:
     """Analyze each data root once, before the questions run: their runs then find every
     description in the content-keyed cache instead of analyzing the same files in parallel.
-    Returns the LLM calls this took (the question runs count those analyses as reused)."""
+    Returns the LLM calls this took (the question runs count those analyses as reused), and
+    why the batch must stop when it reached its ceiling doing so (else None)."""
     roots = sorted({question.data for question in questions})
     storage = Store(settings.storage).url
     calls: list[dict[str, Any]] = []
-    for root in roots:
-        try:
-            source = open_data(root, settings)
-            spec = RunSpec.from_settings(settings, f"{batch}-analysis", storage, source.mount_dir)
-            for analysis in analyze_files(spec, source):
+    try:
+        for root in roots:
+            try:
+                source = open_data(root, settings)
+                spec = RunSpec.from_settings(
+                    settings, f"{batch}-analysis", storage, source.mount_dir
+                )
+                analyses, stop = analyze_files(spec, source), None
+            except OverBudget as exc:  # the finished analyses count; no question can start
+                analyses, stop = exc.analyses, f"the shared file analysis: {exc}"
+            except DSStarError as exc:  # that root's questions will fail with the same message
+                get_run_logger().warning("cannot analyze %s ahead of its questions: %s", root, exc)
+                continue
+            for analysis in analyses:
                 calls += analysis["calls"] if analysis["run_id"] == spec.run_id else []
-        except DSStarError as exc:  # that root's questions will fail with the same message
-            get_run_logger().warning("cannot analyze %s ahead of its questions: %s", root, exc)
-    return calls
+            if stop:
+                return calls, stop
+    finally:  # one meter for every root; a retried batch counts afresh, from the caches
+        forget(f"{batch}-analysis")
+    return calls, None
 
 
 def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: list) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from dsstar import progress
 from dsstar.execution.sandbox import ExecResult
+from dsstar.model.ceiling import meter
 from dsstar.model.llm import Message
 from dsstar.runs.spec import RunSpec
 from dsstar.text import clean
@@ -19,7 +20,9 @@ __all__ = ["TaskCalls"]
 
 class TaskCalls:
     """`ask` and `execute` as the tasks `llm` and `execute` (cached per run, label and
-    request; LLM calls retried on transient errors). Every reply is appended to `calls`."""
+    request; LLM calls retried on transient errors). Every reply is appended to `calls` and
+    counted by the run's meter (a reply read back from Prefect's cache too: what the run has
+    spent includes it, see `dsstar.model.ceiling`)."""
 
     def __init__(self, spec: RunSpec, *, inline: bool = False) -> None:
         self.spec = spec
@@ -48,7 +51,9 @@ class TaskCalls:
             concurrency=self.spec.llm_concurrency,
             rpm=self.spec.llm_rpm,
             slot_wait=self.spec.slot_wait,
+            ceiling=self.spec.ceiling,
         )
+        meter(self.spec.run_id).charge(reply)
         self.calls.append(reply)
         progress.emit("llm_done", **reply)
         return reply["text"]

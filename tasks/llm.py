@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from prefect import task
 from prefect.context import TaskRunContext
 
+from dsstar.model.ceiling import Ceiling, meter
 from dsstar.model.config import LLMConfig
 from dsstar.model.llm import Message, complete, prompt_hash
+from dsstar.model.pricing import estimate
 from dsstar.model.replies import Replies
 from dsstar.runs.storage import Store
 from dsstar.settings import api_key_here
@@ -53,27 +56,36 @@ def ask(
     concurrency: int = 1,
     rpm: int | None = None,
     slot_wait: float = 600.0,
+    ceiling: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency.
     At most `concurrency` requests are in flight at once and `rpm` start per minute.
     With `storage`, the reply is kept in the run's store as it arrives, and a request the
-    run already had answered (before a crash) is answered from there."""
+    run already had answered (before a crash) is answered from there. With a `ceiling`
+    (Ceiling fields), a request that could pass it is not sent: OverBudget."""
     replies = Replies(Store(storage), run_id) if storage else None
     key = replies.key(label, config, messages) if replies else ""
     kept = replies.replay(key) if replies else None
-    if kept is not None:
+    spent = meter(run_id)
+    if kept is not None:  # paid for before: counted, never checked again
+        spent.charge(kept)
         return kept
+    limit = Ceiling(**ceiling) if ceiling else Ceiling()
+    bound = estimate(config["model"], messages) if limit else None
     api_key = api_key_here()  # read here, never passed as a (recorded) task parameter
     with slot("llm", concurrency, run_id, slot_wait):
         pace(rpm)
-        reply = complete(
-            LLMConfig(**config),
-            messages,
-            agent=agent,
-            run_id=run_id,
-            api_key=api_key,
-        )
-    record = {"agent": agent, "label": label, "run_id": run_id, **reply.to_dict()}
+        with spent.hold(limit, bound, label) if bound else nullcontext():
+            reply = complete(
+                LLMConfig(**config),
+                messages,
+                agent=agent,
+                run_id=run_id,
+                api_key=api_key,
+            )
+            record = {"agent": agent, "label": label, "run_id": run_id,
+                      "request": prompt_hash(messages), **reply.to_dict()}  # fmt: skip
+            spent.charge(record)
     if replies:
         replies.keep(key, record)
     return record

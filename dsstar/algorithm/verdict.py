@@ -39,6 +39,9 @@ class Status(StrEnum):
     STOPPED = "stopped"  # a person stopped the run: no answer, everything so far kept
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # SIGINT or SIGTERM: `dsstar resume` continues it
+    # The next model call would have passed the ceiling (max_cost, max_tokens): everything
+    # so far kept; `dsstar resume --max-cost N` continues with a higher one.
+    OVER_BUDGET = "over_budget"
 
 
 # The statuses of a run that produced an answer (exit code 0).

@@ -43,6 +43,8 @@ RUN_FLAGS = (
     "api_base",
     "max_rounds",
     "max_debug_attempts",
+    "max_cost",
+    "max_tokens",
     "exec_timeout",
     "exec_memory_mb",
     "sandbox",
@@ -216,6 +218,12 @@ def resume(
     storage: StorageOpt = None,
     model: Annotated[str | None, setting_option("model", "Use another model from here on.")] = None,
     api_base: Annotated[str | None, setting_option("api_base")] = None,
+    max_cost: Annotated[
+        float | None, setting_option("max_cost", "A new ceiling in USD for the whole run.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, setting_option("max_tokens", "A new ceiling in tokens for the whole run.")
+    ] = None,
     force: Annotated[
         bool,
         typer.Option(help="Resume even if the run may still be running on another host."),
@@ -223,10 +231,12 @@ def resume(
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
-    """Continue a failed, interrupted or stale run (its process gone) from its storage.
+    """Continue a failed, interrupted, over-budget or stale run (its process gone).
 
     Finished file analyses, LLM calls and executions are read back from the run's cache, not
-    redone: the model is asked only what the earlier attempts never got an answer to.
+    redone: the model is asked only what the earlier attempts never got an answer to. A run
+    that stopped over_budget goes on with a higher --max-cost or --max-tokens: the ceiling
+    bounds the whole run, what it spent before included.
 
     Example: dsstar resume 20261121-193000-3fa2c1 --json
     """
@@ -253,7 +263,8 @@ def resume(
     # The run continues with the settings it started with (so its cache keys match), except
     # where this command says otherwise. Keys were never stored; they come from the env.
     stored = dict(record.get("settings") or {})
-    stored.update({k: v for k, v in {"model": model, "api_base": api_base}.items() if v})
+    given = {"model": model, "api_base": api_base, "max_cost": max_cost, "max_tokens": max_tokens}
+    stored.update({k: v for k, v in given.items() if v not in (None, "")})
     stored["storage"] = store.url
     options = {k: v for k, v in stored.items() if k in OPTION_FIELDS and v is not None}
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -15,10 +16,12 @@ from dsstar.cli._app import (
     err,
     fail_usage,
     load_settings,
+    setting_option,
 )
 from dsstar.cli.alerts import NotifyOpt, check_notify_server, set_up_alerts
 from dsstar.errors import DSStarError, UsageError
 from dsstar.execution import stopping
+from dsstar.runs.preflight import check_priced
 from dsstar.runs.questions import PROJECT_DIR, load_questions
 from dsstar.settings import Settings
 
@@ -38,6 +41,18 @@ def serve(
     max_parallel: MaxParallelOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
     notify: NotifyOpt = None,
+    max_cost: Annotated[
+        float | None,
+        setting_option(
+            "max_cost",
+            "Most USD each nightly batch (all its questions and their shared analysis) and"
+            " each on-demand run may spend; run forms may lower it, never raise it.",
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        setting_option("max_tokens", "The same ceiling in tokens, for models without a price."),
+    ] = None,
 ) -> None:
     """Serve the deployments ds-star/on-demand and ds-star-nightly/nightly from this process.
 
@@ -69,12 +84,23 @@ def serve(
     Example: dsstar serve --cron "0 2 * * *" --timezone Europe/Paris --notify slack-webhook/team
     """
     try:
-        settings = load_settings(max_parallel=max_parallel, llm_concurrency=llm_concurrency)
+        settings = load_settings(
+            max_parallel=max_parallel,
+            llm_concurrency=llm_concurrency,
+            max_cost=max_cost,
+            max_tokens=max_tokens,
+        )
+        if settings.model or settings.agent_models:  # a model without a price fails now
+            check_priced(settings)
         questions = questions_path(questions_file)
         load_questions(questions)  # a missing or malformed set fails now, not at 2 a.m.
         check_notify_server(notify)
     except DSStarError as exc:
         fail_usage(str(exc))
+    # The served runs start in processes of their own: they read the ceiling from here.
+    for name, value in (("DSSTAR_MAX_COST", max_cost), ("DSSTAR_MAX_TOKENS", max_tokens)):
+        if value is not None:
+            os.environ[name] = str(value)
     from flows import prefect_api
 
     with prefect_api():  # a temporary server, when none is configured, dies with this process

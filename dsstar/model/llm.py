@@ -30,9 +30,9 @@ __all__ = [
     "Message",
     "complete",
     "count_tokens",
-    "price",
     "embed",
     "missing_keys",
+    "model_info",
     "preload",
     "prompt_hash",
     "provider_of",
@@ -160,22 +160,13 @@ def count_tokens(model: str, text: str) -> int:
         return len(text) // 4 + 1
 
 
-def price(
-    model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0
-) -> float | None:
-    """What a call of `model` with these token counts costs in USD at litellm's prices
-    (its bundled cost map), input tokens served from the provider's cache priced as the
-    provider prices them; None when no price is known for the model."""
+def model_info(model: str) -> dict[str, Any]:
+    """litellm's entry for `model` in its price map: prices per token (input, output, input
+    read from the prompt cache) and most output tokens; {} for a model it does not know."""
     try:
-        prompt, completion = _litellm().cost_per_token(
-            model=model,
-            prompt_tokens=input_tokens,
-            completion_tokens=output_tokens,
-            cache_read_input_tokens=cached_tokens,
-        )
-    except Exception:  # litellm raises for a model without a price: that is an answer
-        return None
-    return float(prompt) + float(completion)
+        return dict(_litellm().get_model_info(model))
+    except Exception:  # litellm raises for a model it has not mapped: no price is known
+        return {}
 
 
 def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | None]:

@@ -6,6 +6,7 @@ the fix, raised before any LLM call, execution or stored run.
     model routable        ConfigError   --model: litellm knows the provider (`reachability`)
     server reachable      ConfigError   --api-base / DSSTAR_API_BASE answers within seconds
     key accepted          ConfigError   the provider's list of models takes the key
+    ceiling priced        ConfigError   --max-cost needs a price for every model, else --max-tokens
     usable isolation      ConfigError   bubblewrap, or DSSTAR_SANDBOX=none
     appliable caps        ConfigError   exec_* caps within the hard resource limits (ulimit -H)
     data root             DataError     exists, readable, holds at least one file
@@ -35,6 +36,7 @@ __all__ = [
     "check_keys",
     "check_limits",
     "check_model",
+    "check_priced",
     "preflight",
     "unreadable_warning",
 ]
@@ -72,6 +74,7 @@ def _checks(settings: Settings, data: str | None, llm: bool, storage: bool) -> N
     if llm:
         check_model(settings)
         check_keys(settings)
+        check_priced(settings)
     check_isolation(settings)
     check_limits(settings)
     if data is not None:
@@ -110,6 +113,21 @@ def check_keys(settings: Settings) -> None:
                 f"The model {model} needs {names}: export it (or set DSSTAR_API_KEY), or pass"
                 " --api-base for a server that needs no key."
             )
+
+
+def check_priced(settings: Settings) -> None:
+    """A cost ceiling must be able to price every call: with --max-cost alone, a model
+    without a known price is refused (it would pass the ceiling unseen)."""
+    if settings.max_cost is None or settings.max_tokens is not None:
+        return
+    from dsstar.model.pricing import priced
+
+    unpriced = sorted(m for m in {settings.model_for(a) for a in AGENTS} - {None} if not priced(m))
+    if unpriced:
+        raise ConfigError(
+            f"--max-cost cannot bound {', '.join(unpriced)}: no price is known for it; set"
+            " --max-tokens (DSSTAR_MAX_TOKENS) as its ceiling, alone or beside --max-cost."
+        )
 
 
 def check_isolation(settings: Settings) -> str:

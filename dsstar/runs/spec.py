@@ -75,6 +75,8 @@ class RunSpec:
     llm_concurrency: int
     llm_rpm: int | None
     slot_wait: float
+    max_cost: float | None = None
+    max_tokens: int | None = None
 
     @classmethod
     def from_settings(
@@ -98,6 +100,8 @@ class RunSpec:
             llm_concurrency=settings.llm_concurrency,
             llm_rpm=settings.llm_rpm,
             slot_wait=settings.slot_wait,
+            max_cost=settings.max_cost,
+            max_tokens=settings.max_tokens,
         )
 
     def without_figures(self) -> RunSpec:
@@ -113,6 +117,13 @@ class RunSpec:
             summarize_over_chars=self.summarize_over_chars,
             max_output_chars=self.max_output_chars,
         )
+
+    @property
+    def ceiling(self) -> dict[str, Any] | None:
+        """The run's ceiling (`dsstar.model.ceiling.Ceiling` fields), None when it has none."""
+        if self.max_cost is None and self.max_tokens is None:
+            return None
+        return {"max_cost": self.max_cost, "max_tokens": self.max_tokens}
 
     @property
     def retry_delays(self) -> list[float]:

@@ -1,0 +1,150 @@
+"""A ceiling no run passes: what a run has spent on model calls, and the check made before
+each call is sent.
+
+A `Meter` per run (in this process) counts every reply the run receives, once each however
+often it is seen again (a resumed run reads its finished calls back from the caches and
+counts them anew, at what they cost the first time: they are not paid again). Before a call
+is sent, `Meter.hold` reserves its bound (`dsstar.model.pricing.estimate`) on top of what was
+spent and what calls in flight hold; when that would pass the ceiling it raises
+`OverBudget` and the call is not sent. Concurrent calls (file analyses) hold their bounds
+together, so none of them can pass the ceiling either.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from dsstar.errors import OverBudget
+from dsstar.model.pricing import Estimate
+
+__all__ = ["Ceiling", "Meter", "call_id", "forget", "meter", "spent_line"]
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The most a run may spend (the settings max_cost and max_tokens); None: no bound."""
+
+    max_cost: float | None = None
+    max_tokens: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.max_cost is not None or self.max_tokens is not None
+
+
+def call_id(call: dict[str, Any]) -> str:
+    """What makes a call the same call (the LLM task's cache key: label, model, request)."""
+    return "{}|{}|{}".format(call.get("label"), call.get("model"), call.get("request"))
+
+
+class Meter:
+    """What one run spent: cost and tokens; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # a call in flight has settled
+        self._seen: set[str] = set()
+        self.cost_usd = 0.0
+        self.tokens = 0
+        self._held_cost = 0.0
+        self._held_tokens = 0
+        self.stopped = False  # a call was refused: the run starts nothing more
+
+    def charge(self, call: dict[str, Any]) -> None:
+        """Count a reply (a call record: tokens and cost), unless it was counted before."""
+        with self._lock:
+            key = call_id(call)
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            self.cost_usd += call.get("cost_usd") or 0.0
+            self.tokens += int(call.get("input_tokens") or 0) + int(call.get("output_tokens") or 0)
+
+    @contextmanager
+    def hold(self, ceiling: Ceiling, bound: Estimate, what: str) -> Iterator[None]:
+        """Reserve `bound` for the call `what` while it is in flight; OverBudget when it
+        could pass `ceiling`. Charge the reply before leaving, so the room is never free."""
+        cost = bound.cost_usd or 0.0
+        with self._settled:
+            # Near the ceiling, calls in flight may leave too little room while they hold
+            # their bounds: wait for them to settle (they cost less than their bounds).
+            while self._held_tokens and not self._fits(ceiling, bound, cost, held=True):
+                self._settled.wait()
+            try:
+                self._check(ceiling, bound, cost, what)
+            except OverBudget:
+                self.stopped = True
+                raise
+            self._held_cost += cost
+            self._held_tokens += bound.tokens
+        try:
+            yield
+        finally:
+            with self._settled:
+                self._held_cost -= cost
+                self._held_tokens -= bound.tokens
+                self._settled.notify_all()
+
+    def _fits(self, ceiling: Ceiling, bound: Estimate, cost: float, held: bool) -> bool:
+        cost_used = self.cost_usd + (self._held_cost if held else 0.0)
+        tokens_used = self.tokens + (self._held_tokens if held else 0)
+        return (
+            ceiling.max_cost is None
+            or bound.cost_usd is None
+            or cost_used + cost <= ceiling.max_cost
+        ) and (ceiling.max_tokens is None or tokens_used + bound.tokens <= ceiling.max_tokens)
+
+    def _check(self, ceiling: Ceiling, bound: Estimate, cost: float, what: str) -> None:
+        """Raise OverBudget when the call cannot fit, what is in flight having settled."""
+        if ceiling.max_cost is not None and bound.cost_usd is None and not ceiling.max_tokens:
+            # Preflight refuses this; it can happen when a resume names another model.
+            raise OverBudget(f"no price is known for the model of the next call ({what}),"
+                             " so --max-cost cannot bound it: set --max-tokens")  # fmt: skip
+        if self._fits(ceiling, bound, cost, held=True):
+            return
+        if ceiling.max_cost is not None and self.cost_usd + cost > ceiling.max_cost:
+            need = f"the next call ({what}) may cost up to ${cost:.4f}"
+            left = f"${max(ceiling.max_cost - self.cost_usd, 0):.4f}"
+            raise OverBudget(f"{need}, more than the {left} left of --max-cost", need)
+        need = f"the next call ({what}) may use up to {bound.tokens:,} tokens"
+        left = f"{max((ceiling.max_tokens or 0) - self.tokens, 0):,}"
+        raise OverBudget(f"{need}, more than the {left} left of --max-tokens", need)
+
+
+_meters: dict[str, Meter] = {}
+_meters_lock = threading.Lock()
+
+
+def meter(run_id: str) -> Meter:
+    """The meter of run `run_id` in this process (a new one the first time)."""
+    with _meters_lock:
+        return _meters.setdefault(run_id, Meter())
+
+
+def forget(run_id: str) -> None:
+    """Drop the meter of a run that ended in this process (a resume counts afresh)."""
+    with _meters_lock:
+        _meters.pop(run_id, None)
+
+
+def spent_line(record: dict[str, Any], ceiling: Ceiling, need: str) -> str:
+    """One line for a run that stopped at its ceiling: what it spent (its run.json totals),
+    what remains, what the next call needed (`OverBudget.need`), and how to go on."""
+    cost = record.get("cost_usd") or 0.0
+    tokens = (record.get("input_tokens") or 0) + (record.get("output_tokens") or 0)
+    parts = []
+    if ceiling.max_cost is not None:
+        left = max(ceiling.max_cost - cost, 0.0)
+        parts.append(f"spent ${cost:.4f} of --max-cost ${ceiling.max_cost:.4f} (${left:.4f} left)")
+    if ceiling.max_tokens is not None:
+        left_tokens = max(ceiling.max_tokens - tokens, 0)
+        parts.append(f"used {tokens:,} of --max-tokens {ceiling.max_tokens:,} tokens"
+                     f" ({left_tokens:,} left)")  # fmt: skip
+    flag = "--max-cost" if ceiling.max_cost is not None else "--max-tokens"
+    return (
+        f"over budget: {'; '.join(parts)}; {need}. Everything so far is stored; continue with"
+        f" a higher ceiling: dsstar resume {record.get('run_id')} {flag} N"
+    )

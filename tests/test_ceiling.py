@@ -1,0 +1,119 @@
+"""A ceiling no run passes, in its parts: prices from litellm's map, the bound of a call
+before it is sent, the meter that holds bounds of calls in flight and counts each reply once,
+and the preflight that refuses --max-cost for a model without a price."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dsstar.errors import ConfigError, OverBudget
+from dsstar.model.ceiling import Ceiling, Meter, spent_line
+from dsstar.model.pricing import DEFAULT_OUTPUT_LIMIT, Estimate, estimate, price, priced
+from dsstar.runs.preflight import check_priced
+from dsstar.settings import Settings
+
+MINI = "openai/gpt-4o-mini"  # $0.15 / $0.60 per million tokens, cached input $0.075
+SERVED = "openai/our-served-model"  # an OpenAI-compatible server's model: no price known
+
+
+def reply(label: str, cost: float, tokens: int = 100) -> dict:
+    return {"label": label, "model": MINI, "request": label, "cost_usd": cost,
+            "input_tokens": tokens, "output_tokens": 0}  # fmt: skip
+
+
+def test_prices_come_from_litellms_map_with_cached_input_at_the_cache_price() -> None:
+    assert price(MINI, 1_000_000, 0) == pytest.approx(0.15)
+    assert price(MINI, 0, 1_000_000) == pytest.approx(0.60)
+    assert price(MINI, 1_000_000, 0, cached_tokens=1_000_000) == pytest.approx(0.075)
+    assert priced(MINI) and not priced(SERVED)
+    assert price(SERVED, 1000, 1000) is None
+
+
+def test_a_calls_bound_is_its_counted_input_plus_the_models_output_limit() -> None:
+    messages = [{"role": "user", "content": "Describe data/orders.csv. " * 200}]
+    bound = estimate(MINI, messages)
+    input_tokens = bound.tokens - 16_384  # gpt-4o-mini answers with at most 16,384 tokens
+    assert 1000 < input_tokens < 1400
+    assert bound.cost_usd == pytest.approx(input_tokens * 0.15e-6 + 16_384 * 0.6e-6)
+    unknown = estimate(SERVED, messages)
+    assert unknown.cost_usd is None and unknown.tokens > DEFAULT_OUTPUT_LIMIT
+
+
+def test_a_call_that_could_pass_the_ceiling_is_refused_and_the_meter_says_so() -> None:
+    meter, ceiling = Meter(), Ceiling(max_cost=0.05)
+    with meter.hold(ceiling, Estimate(1000, 0.03), "planner r00"):
+        meter.charge(reply("planner r00", 0.004))
+    meter.charge(reply("planner r00", 0.004))  # the same call seen again: counted once
+    assert meter.cost_usd == pytest.approx(0.004) and not meter.stopped
+    with pytest.raises(
+        OverBudget, match=r"\(coder r00\) may cost up to \$0\.0470, more than the \$0\.0460 left"
+    ):
+        with meter.hold(ceiling, Estimate(1000, 0.047), "coder r00"):
+            pass
+    assert meter.stopped
+
+
+def test_tokens_bound_models_without_a_price() -> None:
+    meter, ceiling = Meter(), Ceiling(max_cost=1.0, max_tokens=5000)
+    with meter.hold(ceiling, Estimate(3000, None), "analyzer a.csv"):  # priced by tokens only
+        meter.charge(reply("analyzer a.csv", 0.0, tokens=2500))
+    with pytest.raises(OverBudget, match="3,000 tokens, more than the 2,500 left"):
+        with meter.hold(ceiling, Estimate(3000, None), "analyzer b.csv"):
+            pass
+    with pytest.raises(OverBudget, match="set --max-tokens"):
+        with Meter().hold(Ceiling(max_cost=1.0), Estimate(10, None), "planner"):
+            pass
+
+
+def test_calls_in_flight_hold_their_bounds_together() -> None:
+    """Eight concurrent calls, each bound $0.03 but costing $0.01, under a $0.095 ceiling:
+    those that fit go at once, the others wait for room; none is refused while what was
+    really spent leaves room, and the total never passes the ceiling."""
+    meter, ceiling = Meter(), Ceiling(max_cost=0.095)
+    in_flight, most, refused = [0], [0], []
+    lock = threading.Lock()
+
+    def call(n: int) -> None:
+        try:
+            with meter.hold(ceiling, Estimate(100, 0.03), f"analyzer {n}"):
+                with lock:
+                    in_flight[0] += 1
+                    most[0] = max(most[0], in_flight[0])
+                time.sleep(0.05)
+                with lock:
+                    in_flight[0] -= 1
+                meter.charge(reply(f"analyzer {n}", 0.01))
+        except OverBudget:
+            refused.append(n)
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 3  # 3 x $0.03 fit in $0.095, a fourth does not
+    assert len(refused) == 1  # seven cost $0.07; the eighth's bound would pass $0.095
+    assert meter.cost_usd == pytest.approx(0.07)
+
+
+def test_max_cost_alone_refuses_a_model_without_a_price(monkeypatch) -> None:
+    for key in [k for k in __import__("os").environ if k.startswith("DSSTAR_")]:
+        monkeypatch.delenv(key)
+    check_priced(Settings(model=MINI, max_cost=1.0))
+    check_priced(Settings(model=SERVED))  # no ceiling, no price needed
+    check_priced(Settings(model=SERVED, max_cost=1.0, max_tokens=100_000))
+    with pytest.raises(ConfigError, match=r"cannot bound openai/our-served-model.*--max-tokens"):
+        check_priced(Settings(model=MINI, agent_models={"coder": SERVED}, max_cost=1.0))
+
+
+def test_the_stop_line_says_what_was_spent_what_remains_and_how_to_go_on() -> None:
+    record = {"run_id": "r1", "cost_usd": 0.0123, "input_tokens": 9000, "output_tokens": 1000}
+    line = spent_line(record, Ceiling(max_cost=0.02), "the next call (coder r01) may cost...")
+    assert line.startswith("over budget: spent $0.0123 of --max-cost $0.0200 ($0.0077 left)")
+    assert line.endswith("dsstar resume r1 --max-cost N") and "\n" not in line
+    tokens = spent_line(record, Ceiling(max_tokens=12_000), "why")
+    assert "used 10,000 of --max-tokens 12,000 tokens (2,000 left)" in tokens
+    assert tokens.endswith("--max-tokens N")

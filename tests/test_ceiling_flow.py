@@ -1,0 +1,96 @@
+"""A ceiling no run passes, end to end: `dsstar run --max-cost` stops at its ceiling as
+over_budget with every artifact kept and exit code 1, `dsstar resume --max-cost` goes on to
+the answer without asking anything twice, and a nightly batch with a ceiling skips the
+questions it cannot afford. Against the scripted model, priced as gpt-4o-mini."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scenarios import ANSWER, always_first_time, answered, asked, two_rounds
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+# gpt-4o-mini may answer with 16,384 tokens: each call's bound is about $0.0103, while the
+# scripted replies cost about $0.0002 each. This ceiling lets a few calls through.
+CEILING = 0.0105
+
+
+def dsstar(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsstar", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+
+
+def test_a_run_stops_at_its_ceiling_keeps_its_artifacts_and_resumes_with_a_higher_one(
+    env, llm, sales
+):
+    two_rounds(llm)
+    first = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
+                   "--run-id", "capped", "--max-cost", str(CEILING))  # fmt: skip
+    assert first.returncode == 1, first.stderr
+    result = json.loads(first.stdout)
+    assert result["status"] == "over_budget" and result["answer"] is None
+    assert 0 < result["cost_usd"] <= CEILING
+    assert result["llm_calls"] == len(llm.requests)
+    assert result["error"].startswith(f"over budget: spent ${result['cost_usd']:.4f} of")
+    assert result["error"].endswith("dsstar resume capped --max-cost N")
+    run = Path(env["DSSTAR_STORAGE"]) / "runs" / "capped"
+    stored = json.loads((run / "run.json").read_text())
+    assert stored["status"] == "over_budget"
+    for data_file in ("orders_2024.csv", "regions.json", "README.md"):
+        assert (run / "analysis" / data_file / "output.txt").is_file()
+    before = list(llm.requests)
+
+    listed = dsstar("runs", "list")
+    assert "over_budget" in listed.stdout, listed.stdout
+
+    second = dsstar("resume", "capped", "--json", "--max-cost", "1")
+    assert second.returncode == 0, second.stderr
+    resumed = json.loads(second.stdout)
+    assert resumed["status"] == "verified" and resumed["answer"] == ANSWER
+    after = llm.requests[len(before) :]
+    assert after and answered(before) & asked(after) == set()  # nothing paid for twice
+    assert resumed["llm_calls"] == len(llm.requests)
+
+
+def test_a_batch_skips_the_questions_it_cannot_afford(env, llm, sales, tmp_path):
+    from flows.nightly import ds_star_nightly
+
+    always_first_time(llm)
+    questions = [f"Top region and manager, take {n}?" for n in range(1, 5)]
+    question_set = tmp_path / "questions.yaml"
+    question_set.write_text("".join(f"- question: {q}\n  data: {sales}\n" for q in questions))
+    ceiling = 0.0112  # the shared analysis and about one question
+    results = ds_star_nightly(questions_file=str(question_set), max_cost=ceiling)
+
+    statuses = [r["status"] for r in results]
+    assert statuses[0] == "verified" and statuses[-1] == "skipped"
+    started = [s for s in statuses if s != "skipped"]
+    assert set(started[1:]) <= {"verified", "over_budget"} and "over_budget" not in started[:-1]
+    for result in results[len(started) :]:  # no run was started for a skipped question
+        assert result["error"].startswith("not started: ")
+        assert result.get("run_id") is None
+    runs = {r["run"] for r in llm.requests}
+    assert len(runs) == len(started) + 1  # the shared analysis, and each started question
+    spent = sum(r["cost_usd"] for r in results if r.get("cost_usd"))
+    assert spent <= ceiling
+
+
+def test_max_cost_for_a_model_without_a_price_is_refused_before_the_run(env, llm, sales):
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
+                  "--model", "openai/our-served-model", "--max-cost", "1")  # fmt: skip
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert "cannot bound openai/our-served-model" in error and "--max-tokens" in error
+    assert llm.requests == []

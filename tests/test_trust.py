@@ -224,3 +224,12 @@ def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
         assert attacker.requests, allowed
         auth = {r["headers"].get("authorization") for r in attacker.requests}
         assert auth == {f"Bearer {SECRET}"}
+
+
+def test_a_form_may_lower_the_budget_never_raise_it():
+    worker = Settings(max_cost=1.0, max_tokens=1000)
+    trust.check_form({"max_cost": 0.5, "max_tokens": 10}, worker)  # a question's share
+    for name, value in (("max_cost", 5.0), ("max_tokens", 5000)):
+        with pytest.raises(ForbiddenError, match=f"above this worker's own {name}="):
+            trust.check_form({name: value}, worker)
+    trust.check_form({"max_cost": 5.0}, Settings())  # the worker set no ceiling

@@ -29,6 +29,7 @@ from dsstar.settings import Settings
 from flows import _story as story
 from flows._alert_events import announce_night
 from flows._analysis import analyze_files
+from flows._dispatch import dispatch_questions
 from flows._runners import default_task_runner
 from flows.alerts import QUESTION_TAG
 from flows.ds_star import default_run_id, ds_star
@@ -69,6 +70,15 @@ NightlyForm = options_form(
             " relative to the file.",
         ),
     ),
+    question_deployment=(
+        str | None,
+        Field(
+            None,
+            description="Run each question as its own flow run of this deployment of the"
+            " ds-star flow (e.g. ds-star/on-demand), so that every worker of its pool takes a"
+            " share. Unset: the questions run as subflows in the batch's own process.",
+        ),
+    ),
 )
 
 
@@ -103,18 +113,15 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     ]
     batch = default_run_id()  # stable across retries of this flow run: they resume
     analysis_calls = share_analyses(questions, settings, batch)
-    shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
-    futures = [
-        answer.submit(f"{batch}-q{n}", asdict(q), shared) for n, q in enumerate(questions, 1)
-    ]
-    results = []
-    for question, future in zip(questions, futures, strict=True):
-        future.wait()
-        if future.state.is_completed():
-            results.append(future.result())
-        else:  # one failed question does not sink the batch; its run.json says why
-            failed = {"question": question.question, "status": "failed"}
-            results.append(failed | {"error": future.state.message})
+    if form.question_deployment:  # each question its own flow run, on any worker of the pool
+        forms = [
+            RunForm.for_question(asdict(q), f"{batch}-q{n}", form.chosen())
+            for n, q in enumerate(questions, 1)
+        ]
+        store = Store(settings.storage)
+        results = dispatch_questions(form.question_deployment, forms, [QUESTION_TAG], store)
+    else:
+        results = answer_here(questions, batch, settings)
     ledger = Ledger(settings.database_url)
     for question, result in zip(questions, results, strict=True):
         result["question"] = question.question  # a run's result names its run, not its question
@@ -128,6 +135,25 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     failed = [r for r in results if r["status"] == "failed"]
     if failed:  # the batch shows as failed (alerts, the UI's Retry): a retry resumes those
         return Failed(message=f"{len(failed)} of {len(results)} questions failed", data=results)
+    return results
+
+
+def answer_here(
+    questions: list[Question], batch: str, settings: Settings
+) -> list[dict[str, Any]]:
+    """Every question as a subflow of this batch, concurrently, in this process."""
+    shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
+    futures = [
+        answer.submit(f"{batch}-q{n}", asdict(q), shared) for n, q in enumerate(questions, 1)
+    ]
+    results = []
+    for question, future in zip(questions, futures, strict=True):
+        future.wait()
+        if future.state.is_completed():
+            results.append(future.result())
+        else:  # one failed question does not sink the batch; its run.json says why
+            failed = {"question": question.question, "status": "failed"}
+            results.append(failed | {"error": future.state.message})
     return results
 
 

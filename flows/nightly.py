@@ -138,9 +138,7 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     return results
 
 
-def answer_here(
-    questions: list[Question], batch: str, settings: Settings
-) -> list[dict[str, Any]]:
+def answer_here(questions: list[Question], batch: str, settings: Settings) -> list[dict[str, Any]]:
     """Every question as a subflow of this batch, concurrently, in this process."""
     shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
     futures = [

@@ -42,7 +42,10 @@ RETRY_CRASHED = "dsstar: crashed run retried"
 DEPLOYMENT_TAG = "dsstar"  # every dsstar deployment's tag (prefect.yaml, `dsstar serve`)
 HEARTBEAT_MIN_S = 30  # Prefect's shortest flow-run heartbeat interval
 
-_OF_DSSTAR = {"prefect.resource.role": "tag", "prefect.resource.id": f"prefect.tag.{DEPLOYMENT_TAG}"}
+_OF_DSSTAR = {
+    "prefect.resource.role": "tag",
+    "prefect.resource.id": f"prefect.tag.{DEPLOYMENT_TAG}",
+}
 _ENDED = {f"prefect.flow-run.{s}" for s in ("Completed", "Failed", "Cancelled", "Crashed")}
 
 

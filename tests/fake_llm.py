@@ -375,13 +375,17 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 "messages": body.get("messages") or [],
                 "status": 200,
             }
-            llm._enter()
+            llm._enter()  # until the reply is sent, as a client holding a slot sees it
+            try:
+                self._chat(req, body)
+            finally:
+                llm._leave()
+
+        def _chat(self, req: dict[str, Any], body: dict[str, Any]) -> None:
             try:
                 reply = llm._respond(req)
             except Exception as exc:  # a buggy responder should fail the test loudly
                 reply = Error(500, f"FakeLLM responder raised {exc!r}")
-            finally:
-                llm._leave()
             if isinstance(reply, Error):
                 req["status"] = reply.status
                 llm._record(req)

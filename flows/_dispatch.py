@@ -40,7 +40,10 @@ def dispatch_questions(
     """Run each RunForm of `forms` (each with its run id) as a flow run of `deployment`
     (`flow/deployment`), tagged `tags`; wait for them all and return their results in order:
     the run's result from storage, or `{"status": "failed", "error": ...}`."""
+    from flows.workers import crash_retry_enabled
+
     check_deployment(deployment)
+    retried = crash_retry_enabled()
     runs: dict[int, UUID] = {}
     results: dict[int, dict[str, Any]] = {}
     for n, form in enumerate(forms):
@@ -48,8 +51,8 @@ def dispatch_questions(
         if finished is not None:  # a retried batch: answered before
             results[n] = finished
             continue
-        runs[n] = submit(deployment, form, tags)
-    for n, state_message in wait(runs).items():
+        runs[n] = submit(deployment, form, tags, retried)
+    for n, state_message in wait(runs, retried).items():
         run_id = forms[n].run_id
         results[n] = finished_result(store, run_id) or {
             "run_id": run_id,
@@ -75,9 +78,10 @@ def check_deployment(name: str) -> None:
         )
 
 
-def submit(deployment: str, form: Any, tags: list[str]) -> UUID:
+def submit(deployment: str, form: Any, tags: list[str], crash_retried: bool) -> UUID:
     """Create the question's flow run (or find the one made by an earlier attempt of the
-    batch); one that ended without an answer is scheduled again."""
+    batch); one that ended without an answer is scheduled again, unless it crashed and the
+    crash-retry automation schedules it already."""
     flow_run = run_deployment(
         deployment,
         parameters=form.parameters(),
@@ -86,7 +90,7 @@ def submit(deployment: str, form: Any, tags: list[str]) -> UUID:
         idempotency_key=f"dsstar-question-{form.run_id}",
     )
     state = flow_run.state
-    if state is not None and state.is_final() and not state.is_completed():
+    if state is not None and has_ended(flow_run, crash_retried) and not state.is_completed():
         with get_client(sync_client=True) as client:
             client.set_flow_run_state(
                 flow_run.id, Scheduled(name="AwaitingRetry", message="retried batch"), force=True
@@ -94,17 +98,14 @@ def submit(deployment: str, form: Any, tags: list[str]) -> UUID:
     return flow_run.id
 
 
-def wait(runs: dict[int, UUID]) -> dict[int, str | None]:
+def wait(runs: dict[int, UUID], crash_retried: bool) -> dict[int, str | None]:
     """Poll the flow runs until each has ended; returns their last state's message."""
-    from flows.workers import crash_retry_enabled
-
-    retried = crash_retry_enabled()
     left, ended = dict(runs), {}
     with get_client(sync_client=True) as client:
         while left:
             for n, flow_run_id in list(left.items()):
                 flow_run = client.read_flow_run(flow_run_id)
-                if has_ended(flow_run, retried):
+                if has_ended(flow_run, crash_retried):
                     ended[n] = flow_run.state.message if flow_run.state else None
                     del left[n]
             if left:

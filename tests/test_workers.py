@@ -146,11 +146,12 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
         workers = {}
         for name in WORKERS:
             home = root / name
-            for folder in ("home", "prefect", "work", "embeddings", "tmp"):
+            for folder in ("home", "prefect", "work", "embeddings"):
                 (home / folder).mkdir(parents=True)
+            # The system temp folder stays shared: it holds the locks of the sandbox's uid
+            # slots, which belong to the kernel that both workers share here.
             env = base | {
                 "HOME": str(home / "home"),
-                "TMPDIR": str(home / "tmp"),
                 "PREFECT_HOME": str(home / "prefect"),
                 "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S),
                 "PREFECT_WORKER_QUERY_SECONDS": "1",

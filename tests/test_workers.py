@@ -29,12 +29,14 @@ import pytest
 from conftest import EXAMPLE, REPO, _free_port, start_prefect_server
 from fake_llm import FakeLLM
 from prefect import get_client
+from prefect.client.schemas.actions import WorkPoolCreate
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from scenarios import ANSWER, always_first_time
 
 from dsstar.runs.ledger import Ledger, question_key
+from flows.workers import LOST_WORKER, RETRY_CRASHED, ensure_worker_recovery
 
 pytestmark = pytest.mark.slow
 
@@ -134,15 +136,17 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
         procs.append(start_prefect_server(server_env, port, root / "server.log"))
         admin = base | {"PREFECT_HOME": str(root / "admin-home")}
         prefect = [sys.executable, "-m", "prefect", "--no-prompt"]
-        run_cli([*prefect, "work-pool", "create", "dsstar", "--type", "process"], admin)
+        with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+            client.create_work_pool(WorkPoolCreate(name="dsstar", type="process"))
         run_cli([*prefect, "deploy", "--prefect-file", "deployments/prefect.yaml",
                  "--name", "on-demand", "--name", "nightly"], admin)  # fmt: skip
         heartbeat_timeout = HEARTBEAT_S + 15
         run_cli([sys.executable, "-m", "dsstar", "workers", "--heartbeat-timeout",
                  str(heartbeat_timeout), "--llm-concurrency", str(LLM_LIMIT)], admin)  # fmt: skip
-        # Setting it up again changes nothing (one automation per name).
-        run_cli([sys.executable, "-m", "dsstar", "workers", "--heartbeat-timeout",
-                 str(heartbeat_timeout), "--llm-concurrency", str(LLM_LIMIT)], admin)  # fmt: skip
+        with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+            ensure_worker_recovery(heartbeat_timeout)  # again: nothing is duplicated
+            for name in (LOST_WORKER, RETRY_CRASHED):
+                assert len(client.read_automations_by_name(name)) == 1
         workers = {}
         for name in WORKERS:
             home = root / name
@@ -279,6 +283,7 @@ def test_a_nightly_batch_spreads_over_two_workers_and_survives_one_dying(cluster
         batch_s = time.monotonic() - started
         assert final.is_completed(), final
         rows = nightly_table(client, batch.id)
+        batch_id = f"{batch.created:%Y%m%d-%H%M%S}-{str(batch.id)[:6]}"  # as the flow names it
         question_runs = {  # this server's only ds-star flow runs
             run.parameters["run_id"]: run
             for run in client.read_flow_runs()
@@ -322,9 +327,10 @@ def test_a_nightly_batch_spreads_over_two_workers_and_survives_one_dying(cluster
                  if r["run"] == run_id]  # fmt: skip
         assert before and after and not before & set(after), run_id
 
-    # One analysis per data root, shared by its questions across both workers: the five
-    # distinct files (the two roots differ only by their README) were each described once.
-    assert len(llm.calls("analyzer")) == 5
+    # One analysis per data root, made by the batch ahead of its questions: no question run,
+    # on either worker, described a file again.
+    analyzed = llm.calls("analyzer")
+    assert analyzed and {r["run"] for r in analyzed} == {f"{batch_id}-analysis"}
 
     # The shared LLM limit held across both workers (and was reached).
     assert llm.peak_in_flight == LLM_LIMIT

@@ -70,8 +70,8 @@ def claim_run(store: Store, run_id: str, flow_run_id: str | None = None) -> Clai
         last = max(claims)
         number = int(last.split(".", 1)[0]) + 1
         held = _read(store, f"{prefix}/claims/{last}")
-        if held and not held.get("released_at") and not _same_flow_run(held, flow_run_id) \
-                and _live(held, record):  # fmt: skip
+        retried = _same_flow_run(held or {}, flow_run_id)  # its earlier attempt is over
+        if held and not held.get("released_at") and not retried and _live(held, record):
             raise RunIdInUse(
                 f"run {run_id} is in use by pid {held.get('pid')} on {held.get('host')}"
                 f" (flow run {held.get('flow_run_id')}, since {held.get('claimed_at')}):"

@@ -10,6 +10,7 @@
     answer_in_terminal  human guidance asked at the terminal instead of the Prefect UI
     ensure_alerts       the nightly alerts' automations, created or updated by name (with
                         find_notification_blocks, ALERT_NAMES, api_configured)
+    ensure_worker_recovery  the automations that retry a run whose worker died elsewhere
 
 Modules whose names start with `_` are this package's own; nothing else imports them.
 """
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows.server import api_configured, open_api_warning, prefect_api
     from flows.server import start_early as start_prefect_api
     from flows.serving import serve_deployments, share_limits
+    from flows.workers import ensure_worker_recovery
     from tasks.slots import inspect as inspect_slots
 
 # Each name is imported when first used: a command loads only the flows it runs (loading
@@ -48,6 +50,7 @@ _HOMES = {
     "ALERT_NAMES": ("flows.alerts", "ALERT_NAMES"),
     "ensure_alerts": ("flows.alerts", "ensure_alerts"),
     "find_notification_blocks": ("flows.alerts", "find_notification_blocks"),
+    "ensure_worker_recovery": ("flows.workers", "ensure_worker_recovery"),
 }
 
 
@@ -62,6 +65,7 @@ __all__ = [
     "ALERT_NAMES",
     "api_configured",
     "ensure_alerts",
+    "ensure_worker_recovery",
     "find_notification_blocks",
     "answer_in_terminal",
     "describe_files",

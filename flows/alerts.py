@@ -43,6 +43,7 @@ __all__ = [
     "alert_automations",
     "ensure_alerts",
     "find_notification_blocks",
+    "upsert_automations",
 ]
 
 ANSWER_CHANGED = "dsstar.answer.changed"
@@ -240,6 +241,12 @@ def ensure_alerts(block_names: Sequence[str]) -> list[str]:
     if not blocks:
         raise UsageError("--notify: name at least one notification block")
     wanted = alert_automations([block.id for block in blocks])
+    upsert_automations(wanted)
+    return [automation.name for automation in wanted]
+
+
+def upsert_automations(wanted: Sequence[AutomationCore]) -> None:
+    """Create each automation of `wanted`, or update the one of the same name."""
     with get_client(sync_client=True) as client:
         for automation in wanted:
             existing = client.read_automations_by_name(automation.name)
@@ -254,4 +261,3 @@ def ensure_alerts(block_names: Sequence[str]) -> list[str]:
                     client.delete_automation(duplicate.id)
                 except ObjectNotFound:  # the other process removed it first
                     pass
-    return [automation.name for automation in wanted]

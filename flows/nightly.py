@@ -32,6 +32,7 @@ from dsstar.settings import Settings
 from flows import _story as story
 from flows._alert_events import announce_night
 from flows._analysis import analyze_files
+from flows._dispatch import dispatch_questions
 from flows._forms import form_flow
 from flows._runners import default_task_runner
 from flows.alerts import QUESTION_TAG
@@ -75,6 +76,15 @@ NightlyForm = options_form(
             " relative to the file.",
         ),
     ),
+    question_deployment=(
+        str | None,
+        Field(
+            None,
+            description="Run each question as its own flow run of this deployment of the"
+            " ds-star flow (e.g. ds-star/on-demand), so that every worker of its pool takes a"
+            " share. Unset: the questions run as subflows in the batch's own process.",
+        ),
+    ),
 )
 
 
@@ -115,10 +125,17 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     ceiling = Ceiling(settings.max_cost, settings.max_tokens)
     analysis_calls, stop = share_analyses(questions, settings, batch)
     shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
-    if ceiling:  # one question at a time, each bounded by what the batch has left
+    if ceiling:  # one question at a time, here, each bounded by what the batch has left
         budget = BatchBudget(ceiling, analysis_calls, stop)
         results = [budget.answer(batch, n, q, shared) for n, q in enumerate(questions, 1)]
-    else:
+    elif form.question_deployment:  # each question its own flow run, on any worker of the pool
+        forms = [
+            RunForm.for_question(asdict(q), f"{batch}-q{n}", form.chosen())
+            for n, q in enumerate(questions, 1)
+        ]
+        store = Store(settings.storage)
+        results = dispatch_questions(form.question_deployment, forms, [QUESTION_TAG], store)
+    else:  # every question a subflow of this batch, concurrently, in this process
         futures = [
             answer.submit(f"{batch}-q{n}", asdict(q), shared) for n, q in enumerate(questions, 1)
         ]

@@ -9,8 +9,9 @@ Usage::
         assert llm.calls("planner")[0]["run"] == "r1"
 
 Requests are routed by the ``X-DSStar-Agent`` header. Every request is recorded in
-``llm.requests`` as a dict with keys ``agent``, ``run``, ``headers``, ``body``, ``messages``
-and ``status``.
+``llm.requests`` as a dict with keys ``agent``, ``run``, ``headers``, ``body``, ``messages``,
+``status`` and ``at`` (when its reply was sent, ``time.monotonic()``). ``llm.peak_in_flight``
+is the most chat requests it was answering at once.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ class FakeLLM:
         self._thread: threading.Thread | None = None
         self._keys: set[str] | None = None
         self._prompts: list[str] = []  # for the prompt cache OpenAI keeps by itself
+        self.in_flight = 0  # chat requests received and not yet answered
+        self.peak_in_flight = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> FakeLLM:
@@ -197,6 +200,7 @@ class FakeLLM:
             self._keys = None
             self._prompts.clear()
             self.requests.clear()
+            self.peak_in_flight = self.in_flight
         return self
 
     def pending(self, agent: str) -> int:
@@ -239,7 +243,17 @@ class FakeLLM:
 
     def _record(self, req: dict[str, Any]) -> None:
         with self._lock:
+            req.setdefault("at", time.monotonic())
             self.requests.append(req)
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -371,6 +385,13 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 "messages": body.get("messages") or [],
                 "status": 200,
             }
+            llm._enter()  # until the reply is sent, as a client holding a slot sees it
+            try:
+                self._chat(req, body)
+            finally:
+                llm._leave()
+
+        def _chat(self, req: dict[str, Any], body: dict[str, Any]) -> None:
             try:
                 reply = llm._respond(req)
             except Exception as exc:  # a buggy responder should fail the test loudly

@@ -89,3 +89,19 @@ def test_two_runs_with_one_id_one_refused_the_other_intact(env, llm, sales, tmp_
     third = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert third.returncode == 2 and "has finished (verified)" in third.stdout
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+
+def test_a_retried_flow_run_takes_over_its_own_claim_from_another_host(tmp_path):
+    store = Store(str(tmp_path))
+    claim_run(store, "r3", "flow-9")
+    held = store.read_json("runs/r3/claims/000001.json")
+    # Its worker's machine died: the claim was never released and its host cannot be asked.
+    store.write_json("runs/r3/claims/000001.json", held | {"host": "worker-gone", "pid": 1})
+    with pytest.raises(RunIdInUse, match="in use by pid 1 on worker-gone"):
+        claim_run(store, "r3", "flow-10")  # another flow run: the holder may still live
+    with pytest.raises(RunIdInUse, match="in use"):
+        claim_run(store, "r3")  # a command, e.g. `dsstar resume`
+    retried = claim_run(store, "r3", "flow-9")  # the same flow run, started again
+    assert retried.key.endswith("claims/000002.json")
+    with pytest.raises(RunIdInUse, match=f"in use by pid {os.getpid()}"):
+        claim_run(store, "r3", "flow-11")  # while the retry runs, a duplicate is refused

@@ -10,6 +10,12 @@ nothing. A claim is released when its run ends; one whose process is gone (same 
 pid is dead; another host: no heartbeat for `STALE_AFTER_S`) may be followed by the next
 number, which is how a crashed run is resumed. A run that finished with an answer, or was
 stopped by a person, is never run again under its id: what it stored stays as it is.
+
+A claim held by an earlier attempt of the same flow run is taken over at once, on any host:
+the orchestrator runs one attempt of a flow run at a time, so when the flow run starts again
+(retried after its worker died, see docs/workers.md) the earlier attempt is known to be
+over, though its claim was never released and its host cannot be asked. Another flow run,
+or a command, under the same id is still refused while the holder may live.
 """
 
 from __future__ import annotations
@@ -64,7 +70,8 @@ def claim_run(store: Store, run_id: str, flow_run_id: str | None = None) -> Clai
         last = max(claims)
         number = int(last.split(".", 1)[0]) + 1
         held = _read(store, f"{prefix}/claims/{last}")
-        if held and not held.get("released_at") and _live(held, record):
+        retried = _same_flow_run(held or {}, flow_run_id)  # its earlier attempt is over
+        if held and not held.get("released_at") and not retried and _live(held, record):
             raise RunIdInUse(
                 f"run {run_id} is in use by pid {held.get('pid')} on {held.get('host')}"
                 f" (flow run {held.get('flow_run_id')}, since {held.get('claimed_at')}):"
@@ -80,6 +87,11 @@ def claim_run(store: Store, run_id: str, flow_run_id: str | None = None) -> Clai
     if not store.create_json(key, mine):
         raise RunIdInUse(f"run {run_id} was claimed by another run at the same moment")
     return Claim(store, key, mine)
+
+
+def _same_flow_run(held: dict[str, Any], flow_run_id: str | None) -> bool:
+    """Whether the claim was made by an earlier attempt of this very flow run."""
+    return flow_run_id is not None and held.get("flow_run_id") == flow_run_id
 
 
 def _live(held: dict[str, Any], record: dict[str, Any]) -> bool:

@@ -35,6 +35,7 @@ from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from scenarios import ANSWER, always_first_time
 
+from dsstar.locations import normalize_location
 from dsstar.runs.ledger import Ledger, question_key
 from flows.workers import LOST_WORKER, RETRY_CRASHED, ensure_worker_recovery
 
@@ -181,7 +182,8 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
             workers[name] = proc
         yield SimpleNamespace(
             api=api, root=root, llm=llm, bucket=bucket, workers=workers,
-            ledger=Ledger(ledger_url), heartbeat_timeout=heartbeat_timeout,
+            ledger=Ledger(ledger_url, normalize_location(f"s3://{bucket}/team")),
+            heartbeat_timeout=heartbeat_timeout,
         )  # fmt: skip
     finally:
         for proc in reversed(procs):

@@ -120,7 +120,7 @@ def ds_star_bench(
     analysis_calls: list[dict[str, Any]] = []
     if pending:  # only a task that still runs needs the descriptions
         questions = [Question(**task.params()) for task in pending]
-        analysis_calls = share_analyses(questions, settings, f"{bench_id}-analysis")
+        analysis_calls, _ = share_analyses(questions, settings, f"{bench_id}-analysis")
     shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
     with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="bench") as pool:
         # Each thread runs in a copy of this flow's context: the runs are its subflows.

@@ -26,7 +26,9 @@ from conftest import require_binary
 from podman import build_image, docker_api, podman_env
 from scenarios import ANSWER, two_rounds
 
-pytestmark = pytest.mark.slow
+# The first test builds the image: from nothing (a new machine or a new lock) that takes 10 to
+# 20 minutes on 2 cores; cached, seconds.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "dsstar-docker"

@@ -306,7 +306,9 @@ def test_the_job_template_s_security_context_runs_the_default_sandbox_in_a_conta
         return subprocess.run(
             [podman, "run", "--rm", "--rootfs", *flags, "--network", "host",
              "-v", f"{tmp_path / 'data'}:/data:ro", "-e", "DSSTAR_PROBE_SECRET=hunter2",
-             "-e", "LITELLM_LOCAL_MODEL_COST_MAP=True", "/:O",
+             "-e", "LITELLM_LOCAL_MODEL_COST_MAP=True",
+             "-v", f"{REPO}:{REPO}:ro",  # the checkout and its venv, also when under /tmp
+             "/:O",
              sys.executable, "-c", SANDBOX_PROBE, str(port)],
             capture_output=True, text=True, timeout=240, cwd=REPO,
             env={**os.environ, "CONTAINERS_CONF": str(conf)},

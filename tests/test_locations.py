@@ -61,7 +61,7 @@ def test_every_module_agrees(tmp_path, monkeypatch):
     assert Store(f"file://{folder}").url == folder
     assert Store("s3://bucket/prefix/").url == "s3://bucket/prefix"
     source = DataSource(f"file://{folder}", tmp_path / "cache")
-    assert not source.is_remote and source.root == Path(folder)
+    assert not source.is_remote and source.root.path == folder  # the folder it holds open
     with pytest.raises(DataError, match="does not exist"):
         DataSource(str(tmp_path / "odd://name"), tmp_path / "cache")  # a path, not a URL
     sets = tmp_path / "sets"

@@ -128,7 +128,9 @@ def test_router_sentences_from_the_issue_add_a_step(env, llm, sales):
     assert len(llm.calls("router")) == 4  # each read at once: no second asking
 
 
-def test_prompts_stay_bounded_with_megabyte_outputs(env, llm, sales):
+def test_prompts_stay_bounded_with_megabyte_outputs(env, llm, sales, monkeypatch):
+    # A form may not raise a cap above the worker's own: this worker allows 4 MB of output.
+    monkeypatch.setenv("DSSTAR_EXEC_OUTPUT_BYTES", "4000000")
     # Megabyte outputs, and megabyte replies too: a plan step and a script of 1 MB each.
     flood = "print('x' * 1_000_000)\nprint('TAIL-MARK')\n"
     llm.default("analyzer", lambda req: fence(f"print('{'d' * 100}' * 10_000)"))

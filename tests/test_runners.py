@@ -43,13 +43,19 @@ def test_cluster_runner_analyses_like_threads(kind, env, llm, lake, tmp_path):
     llm.default("analyzer", describe_script)
     threads = analyse("thread", lake, tmp_path)
     clustered = analyse(kind, lake, tmp_path)
-    assert len(threads) == 8
+    # The example's files (README.md, orders_2024.csv, regions.json: no two alike) and the
+    # four extra_*.csv.
+    example = sorted(p.name for p in lake.iterdir() if not p.name.startswith("extra_"))
+    assert sorted(p.rsplit("/", 1)[-1] for p in by_path(threads)) == sorted(
+        [*example, *(f"extra_{n}.csv" for n in range(4))]
+    )
     assert by_path(clustered) == by_path(threads)
     assert all(item["error"] is None for item in clustered)
     assert all("bytes:" in item["description"] for item in clustered)  # the script's output
-    # Each runner analysed every file itself: the four like extra_*.csv with one model call,
-    # whose script described the three others on the runner's workers.
-    assert len(llm.calls("analyzer")) == 10
+    # Each runner analysed every file itself: each example file with a model call, the four
+    # like extra_*.csv with one, whose script described the three others on the runner's
+    # workers.
+    assert len(llm.calls("analyzer")) == 2 * (len(example) + 1)
     assert [item["source"] for item in clustered].count("script") == 3
 
 

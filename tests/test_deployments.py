@@ -320,7 +320,9 @@ def test_nightly_batch_analyzes_each_file_once(served, llm, data, tmp_path):
         r["messages"][0]["content"].split("`data/")[1].split("`")[0] for r in llm.calls("analyzer")
     )
     assert analyzed == files  # once per file, for three questions
-    runs = [served.ledger.history(question_key(q)) for q in QUESTIONS]
+    # The runs are in the batch's storage: the ledger shows them for that storage only.
+    ledger = Ledger(served.ledger.url, str(tmp_path / "storage"))
+    runs = [ledger.history(question_key(q)) for q in QUESTIONS]
     assert [[(r.status, r.answer) for r in history] for history in runs] == [
         [("verified", ANSWER)]
     ] * 3

@@ -14,12 +14,13 @@ import contextlib
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from processes import start, stop
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("DSSTAR_TEST_CACHE", Path.home() / ".cache" / "dsstar-test"))
@@ -112,9 +113,9 @@ def docker_api(env: dict[str, str], folder: Path) -> Iterator[str]:
     the DOCKER_HOST URL. The service is stopped by its pid, also when the block fails."""
     socket = folder / "podman.sock"
     log = open(folder / "podman-service.log", "w")
-    proc = subprocess.Popen(
+    proc = start(
         ["podman", "system", "service", "--time=0", f"unix://{socket}"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -124,11 +125,5 @@ def docker_api(env: dict[str, str], folder: Path) -> Iterator[str]:
             time.sleep(0.2)
         yield f"unix://{socket}"
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        stop(proc)
         log.close()

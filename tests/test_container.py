@@ -15,7 +15,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import require_binary
 from podman import build_image, docker_api, podman_env
+from processes import start, stop
 from scenarios import ANSWER, two_rounds
 
 # The first test builds the image: from nothing (a new machine or a new lock) that takes 10 to
@@ -182,10 +182,10 @@ def test_a_docker_worker_answers_in_the_container(
         client.update_deployment(deployment.id, DeploymentUpdate(job_variables=variables))
 
     log = open(tmp_path / "worker.log", "w")
-    worker = subprocess.Popen(
+    worker = start(
         [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--type", "docker",
          "--limit", "1"],
-        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "DOCKER_HOST": docker_host, "PREFECT_WORKER_QUERY_SECONDS": "1"},
     )  # fmt: skip
     try:
@@ -199,12 +199,7 @@ def test_a_docker_worker_answers_in_the_container(
         )  # fmt: skip
         elapsed = time.monotonic() - started
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=60)
+        stop(worker, grace=60)
         log.close()
     worker_log = (tmp_path / "worker.log").read_text()
     assert flow_run.state.is_completed(), (flow_run.state, worker_log[-4000:])

@@ -23,7 +23,8 @@ Prefect UI (from the server's PREFECT_UI_URL).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 from uuid import UUID
 
 from prefect import get_client
@@ -99,64 +100,43 @@ _BUDGET_BODY = "\n".join(
 )
 
 
-def _changed(actions: list[SendNotification]) -> AutomationCore:
-    return AutomationCore(
-        name="dsstar: nightly answer changed",
-        description="A nightly question's answer differs from its last one over the same data.",
-        trigger=EventTrigger(
-            expect={ANSWER_CHANGED},
-            match={"prefect.resource.id": "dsstar.question.*"},
+def _on(
+    event: str, resource: str, name: str, description: str, **related: Any
+) -> Callable[[list[SendNotification]], AutomationCore]:
+    """An automation that runs `actions` once for each `event` of a `resource` id pattern."""
+
+    def automation(actions: list[SendNotification]) -> AutomationCore:
+        trigger = EventTrigger(
+            expect={event},
+            match={"prefect.resource.id": resource},
             posture=Posture.Reactive,
             threshold=1,
-        ),
-        actions=actions,
-    )
+            **related,
+        )
+        return AutomationCore(name=name, description=description, trigger=trigger, actions=actions)
+
+    return automation
 
 
-def _failed(actions: list[SendNotification]) -> AutomationCore:
-    return AutomationCore(
-        name="dsstar: nightly question failed",
-        description="A nightly question's flow run failed.",
-        trigger=EventTrigger(
-            expect={"prefect.flow-run.Failed"},
-            match={"prefect.resource.id": "prefect.flow-run.*"},
-            match_related={  # type: ignore[arg-type]  # a dict is accepted and validated
-                "prefect.resource.role": "tag",
-                "prefect.resource.id": f"prefect.tag.{QUESTION_TAG}",
-            },
-            posture=Posture.Reactive,
-            threshold=1,
-        ),
-        actions=actions,
-    )
-
-
-def _broken(actions: list[SendNotification]) -> AutomationCore:
-    return AutomationCore(
-        name="dsstar: data contract broken",
-        description="A file read by a nightly question broke its data contract.",
-        trigger=EventTrigger(
-            expect={CONTRACT_BROKEN},
-            match={"prefect.resource.id": "dsstar.contract.*"},
-            posture=Posture.Reactive,
-            threshold=1,
-        ),
-        actions=actions,
-    )
-
-
-def _budget(actions: list[SendNotification]) -> AutomationCore:
-    return AutomationCore(
-        name="dsstar: nightly budget reached",
-        description="A nightly batch stopped a question over budget or skipped questions.",
-        trigger=EventTrigger(
-            expect={BUDGET_REACHED},
-            match={"prefect.resource.id": "dsstar.batch.*"},
-            posture=Posture.Reactive,
-            threshold=1,
-        ),
-        actions=actions,
-    )
+_changed = _on(
+    ANSWER_CHANGED, "dsstar.question.*", "dsstar: nightly answer changed",
+    "A nightly question's answer differs from its last one over the same data.",
+)  # fmt: skip
+_failed = _on(
+    "prefect.flow-run.Failed", "prefect.flow-run.*", "dsstar: nightly question failed",
+    "A nightly question's flow run failed.",
+    match_related={  # a dict is accepted and validated
+        "prefect.resource.role": "tag", "prefect.resource.id": f"prefect.tag.{QUESTION_TAG}",
+    },
+)  # fmt: skip
+_broken = _on(
+    CONTRACT_BROKEN, "dsstar.contract.*", "dsstar: data contract broken",
+    "A file read by a nightly question broke its data contract.",
+)  # fmt: skip
+_budget = _on(
+    BUDGET_REACHED, "dsstar.batch.*", "dsstar: nightly budget reached",
+    "A nightly batch stopped a question over budget or skipped questions.",
+)  # fmt: skip
 
 
 _KINDS = (

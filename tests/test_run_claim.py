@@ -36,6 +36,19 @@ def test_create_json_is_exclusive_on_s3(s3):
     assert store.read_json("runs/a/claims/000001.json") == {"n": 1}
 
 
+class _Overtaken(Store):
+    """A store where another run creates the claim between our look and our create."""
+
+    def create_json(self, key, data):
+        Store(self.url).create_json(key, data | {"pid": 4242, "host": "other-host"})
+        return super().create_json(key, data)
+
+
+def test_losing_the_race_for_a_claim_names_the_run_that_won(tmp_path):
+    with pytest.raises(RunIdInUse, match="run r1 is in use by pid 4242 on other-host"):
+        claim_run(_Overtaken(str(tmp_path)), "r1")
+
+
 def test_a_held_id_is_refused_until_released(tmp_path):
     store = Store(str(tmp_path))
     first = claim_run(store, "r1", "flow-1")

@@ -72,11 +72,7 @@ def claim_run(store: Store, run_id: str, flow_run_id: str | None = None) -> Clai
         held = _read(store, f"{prefix}/claims/{last}")
         retried = _same_flow_run(held or {}, flow_run_id)  # its earlier attempt is over
         if held and not held.get("released_at") and not retried and _live(held, record):
-            raise RunIdInUse(
-                f"run {run_id} is in use by pid {held.get('pid')} on {held.get('host')}"
-                f" (flow run {held.get('flow_run_id')}, since {held.get('claimed_at')}):"
-                " choose another run id, or wait for it to end and resume it"
-            )
+            raise _in_use(run_id, held)
     mine = {
         **owner(),
         "token": secrets.token_hex(8),
@@ -84,9 +80,17 @@ def claim_run(store: Store, run_id: str, flow_run_id: str | None = None) -> Clai
         "claimed_at": _now(),
     }
     key = f"{prefix}/claims/{number:06d}.json"
-    if not store.create_json(key, mine):
-        raise RunIdInUse(f"run {run_id} was claimed by another run at the same moment")
+    if not store.create_json(key, mine):  # another run took this number a moment ago
+        raise _in_use(run_id, _read(store, key) or {})
     return Claim(store, key, mine)
+
+
+def _in_use(run_id: str, held: dict[str, Any]) -> RunIdInUse:
+    return RunIdInUse(
+        f"run {run_id} is in use by pid {held.get('pid')} on {held.get('host')}"
+        f" (flow run {held.get('flow_run_id')}, since {held.get('claimed_at')}):"
+        " choose another run id, or wait for it to end and resume it"
+    )
 
 
 def _same_flow_run(held: dict[str, Any], flow_run_id: str | None) -> bool:

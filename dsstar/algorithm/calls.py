@@ -1,21 +1,32 @@
-"""One method per agent, as the loop uses them: render the prompt, ask through the runtime,
-parse the reply. Retries of unusable replies live here (planner, router); transient errors
-are the runtime's to retry."""
+"""One method per agent call, as the algorithm makes them: render the prompt, ask through the
+runtime, parse the reply. Every prompt of the loop is rendered here, beside its call. Retries
+of unusable replies live here (planner, coder, verifier, router); transient errors are the
+runtime's to retry."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from dsstar.algorithm import agents
 from dsstar.algorithm.agents import FileInfo
 from dsstar.algorithm.agents.router import Route
-from dsstar.algorithm.repair import Fix, run_with_repair
+from dsstar.algorithm.repair import run_with_repair
 from dsstar.algorithm.runtime import Budget, Calls, Script
 from dsstar.algorithm.verdict import Verdict
 from dsstar.errors import AgentError
 from dsstar.model.llm import Message
 
-__all__ = ["Agents", "Proposal"]
+__all__ = ["AgentCalls", "Problem", "Proposal"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The question, its formatting guidelines and the files the agents see."""
+
+    question: str
+    guidelines: str = ""
+    files: list[FileInfo] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -27,15 +38,38 @@ class Proposal:
     unanswerable: str | None = None
 
 
-class Agents:
-    """The agents of one run, over `calls` (the runtime) and within `budget`."""
+class AgentCalls:
+    """The agent calls of one run, over `calls` (the runtime) and within `budget`."""
 
     def __init__(self, calls: Calls, budget: Budget) -> None:
         self.calls = calls
         self.budget = budget
 
-    def repair(self, label: str, code: str | None, fix: Fix) -> Script:
-        """Execute `code`, repairing it with the debugger while it fails."""
+    def run_solution(
+        self,
+        label: str,
+        code: str | None,
+        problem: Problem,
+        plan: Sequence[str] = (),
+        base_code: str = "",
+        final: bool = False,
+    ) -> Script:
+        """Execute `code`, repaired by the solution debugger while it fails. The debugger sees
+        the script, its error, the descriptions and the plan it implements (with the base
+        code, for when the coder gave no script at all); the final script's debugger also
+        sees the answer's guidelines."""
+
+        def fix(code: str, error: str) -> list[Message]:
+            return agents.debugger.render_solution(
+                question=problem.question,
+                code=code,
+                error=error,
+                files=problem.files,
+                plan=list(plan),
+                base_code=base_code,
+                guidelines=problem.guidelines if final else "",
+            )
+
         return run_with_repair(self.calls, label, code, fix, self.budget)
 
     def plan_first(
@@ -84,9 +118,26 @@ class Agents:
                 return Proposal(step)
         raise AgentError(f"the planner gave no usable step in round {label}")
 
-    def code(self, label: str, messages: list[Message]) -> str | None:
-        """The coder's script. A reply without code is asked again once, with a reminder
-        (models sometimes answer with an explanation alone); None when it still has none."""
+    def code_first(self, label: str, problem: Problem, step: str) -> str | None:
+        """The coder's script for a plan of one step, from scratch."""
+        messages = agents.coder.render_initial(
+            question=problem.question, files=problem.files, step=step
+        )
+        return self._code(label, messages)
+
+    def code_next(
+        self, label: str, problem: Problem, plan: list[str], base_code: str
+    ) -> str | None:
+        """The coder's script for the whole `plan`, rewritten from `base_code` (the script of
+        the plan without its last step)."""
+        messages = agents.coder.render_next(
+            question=problem.question, files=problem.files, plan=plan, base_code=base_code
+        )
+        return self._code(label, messages)
+
+    def _code(self, label: str, messages: list[Message]) -> str | None:
+        # A reply without code is asked again once, with a reminder (models sometimes answer
+        # with an explanation alone); None when it still has none.
         reply = self.calls.ask("coder", f"coder {label}", messages)
         code = agents.coder.parse(reply)
         if code is None:
@@ -146,5 +197,21 @@ class Agents:
         again = agents.router.render_again(messages, route.reply, len(plan))
         return agents.router.parse(self.calls.ask("router", f"router {label} #1", again), len(plan))
 
-    def finalize(self, messages: list[Message]) -> str | None:
+    def finalize(
+        self, problem: Problem, plan: list[str], script: Script, status: str, reason: str
+    ) -> str | None:
+        """The finalyzer's script, which states the answer in the required format, told how
+        the rounds ended (`status`, and the planner's `reason` when the files cannot
+        answer); None when its reply holds no code."""
+        messages = agents.finalyzer.render(
+            question=problem.question,
+            guidelines=problem.guidelines,
+            files=problem.files,
+            plan=plan,
+            code=script.code,
+            output=script.result.output if script.code else "",
+            max_output_chars=self.budget.max_output_chars,
+            status=status,
+            reason=reason,
+        )
         return agents.finalyzer.parse(self.calls.ask("finalyzer", "finalyzer", messages))

@@ -7,7 +7,8 @@ adds a step or backtracks to a wrong one, the planner proposes the next step fro
 result (told what a backtrack dropped, and why), the coder rewrites the base code for the
 whole plan, and the script runs (and is repaired while it fails). The planner may conclude
 that the files cannot answer the question. Finally the finalyzer turns the last script into
-one that states the answer. Everything the loop does goes through a `Runtime`.
+one that states the answer. Everything the loop does goes through a `Runtime`; every prompt
+is rendered beside its call (`calls`).
 """
 
 from __future__ import annotations
@@ -15,39 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dsstar.algorithm import agents
-from dsstar.algorithm.agents import FileInfo
 from dsstar.algorithm.agents.router import Route
-from dsstar.algorithm.calls import Agents
+from dsstar.algorithm.calls import AgentCalls, Problem
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
-from dsstar.algorithm.repair import Fix
 from dsstar.algorithm.runtime import NO_CODE, Budget, Round, Runtime, Script
 from dsstar.algorithm.verdict import Status, Verdict
 
 __all__ = ["Outcome", "Plan", "Problem", "finalize", "reuse", "rounds"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """The question, its formatting guidelines and the files the agents see."""
-
-    question: str
-    guidelines: str = ""
-    files: list[FileInfo] = field(default_factory=list)
-
-    def fix(self, plan: Sequence[str] = (), base_code: str = "", final: bool = False) -> Fix:
-        """The solution debugger's request: the script, its error, the descriptions and the
-        plan it implements (with the base code, for when the coder gave no script at all);
-        the final script's debugger also sees the answer's guidelines."""
-        return lambda code, error: agents.debugger.render_solution(
-            question=self.question,
-            code=code,
-            error=error,
-            files=self.files,
-            plan=list(plan),
-            base_code=base_code,
-            guidelines=self.guidelines if final else "",
-        )
 
 
 @dataclass
@@ -94,7 +69,7 @@ def reuse(
     if not result.ok or not result.stdout.strip():
         rt.record_reuse(script, Verdict.NOT_SUFFICIENT, "(not asked: it failed or printed nothing)")
         return None
-    verdict, reply = Agents(rt, budget).verify("reuse", question, plan, script)
+    verdict, reply = AgentCalls(rt, budget).verify("reuse", question, plan, script)
     if not verdict.sufficient:
         rt.record_reuse(script, verdict, reply)
         return None
@@ -106,16 +81,16 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
     """Steps 3 and 4: round 0, then verify, ask, route, plan, code and execute until the
     verifier says sufficient, M refinements were made, a person accepts or stops, or the
     planner concludes that the files cannot answer."""
-    ask = Agents(rt, budget)
+    agents = AgentCalls(rt, budget)
     plan = Plan()
-    first = ask.plan_first("r00", problem.question, problem.files, previous_plan=list(seed_plan))
+    first = agents.plan_first("r00", problem.question, problem.files, previous_plan=list(seed_plan))
     if first.unanswerable:
         return Outcome(Status.NOT_APPLICABLE, [], Script("", NO_CODE), first.unanswerable)
-    script = _code_round(ask, problem, plan, "r00", first.step, "")
+    script = _code_round(agents, problem, plan, "r00", first.step, "")
     number, opened_by = 0, None
     while True:
         label = f"r{number:02d}"
-        verdict, reply = ask.verify(label, problem.question, plan.steps, script, problem.files)
+        verdict, reply = agents.verify(label, problem.question, plan.steps, script, problem.files)
         rt.record_round(Round(number, plan.steps, script, verdict, reply, opened_by))
         if verdict.sufficient:
             return Outcome(Status.VERIFIED, plan.steps, script)
@@ -127,14 +102,14 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
         if guidance.choice is Choice.STOP:
             return Outcome(Status.STOPPED, plan.steps, script)
         hint = guidance.text_for_prompts
-        route = ask.route(
+        route = agents.route(
             label, problem.question, plan.steps, script.result.output, problem.files, hint
         )
         kept = list(plan.steps)
         base_code, dropped = plan.follow(route)
         number, opened_by = number + 1, route.label
         rt.record_route(number, route)
-        proposal = ask.plan_next(
+        proposal = agents.plan_next(
             f"r{number:02d}", problem.question, problem.files, plan.steps,
             script.result.output, guidance=hint, dropped=dropped,
             why=route.reply if dropped else "",
@@ -142,7 +117,7 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
         if proposal.unanswerable:  # the plan as it stood is what the finalyzer sees
             plan.steps = kept
             return Outcome(Status.NOT_APPLICABLE, kept, script, proposal.unanswerable)
-        script = _code_round(ask, problem, plan, f"r{number:02d}", proposal.step, base_code)
+        script = _code_round(agents, problem, plan, f"r{number:02d}", proposal.step, base_code)
 
 
 def _ask_human(rt: Runtime, number: int, plan: list[str], script: Script, reply: str) -> Guidance:
@@ -155,18 +130,16 @@ def _ask_human(rt: Runtime, number: int, plan: list[str], script: Script, reply:
 
 
 def _code_round(
-    ask: Agents, problem: Problem, plan: Plan, label: str, step: str, base_code: str
+    agents: AgentCalls, problem: Problem, plan: Plan, label: str, step: str, base_code: str
 ) -> Script:
     """Code the plan extended by `step` from the base code and run it. With an empty plan
     (round 0, or step 1 was wrong) the script starts from scratch, as in round 0."""
-    question, files, steps = problem.question, problem.files, [*plan.steps, step]
+    steps = [*plan.steps, step]
     if plan.steps:
-        request = agents.coder.render_next(
-            question=question, files=files, plan=steps, base_code=base_code
-        )
+        code = agents.code_next(label, problem, steps, base_code)
     else:
-        request = agents.coder.render_initial(question=question, files=files, step=step)
-    script = ask.repair(label, ask.code(label, request), problem.fix(steps, base_code))
+        code = agents.code_first(label, problem, step)
+    script = agents.run_solution(label, code, problem, steps, base_code)
     plan.extend(step, script.code)
     return script
 
@@ -184,16 +157,6 @@ def finalize(
     when the files cannot answer), rewrites the last script into one that states the answer
     in the required format; it is executed, and repaired by a debugger that also sees the
     guidelines."""
-    ask = Agents(rt, budget)
-    messages = agents.finalyzer.render(
-        question=problem.question,
-        guidelines=problem.guidelines,
-        files=problem.files,
-        plan=plan,
-        code=script.code,
-        output=script.result.output if script.code else "",
-        max_output_chars=budget.max_output_chars,
-        status=status.value,
-        reason=reason,
-    )
-    return ask.repair("final", ask.finalize(messages), problem.fix(plan, final=True))
+    agents = AgentCalls(rt, budget)
+    code = agents.finalize(problem, plan, script, status.value, reason)
+    return agents.run_solution("final", code, problem, plan, final=True)

@@ -1,14 +1,14 @@
-"""What the DS-STAR loop needs from the world around it, as two small protocols.
+"""What DS-STAR needs from the world around it, as two small protocols.
 
-The loop (`loop`) decides; a runtime does. The Prefect flow supplies one (tasks with
-caching and retries, stored artifacts, the UI); tests supply one in a few lines. Nothing here
-imports Prefect.
+The algorithm (`steps`, `loop`) decides; a runtime does. The Prefect flow supplies one (tasks
+with caching and retries, stored artifacts, the UI); `local.LocalRuntime` is one in this
+process, without Prefect. Nothing here imports Prefect.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dsstar.algorithm.agents import PROMPT_OUTPUT_CHARS
 from dsstar.algorithm.agents.router import Route
@@ -17,7 +17,10 @@ from dsstar.algorithm.verdict import Verdict
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.llm import Message
 
-__all__ = ["NO_CODE", "Budget", "Calls", "Round", "Runtime", "Script"]
+if TYPE_CHECKING:  # only annotations: the data side is not loaded with the loop's types
+    from dsstar.data.sources import DataSource
+
+__all__ = ["NO_CODE", "Budget", "Calls", "Round", "Runtime", "Script", "Solved"]
 
 
 class Calls(Protocol):
@@ -34,9 +37,39 @@ class Calls(Protocol):
 
 
 class Runtime(Calls, Protocol):
-    """Calls, plus where the loop's decisions are recorded and a person is asked."""
+    """Calls, plus the work of steps 0 to 2 (contracts, an earlier solution, file analysis),
+    where the algorithm's decisions are recorded and told, and how a person is asked."""
 
     run_id: str
+
+    def check_contracts(self, source: DataSource) -> dict[str, Any]:
+        """Every file of `source` against its stored data contract (new files get one).
+        Returns the report, {"checked", "failed", "created", "files"}, kept in the run's
+        record."""
+        ...
+
+    def previous_solution(self) -> Solved | None:
+        """The last verified solution of this question over this data, if any."""
+        ...
+
+    def analyze_files(self, source: DataSource, fresh: set[str]) -> list[dict[str, Any]]:
+        """Step 1: a catalog record (with its "description") for every file of `source`;
+        files described before are not analyzed again, except those in `fresh`. A call
+        refused at the run's ceiling raises OverBudget with the finished records on it."""
+        ...
+
+    def record_analyses(self, analyses: list[dict[str, Any]]) -> None:
+        """The file analyses of this run (analysis/), finished or cut short."""
+        ...
+
+    def note(self, **fields: Any) -> None:
+        """Facts about the run for its record (run.json), e.g. the files the agents saw."""
+        ...
+
+    def say(self, event: str, **details: Any) -> None:
+        """A line of the run's story for whoever watches it: "reused" (previous_run),
+        "analyzed" (files), "retrieved" (paths, total)."""
+        ...
 
     def record_round(self, round: Round) -> None:
         """A round was executed and judged (rounds/NN/plan.json, code.py, output.txt,
@@ -58,6 +91,15 @@ class Runtime(Calls, Protocol):
     def ask_human(self, checkpoint: Checkpoint) -> Guidance | None:
         """A person's answer after a round that was not sufficient; None: nobody is asked."""
         ...
+
+
+@dataclass(frozen=True)
+class Solved:
+    """A verified solution of an earlier run: tried first on today's data (step 0)."""
+
+    run_id: str
+    plan: list[str]
+    solution: str | None
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,18 @@
-"""The flow's side of the core loop's `Runtime`: agent calls and scripts as cached, retried
-Prefect tasks; rounds, routes and guidance stored and shown as Prefect artifacts."""
+"""The flow's side of the core algorithm's `Runtime`: agent calls, scripts and file analyses
+as cached, retried Prefect tasks; rounds, routes and guidance stored and shown as Prefect
+artifacts; the story told in the flow run's logs."""
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 from dsstar import progress
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Checkpoint, Guidance
-from dsstar.algorithm.runtime import Round, Script
+from dsstar.algorithm.runtime import Round, Script, Solved
 from dsstar.algorithm.verdict import Verdict
+from dsstar.data.sources import DataSource
 from dsstar.runs.record import (
     guidance_key,
     guidance_objects,
@@ -19,6 +24,8 @@ from dsstar.runs.spec import RunSpec
 from dsstar.runs.storage import round_key
 from dsstar.settings import Settings
 from flows import _story as story
+from flows._analysis import analyze_files
+from flows._contracts import check_contracts
 from flows._guidance import ask_human, publish_guidance
 from flows._run import Run
 from tasks.agents import TaskCalls
@@ -31,11 +38,40 @@ class FlowRuntime(TaskCalls):
     """`ask` and `execute` are tasks (see `TaskCalls`); every reply counts in `run`'s totals."""
 
     def __init__(self, run: Run, spec: RunSpec, settings: Settings) -> None:
-        super().__init__(spec)
-        self.calls = run.calls
+        super().__init__(spec, replies=run.calls)
         self.run = run
         self.run_id = run.run_id
         self.settings = settings
+
+    # -- steps 0 to 2 ------------------------------------------------------------------------
+
+    def check_contracts(self, source: DataSource) -> dict[str, Any]:
+        return check_contracts(self.run, source)
+
+    def previous_solution(self) -> Solved | None:
+        row = self.run.previous_solution()
+        return Solved(row.run_id, list(row.plan), row.solution) if row else None
+
+    def analyze_files(self, source: DataSource, fresh: set[str]) -> list[dict[str, Any]]:
+        return analyze_files(self.spec, source, fresh=fresh)
+
+    def record_analyses(self, analyses: list[dict[str, Any]]) -> None:
+        self.run.record_analyses(analyses)
+
+    def note(self, **fields: Any) -> None:
+        self.run.note(**fields)
+
+    def say(self, event: str, **details: Any) -> None:
+        if event == "reused":
+            story.reused(details["previous_run"])
+        elif event == "analyzed":
+            story.analyzed(details["files"], self.run_id)
+        elif event == "retrieved":
+            story.retrieved(details["paths"], details["total"])
+        else:  # a line the story has no words of its own for
+            story.say("%s: %s", event, details, level=logging.INFO)
+
+    # -- steps 3 to 5 ------------------------------------------------------------------------
 
     def record_round(self, round: Round) -> None:
         item, uris = self.run.add_round(round)

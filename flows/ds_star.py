@@ -1,6 +1,6 @@
 """The DS-STAR flow: analyze every file, then plan, code, execute, verify and route in rounds
 until the verifier accepts the plan, the rounds run out or a person accepts or stops; finally
-format the answer. The loop's decisions are the core's (`dsstar.algorithm.loop`); this flow supplies
+format the answer. The algorithm is the core's (`dsstar.algorithm.steps`); this flow supplies
 its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 
 from __future__ import annotations
@@ -12,18 +12,13 @@ from prefect import get_client
 from prefect.runtime import flow_run
 from pydantic import ValidationError
 
-from dsstar.algorithm import loop
-from dsstar.algorithm.budget import check_question, whole_documents
-from dsstar.algorithm.context import fit_context, retrieve
-from dsstar.algorithm.verdict import Status
-from dsstar.data.contracts import failed_paths
-from dsstar.data.retrieval import embedding_similarity
+from dsstar.algorithm import steps
+from dsstar.algorithm.budget import check_question
 from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import OverBudget, UsageError
 from dsstar.execution import scratch
 from dsstar.locations import normalize_location
 from dsstar.model.ceiling import Ceiling, forget
-from dsstar.model.llm import count_tokens
 from dsstar.runs.form import RunForm, explain
 from dsstar.runs.preflight import preflight, unreadable_warning
 from dsstar.runs.spec import RunSpec
@@ -31,8 +26,6 @@ from dsstar.runs.storage import Store
 from dsstar.runs.trust import check_form, hold_data_location
 from dsstar.settings import Settings
 from flows import _story as story
-from flows._analysis import analyze_files
-from flows._contracts import check_contracts
 from flows._finish import finish
 from flows._forms import form_flow
 from flows._run import Run
@@ -123,61 +116,19 @@ def _checked_run(form: Any, settings: Settings, data: str | DataRoot) -> dict[st
 def solve(
     run: Run, question: str, data: str | DataRoot, guidelines: str, settings: Settings
 ) -> dict:
-    """Algorithm 1 of the paper, step by step; the decisions are the core's (dsstar.algorithm.loop),
-    the work is done by Prefect tasks through the runtime."""
+    """Algorithm 1 (`dsstar.algorithm.steps.solve`) over this flow's runtime: the work done
+    by Prefect tasks, the run recorded as it goes and closed at the end."""
     source = open_data(data, settings, tag=run.run_id)
     # Judged on the view: the files the run will read, not the path looked up again.
     warning = unreadable_warning(str(source.mount_dir), shown=source.location)
     if warning:
         story.say(warning, level=logging.WARNING)
     spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
-    runtime, budget = FlowRuntime(run, spec, settings), spec.budget
-
-    # 0. A question answered before: re-run its verified solution on today's data first,
-    #    unless a file broke its data contract (then the full loop runs, seeded below).
-    contracts = check_contracts(run, source)
-    previous = run.previous_solution() if settings.reuse else None
-    if previous and not contracts["failed"]:
-        script = loop.reuse(runtime, question, previous.plan, previous.solution, budget)
-        if script:
-            story.reused(previous.run_id)
-            return finish(run, Status.VERIFIED, previous.plan, script, reused_from=previous.run_id)
-
-    # 1. Analyze every file, concurrently; descriptions are cached by file content, except
-    #    for files that broke their contract: those are described afresh.
-    try:
-        files = analyze_files(spec, source, fresh=failed_paths(contracts))
-    except OverBudget as exc:  # the analyses that finished are kept
-        run.record_analyses(exc.analyses)
-        raise
-    run.record_analyses(files)
-    story.analyzed(files, run.run_id)
-
-    # 2. Retrieve: only the top-K descriptions go into the prompts, documentation files
-    #    whole, all of them within the prompt's token budget.
-    files = whole_documents(files, source.mount_dir, settings.max_document_chars)
-    similarity = embedding_similarity(settings, run.run_id)
-    context = retrieve(question, files, settings.top_k, settings.max_description_chars, similarity)
-    model = settings.model_for("planner") or ""
-    fitted = fit_context(
-        question, context, settings.context_tokens, lambda text: count_tokens(model, text)
+    runtime = FlowRuntime(run, spec, settings)
+    solution = steps.solve(runtime, question, guidelines, source, settings, spec.budget)
+    return finish(
+        run, solution.status, solution.plan, solution.final, reused_from=solution.reused_from
     )
-    run.note(files_considered=[f.path for f in context], context_left_out=fitted.left_out)
-    story.retrieved([f.path for f in context], len(files))
-    problem = loop.Problem(question, guidelines, fitted.files)
-
-    # 3, 4. Round 0; then verify, route, plan, code, execute until the plan is sufficient,
-    #    the rounds run out, or a person accepts or stops.
-    outcome = loop.rounds(runtime, problem, budget, seed_plan=previous.plan if previous else [])
-    if outcome.status is Status.STOPPED:  # a person stopped the run: no answer
-        return finish(run, outcome.status, outcome.plan, None)
-
-    # 5. Finalize: a script that states the answer in the required format, told how the
-    #    rounds ended.
-    final = loop.finalize(
-        runtime, problem, budget, outcome.plan, outcome.script, outcome.status, outcome.reason
-    )
-    return finish(run, outcome.status, outcome.plan, final)
 
 
 def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:

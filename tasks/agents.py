@@ -20,13 +20,20 @@ __all__ = ["TaskCalls"]
 
 class TaskCalls:
     """`ask` and `execute` as the tasks `llm` and `execute` (cached per run, label and
-    request; LLM calls retried on transient errors). Every reply is appended to `calls` and
-    counted by the run's meter (a reply read back from Prefect's cache too: what the run has
-    spent includes it, see `dsstar.model.ceiling`)."""
+    request; LLM calls retried on transient errors). Every reply (with its tokens and cost)
+    is appended to `replies`, the caller's list when it gives one, and counted by the run's
+    meter (a reply read back from Prefect's cache too: what the run has spent includes it,
+    see `dsstar.model.ceiling`)."""
 
-    def __init__(self, spec: RunSpec, *, inline: bool = False) -> None:
+    def __init__(
+        self,
+        spec: RunSpec,
+        *,
+        inline: bool = False,
+        replies: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.spec = spec
-        self.calls: list[dict[str, Any]] = []
+        self.replies: list[dict[str, Any]] = [] if replies is None else replies
         if inline:  # inside a task that is itself the unit of caching and retry
             self._ask, self._execute = ask.fn, execute.fn
             return
@@ -54,7 +61,7 @@ class TaskCalls:
             ceiling=self.spec.ceiling,
         )
         meter(self.spec.run_id).charge(reply)
-        self.calls.append(reply)
+        self.replies.append(reply)
         progress.emit("llm_done", **reply)
         return reply["text"]
 

@@ -41,7 +41,7 @@ def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     # This task is the unit of caching and retry: its LLM calls and scripts run inline, not
     # as task runs of their own (a lake of 1,560 files means 3,120 fewer).
     calls = TaskCalls(run_spec, inline=True)
-    record = {**analysis.analyze_file(calls, file, run_spec), "calls": calls.calls}
+    record = {**analysis.analyze_file(calls, file, run_spec), "calls": calls.replies}
     analysis.keep(record, RunSpec(**spec))
     return record
 

@@ -1,9 +1,9 @@
-"""The DS-STAR loop of the core, run without Prefect: a runtime of a few lines that asks the
-scripted model server through litellm (dsstar.model.llm) and runs scripts in the real sandbox."""
+"""The DS-STAR loop of the core, run without Prefect: the local runtime asks the scripted
+model server through litellm (dsstar.model.llm) and runs scripts in the real sandbox."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,15 +22,14 @@ from scenarios import (
 
 from dsstar.algorithm import loop
 from dsstar.algorithm.agents import FileInfo
-from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
-from dsstar.algorithm.runtime import Budget, Round, Script
+from dsstar.algorithm.local import LocalRuntime
+from dsstar.algorithm.runtime import Budget, Script
 from dsstar.algorithm.verdict import Status, Verdict
 from dsstar.data.sources import DataSource
 from dsstar.execution import scratch
-from dsstar.execution.sandbox import ExecResult, Limits, run_script
-from dsstar.model.config import LLMConfig
-from dsstar.model.llm import Message, complete
+from dsstar.runs.spec import RunSpec
+from dsstar.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
@@ -41,59 +40,30 @@ FILES = [
 PROBLEM = loop.Problem(QUESTION, "region name, manager name", FILES)
 
 
-@dataclass
-class MemoryRuntime:
-    """Everything in lists; `answers` are what the "person" says after each round that was
-    not sufficient (None: nobody is asked)."""
-
-    base_url: str
-    data_dir: Path
-    work_dir: Path
-    run_id: str = "loop-test"
-    answers: list[Guidance | None] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-    rounds: list[Round] = field(default_factory=list)
-    routes: dict[int, Route] = field(default_factory=dict)
-    guidance: dict[int, Guidance] = field(default_factory=dict)
-    checkpoints: list[Checkpoint] = field(default_factory=list)
-    reuses: list[tuple[Script, Verdict, str]] = field(default_factory=list)
-
-    def ask(self, agent: str, label: str, messages: list[Message]) -> str:
-        self.labels.append(label)
-        config = LLMConfig(model="openai/gpt-4o-mini", api_base=self.base_url)
-        return complete(config, messages, agent=agent, run_id=self.run_id, api_key="sk-x").text
-
-    def execute(self, label: str, code: str) -> ExecResult:
-        self.labels.append(label)
-        limits = Limits(timeout_s=60)
-        return run_script(code, data_dir=self.data_dir, limits=limits, work_root=self.work_dir)
-
-    def record_round(self, round: Round) -> None:
-        self.rounds.append(round)
-
-    def record_route(self, number: int, route: Route) -> None:
-        self.routes[number] = route
-
-    def record_guidance(self, number: int, guidance: Guidance) -> None:
-        self.guidance[number] = guidance
-
-    def record_reuse(self, script: Script, verdict: Verdict, reply: str) -> None:
-        self.reuses.append((script, verdict, reply))
-
-    def ask_human(self, checkpoint: Checkpoint) -> Guidance | None:
-        self.checkpoints.append(checkpoint)
-        return self.answers.pop(0) if self.answers else None
-
-
 @pytest.fixture
-def runtime(llm: FakeLLM, sales: Path, tmp_path: Path) -> MemoryRuntime:
+def runtime(llm: FakeLLM, sales: Path, tmp_path: Path) -> LocalRuntime:
     work = tmp_path / "work"
     work.mkdir()
     source = DataSource(str(sales), scratch.new_dir(work, "loop-test"))
-    return MemoryRuntime(llm.base_url, source.mount_dir, work)
+    settings = Settings(
+        model="openai/gpt-4o-mini",
+        api_base=llm.base_url,
+        storage=str(tmp_path / "storage"),
+        work_dir=work,
+        exec_timeout=60,
+    )
+    spec = RunSpec.from_settings(settings, "loop-test", settings.storage, source.mount_dir)
+    return LocalRuntime(spec, api_key="sk-x")
 
 
-def solve(rt: MemoryRuntime, budget: Budget | None = None) -> tuple[loop.Outcome, Script | None]:
+def answering(*answers: Guidance) -> Callable[[Checkpoint], Guidance | None]:
+    """A person who gives `answers`, one after each round that was not sufficient, then
+    is not there any more."""
+    left = list(answers)
+    return lambda checkpoint: left.pop(0) if left else None
+
+
+def solve(rt: LocalRuntime, budget: Budget | None = None) -> tuple[loop.Outcome, Script | None]:
     budget = budget or Budget()
     outcome = loop.rounds(rt, PROBLEM, budget)
     if outcome.status is Status.STOPPED:
@@ -207,7 +177,7 @@ def test_an_empty_planner_reply_is_asked_again(llm, runtime) -> None:
 def test_guidance_text_reaches_the_next_planner_and_router(llm, runtime) -> None:
     two_rounds(llm)
     text = "Use the manager's full name from regions.json."
-    runtime.answers = [Guidance(Choice.GUIDE, text)]
+    runtime.ask_person = answering(Guidance(Choice.GUIDE, text))
     outcome, final = solve(runtime)
 
     assert outcome.status is Status.VERIFIED
@@ -224,7 +194,9 @@ def test_guidance_text_reaches_the_next_planner_and_router(llm, runtime) -> None
 
 def test_continue_goes_on_as_planned_without_guidance(llm, runtime) -> None:
     two_rounds(llm)
-    runtime.answers = [Guidance(Choice.CONTINUE, "ignored unless guiding", timed_out=True)]
+    runtime.ask_person = answering(
+        Guidance(Choice.CONTINUE, "ignored unless guiding", timed_out=True)
+    )
     outcome, _ = solve(runtime)
 
     assert outcome.status is Status.VERIFIED and len(runtime.rounds) == 2
@@ -240,14 +212,14 @@ def test_guidance_prompts_equal_unguided_ones_when_nobody_answers(llm, runtime) 
     unguided = [r["messages"] for r in llm.calls("router") + llm.calls("planner")]
     llm.reset()
     two_rounds(llm)
-    runtime.answers = [Guidance(Choice.CONTINUE)]
+    runtime.ask_person = answering(Guidance(Choice.CONTINUE))
     solve(runtime)
     assert [r["messages"] for r in llm.calls("router") + llm.calls("planner")] == unguided
 
 
 def test_accept_finalizes_the_current_plan_at_once(llm, runtime) -> None:
     two_rounds(llm)
-    runtime.answers = [Guidance(Choice.ACCEPT)]
+    runtime.ask_person = answering(Guidance(Choice.ACCEPT))
     outcome, final = solve(runtime)
 
     assert outcome.status is Status.ACCEPTED
@@ -259,7 +231,7 @@ def test_accept_finalizes_the_current_plan_at_once(llm, runtime) -> None:
 
 def test_stop_ends_the_run_without_finalizing(llm, runtime) -> None:
     two_rounds(llm)
-    runtime.answers = [Guidance(Choice.STOP)]
+    runtime.ask_person = answering(Guidance(Choice.STOP))
     outcome, final = solve(runtime)
 
     assert outcome.status is Status.STOPPED and final is None

@@ -13,6 +13,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["AGENTS", "CAP", "Settings", "api_key_here", "is_cap"]
 
+# The agents whose models can be set one by one (`agent_models`). Each is defined in its
+# module of `dsstar.algorithm.agents` (a floor above, out of reach here); their ROSTER holds
+# the same names in this order (tests/test_agents.py checks it).
 AGENTS = (
     "analyzer",
     "planner",

@@ -9,6 +9,7 @@ import jinja2
 import pytest
 
 from dsstar.algorithm.agents import (
+    ROSTER,
     analyzer,
     coder,
     debugger,
@@ -27,6 +28,7 @@ from dsstar.algorithm.agents._base import (
 from dsstar.algorithm.agents._reading import extract_code
 from dsstar.bench import judge
 from dsstar.model.llm import prompt_hash
+from dsstar.settings import AGENTS
 
 QUESTION = "What was the total revenue of the North region in 2024?"
 FILES = [
@@ -120,6 +122,15 @@ CASES: dict[str, tuple[Callable[[], list[dict[str, str]]], list[str]]] = {
 def test_every_template_has_a_render_case() -> None:
     templates = {p.stem for p in PROMPTS_DIR.glob("*.j2") if not p.name.startswith("_")}
     assert templates == set(CASES)
+
+
+def test_every_agent_is_defined_once_and_its_name_is_a_model_setting() -> None:
+    assert tuple(ROSTER) == AGENTS  # settings validate --agent-model names against these
+    declared = [template for agent in ROSTER.values() for template in agent.templates]
+    assert len(declared) == len(set(declared))  # a template belongs to one agent
+    templates = {p.stem for p in PROMPTS_DIR.glob("*.j2") if not p.name.startswith("_")}
+    assert set(declared) == templates - {"judge"}  # the benchmark's judge is no agent of a run
+    assert ROSTER["router"].parse is router.parse and ROSTER["coder"].parse is coder.parse
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

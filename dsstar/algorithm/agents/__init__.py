@@ -1,5 +1,7 @@
 """One module per agent: `render(...)` builds the chat messages from its Jinja template in
-`prompts/`, `parse(text)` turns any reply, however malformed, into a defined result."""
+`prompts/`, `parse(text)` turns any reply, however malformed, into a defined result, and
+`AGENT` defines the agent (name, templates, parser). `ROSTER` lists them all, in the order of
+`dsstar.settings.AGENTS`, the names the model settings accept."""
 
 from dsstar.algorithm.agents import (
     analyzer,
@@ -11,11 +13,13 @@ from dsstar.algorithm.agents import (
     summarizer,
     verifier,
 )
-from dsstar.algorithm.agents._base import PROMPT_OUTPUT_CHARS, FileInfo, clip, render
+from dsstar.algorithm.agents._base import PROMPT_OUTPUT_CHARS, Agent, FileInfo, clip, render
 from dsstar.algorithm.agents._reading import extract_code, split_thinking
 
 __all__ = [
     "PROMPT_OUTPUT_CHARS",
+    "ROSTER",
+    "Agent",
     "FileInfo",
     "analyzer",
     "clip",
@@ -30,3 +34,19 @@ __all__ = [
     "summarizer",
     "verifier",
 ]
+
+# Every agent by name. Settings sit a floor below and cannot read this: their AGENTS tuple
+# names the same agents, and tests/test_agents.py holds the two equal.
+ROSTER: dict[str, Agent] = {
+    agent.name: agent
+    for agent in (
+        analyzer.AGENT,
+        planner.AGENT,
+        coder.AGENT,
+        verifier.AGENT,
+        router.AGENT,
+        debugger.AGENT,
+        summarizer.AGENT,
+        finalyzer.AGENT,
+    )
+}

@@ -4,6 +4,7 @@ hashing."""
 from __future__ import annotations
 
 import importlib.resources
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -26,6 +27,17 @@ PROMPT_CODE_CHARS = 40_000
 PLAN_STEP_CHARS = 2000
 # A person's guidance between rounds enters two prompts; a pasted essay is cut.
 GUIDANCE_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent, defined once, in its own module: `name` (what the model settings and the
+    X-DSStar-Agent header call it), the `templates` of `prompts/` it renders, and `parse`,
+    which turns any reply into its result."""
+
+    name: str
+    templates: tuple[str, ...]
+    parse: Callable[..., Any]
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dsstar.algorithm.agents._base import Agent
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import extract_code
 from dsstar.model.llm import Message
 
-__all__ = ["parse", "render"]
+__all__ = ["AGENT", "parse", "render"]
 
 
 def render(*, path: str, format: str) -> list[Message]:
@@ -17,3 +18,6 @@ def render(*, path: str, format: str) -> list[Message]:
 def parse(text: str) -> str | None:
     """The script, or None (a failed attempt the debugger can repair)."""
     return extract_code(text)
+
+
+AGENT = Agent("analyzer", ("analyzer",), parse)

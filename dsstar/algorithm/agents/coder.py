@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, FileInfo, clip
+from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, Agent, FileInfo, clip
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import extract_code
 from dsstar.model.llm import Message
 
-__all__ = ["parse", "render_again", "render_initial", "render_next"]
+__all__ = ["AGENT", "parse", "render_again", "render_initial", "render_next"]
 
 
 def render_initial(*, question: str, files: list[FileInfo], step: str) -> list[Message]:
@@ -37,3 +37,6 @@ def render_again(messages: list[Message], reply: str) -> list[Message]:
 def parse(text: str) -> str | None:
     """The script, or None (a failed attempt the debugger can repair)."""
     return extract_code(text)
+
+
+AGENT = Agent("coder", ("coder_initial", "coder_next", "coder_again"), parse)

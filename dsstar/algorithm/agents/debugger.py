@@ -4,12 +4,12 @@ sheet names, table schemas)."""
 
 from __future__ import annotations
 
-from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, FileInfo, clip
+from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, Agent, FileInfo, clip
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import extract_code
 from dsstar.model.llm import Message
 
-__all__ = ["parse", "render_analyzer", "render_solution"]
+__all__ = ["AGENT", "parse", "render_analyzer", "render_solution"]
 
 
 def render_analyzer(*, path: str, code: str, error: str) -> list[Message]:
@@ -47,3 +47,6 @@ def render_solution(
 def parse(text: str) -> str | None:
     """The repaired script, or None (the attempt failed)."""
     return extract_code(text)
+
+
+AGENT = Agent("debugger", ("debugger_analyzer", "debugger_solution"), parse)

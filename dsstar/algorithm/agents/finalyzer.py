@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
-from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
+from dsstar.algorithm.agents._base import (
+    PROMPT_CODE_CHARS,
+    PROMPT_OUTPUT_CHARS,
+    Agent,
+    FileInfo,
+    clip,
+)
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import extract_code
 from dsstar.model.llm import Message
 
-__all__ = ["parse", "render"]
+__all__ = ["AGENT", "parse", "render"]
 
 
 def render(
@@ -41,3 +47,6 @@ def render(
 def parse(text: str) -> str | None:
     """The final script, or None (a failed attempt the debugger can repair)."""
     return extract_code(text)
+
+
+AGENT = Agent("finalyzer", ("finalyzer",), parse)

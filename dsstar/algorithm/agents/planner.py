@@ -8,6 +8,7 @@ from dsstar.algorithm.agents._base import (
     GUIDANCE_CHARS,
     PLAN_STEP_CHARS,
     PROMPT_OUTPUT_CHARS,
+    Agent,
     FileInfo,
     clip,
 )
@@ -15,7 +16,7 @@ from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import split_thinking
 from dsstar.model.llm import Message
 
-__all__ = ["parse", "render_initial", "render_next", "unanswerable"]
+__all__ = ["AGENT", "parse", "render_initial", "render_next", "unanswerable"]
 
 # List markers, headings and the model's own labels: "Step 2:", "Step #2:", "Step 2 -".
 _LEAD = re.compile(
@@ -127,3 +128,6 @@ def unanswerable(text: str) -> str | None:
     if not said:
         return None
     return clip(said.group("why").strip(), PLAN_STEP_CHARS) or "the files cannot answer it"
+
+
+AGENT = Agent("planner", ("planner_initial", "planner_next"), parse)

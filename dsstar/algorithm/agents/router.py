@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dsstar.algorithm.agents._base import GUIDANCE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
+from dsstar.algorithm.agents._base import GUIDANCE_CHARS, PROMPT_OUTPUT_CHARS, Agent, FileInfo, clip
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import split_thinking, strip_decoration, structured_value
 from dsstar.model.llm import Message
 
-__all__ = ["Route", "parse", "render", "render_again"]
+__all__ = ["AGENT", "Route", "parse", "render", "render_again"]
 
 # "Step 2 is wrong", "step #2 was incorrect", "Step 2: wrong", and the negations to skip:
 # "Step 2 is not wrong", "Step 2 isn't incorrect", "Step 2 is never wrong".
@@ -184,3 +184,6 @@ def _negated(reply: str, start: int) -> bool:
 
 def _backtrack(step: int, reply: str, plan_length: int) -> Route:
     return Route(step if 1 <= step <= plan_length else None, reply)
+
+
+AGENT = Agent("router", ("router", "router_again"), parse)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dsstar.algorithm.agents._base import clip
+from dsstar.algorithm.agents._base import Agent, clip
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import split_thinking
 from dsstar.model.llm import Message
 
-__all__ = ["parse", "render"]
+__all__ = ["AGENT", "parse", "render"]
 
 
 def render(*, error: str) -> list[Message]:
@@ -19,3 +19,6 @@ def parse(text: str) -> str | None:
     """The summary (thinking blocks left out); None when empty (the caller then falls back
     to the clipped traceback)."""
     return split_thinking(text or "")[0].strip() or None
+
+
+AGENT = Agent("summarizer", ("summarizer",), parse)

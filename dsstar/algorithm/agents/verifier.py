@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, PROMPT_OUTPUT_CHARS, FileInfo, clip
+from dsstar.algorithm.agents._base import (
+    PROMPT_CODE_CHARS,
+    PROMPT_OUTPUT_CHARS,
+    Agent,
+    FileInfo,
+    clip,
+)
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import yes_no
 from dsstar.model.llm import Message
 
-__all__ = ["parse", "read", "render", "render_again"]
+__all__ = ["AGENT", "parse", "read", "render", "render_again"]
 
 
 def render(
@@ -46,3 +52,6 @@ def read(text: str) -> bool | None:
 def parse(text: str) -> bool:
     """The verdict; an unclear reply reads as No (the plan is not shown to be sufficient)."""
     return bool(read(text))
+
+
+AGENT = Agent("verifier", ("verifier", "verifier_again"), parse)

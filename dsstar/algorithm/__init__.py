@@ -1,11 +1,13 @@
 """DS-STAR itself (Algorithm 1 of the paper), free of Prefect.
 
+steps      Algorithm 1 whole: steps 0 to 5 in one function (solve)
 analysis   step 1: a description of every data file, written by the analyzer's script
 context    step 2: the files the agents see, within the context budget (budget)
 loop       steps 3 to 5: plan, code, execute, verify, route, in rounds
-calls      one method per agent, as the loop uses them; unusable replies retried
+calls      one method per agent call: its prompt rendered, asked, its reply parsed
 repair     execute, and let the debugger fix a failing script
-runtime    what the loop needs from the world around it (two small protocols)
+runtime    what the algorithm needs from the world around it (two small protocols)
+local      a runtime in this process, without Prefect
 verdict    how a round was judged and how a run ended
 guidance   what a person may answer between rounds
 answer     the answer a final script states
@@ -22,8 +24,10 @@ __all__ = [
     "calls",
     "context",
     "guidance",
+    "local",
     "loop",
     "repair",
     "runtime",
+    "steps",
     "verdict",
 ]

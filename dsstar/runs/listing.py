@@ -15,7 +15,7 @@ from typing import Any
 
 from dsstar.errors import DSStarError, UsageError
 from dsstar.execution.scratch import owner_alive
-from dsstar.runs.storage import Store, round_key
+from dsstar.storage import Store, round_key
 
 __all__ = [
     "STALE_AFTER_S",

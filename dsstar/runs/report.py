@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 __all__ = ["RESULT_KEYS", "agent_usage", "finished_result", "run_figures", "run_result"]
 

@@ -279,7 +279,7 @@ def resume(
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:
     """A run whose process still works must not be resumed beside it."""
-    from dsstar.runs.listing import STALE_AFTER_S, liveness
+    from dsstar.runs.state import STALE_AFTER_S, liveness
 
     state = liveness(record)
     where = f"pid {record.get('pid')} on {record.get('host')}"

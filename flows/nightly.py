@@ -15,6 +15,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, OverBudget, UsageError
@@ -25,10 +26,9 @@ from dsstar.runs.ledger import Ledger, question_key
 from dsstar.runs.questions import Question, load_questions
 from dsstar.runs.record import total_cost
 from dsstar.runs.report import finished_result
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import Store
 from dsstar.runs.trust import check_data_location, check_form, check_question_set
 from dsstar.settings import Settings
+from dsstar.storage import Store
 from flows import _story as story
 from flows._alert_events import announce_night
 from flows._analysis import analyze_files

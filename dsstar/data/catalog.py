@@ -26,7 +26,7 @@ from typing import Any
 from dsstar.data.profiler import detect_format
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.errors import StorageError
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 __all__ = ["Catalog", "analysis_object", "profiler_version", "save_analysis", "sha256_file"]
 

@@ -148,7 +148,7 @@ def check_isolation(settings: Settings) -> str:
 def check_limits(settings: Settings) -> None:
     """Every cap of a script can be applied here: none is above this process's hard resource
     limits (a script would otherwise fail at its start, every time)."""
-    from dsstar.runs.spec import sandbox_limits
+    from dsstar.algorithm.spec import sandbox_limits
 
     beyond = sandbox_limits(settings).beyond_host()
     if beyond:
@@ -212,7 +212,7 @@ def _visible_files(root: Path, most: int) -> list[Path]:
 
 
 def check_storage(settings: Settings) -> None:
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     try:
         Store(settings.storage).check()

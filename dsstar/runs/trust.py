@@ -36,7 +36,6 @@ __all__ = [
     "check_form",
     "check_question_set",
     "hold_data_location",
-    "is_local_user",
     "trust_local_user",
 ]
 
@@ -63,11 +62,6 @@ def trust_local_user() -> None:
     it builds and runs itself are not limited by the worker's policy."""
     global _LOCAL_USER
     _LOCAL_USER = True
-
-
-def is_local_user() -> bool:
-    """Whether `trust_local_user()` was called in this process."""
-    return _LOCAL_USER
 
 
 def check_form(chosen: dict[str, Any], worker: Settings) -> None:

@@ -95,9 +95,9 @@ def settings_page() -> str:
 
 def _form_rule() -> Any:
     """What a run form may do with a setting, by name (see dsstar.runs.trust)."""
+    from dsstar.caps import is_cap
     from dsstar.runs.form import SECRET_FIELDS, WORKER_FIELDS
     from dsstar.runs.trust import GUARDED
-    from dsstar.settings import is_cap
 
     def rule(name: str) -> str:
         if name in SECRET_FIELDS | WORKER_FIELDS:

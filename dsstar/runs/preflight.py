@@ -133,12 +133,12 @@ def check_priced(settings: Settings) -> None:
 def check_isolation(settings: Settings) -> str:
     """The mode scripts will run in (ConfigError, one line naming the fix, when none works);
     warns on every run that goes without isolation."""
-    from dsstar.execution.sandbox import resolve_mode
+    from dsstar.execution.sandbox.modes import isolates, resolve_mode
 
     mode = resolve_mode(settings.sandbox)
-    if mode == "none":
+    if not isolates(mode):
         log.warning(
-            "sandbox 'none': generated scripts run WITHOUT isolation (limits and a clean"
+            f"sandbox {mode!r}: generated scripts run WITHOUT isolation (limits and a clean"
             " environment only): they can read host files, write outside their folder and"
             " reach the network."
         )

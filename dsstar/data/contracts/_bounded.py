@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsstar.data.contracts._read import MAX_ROWS, Table, TableSkipped, canonical, read_tables
+from dsstar.data.formats import child_environment
 
 __all__ = ["ReadBounds", "read_tables_bounded"]
 
@@ -114,7 +115,13 @@ def _reader(bounds: ReadBounds) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         preexec_fn=limit,  # noqa: PLW1509 - only setrlimit and prctl, async-signal-safe enough
-        env={**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+        # The user's format modules load there too, so their readers read their files.
+        env={
+            **os.environ,
+            **child_environment(),
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+        },
     )
     _CHILD[key] = child
     return child

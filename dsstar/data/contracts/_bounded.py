@@ -98,7 +98,8 @@ def read_tables_bounded(
 
 
 def _reader(bounds: ReadBounds) -> subprocess.Popen:
-    key = f"{bounds.memory_mb}"
+    formats = child_environment()  # the user's format modules load there too
+    key = f"{bounds.memory_mb} {sorted(formats.items())}"  # a format added: a fresh reader
     child = _CHILD.get(key)
     if child is not None and child.poll() is None:
         return child
@@ -115,10 +116,9 @@ def _reader(bounds: ReadBounds) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         preexec_fn=limit,  # noqa: PLW1509 - only setrlimit and prctl, async-signal-safe enough
-        # The user's format modules load there too, so their readers read their files.
         env={
             **os.environ,
-            **child_environment(),
+            **formats,
             "OMP_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1",
         },

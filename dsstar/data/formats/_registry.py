@@ -7,8 +7,10 @@ There each function a format names by reference is already a global of the scrip
 from __future__ import annotations
 
 import importlib
+import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -62,6 +64,8 @@ class Format:
 _FORMATS: dict[str, Format] = {}
 _generation = 0
 _plugin_loader: list[Callable[[], None]] = []
+# Held while the user's modules load: a thread that looks a format up meanwhile waits for them.
+_LOADING = threading.RLock()
 
 
 def register(fmt: Format) -> Format:
@@ -70,11 +74,8 @@ def register(fmt: Format) -> Format:
     global _generation
     if not fmt.name or not all(e.startswith(".") and e == e.lower() for e in fmt.extensions):
         raise ValueError(f"a format needs a name and lower-case '.ext' extensions: {fmt!r}")
-    if fmt.origin is None:
-        import sys
-
-        caller = sys._getframe(1).f_globals.get("__name__")
-        fmt = Format(**{**fmt.__dict__, "origin": caller})
+    if fmt.origin is None:  # the module that calls: its source is what the sandbox gets
+        fmt = replace(fmt, origin=sys._getframe(1).f_globals.get("__name__"))
     _FORMATS[fmt.name] = fmt
     _generation += 1
     return fmt
@@ -99,8 +100,10 @@ def set_plugin_loader(loader: Callable[[], None]) -> None:
 
 
 def _load_plugins() -> None:
-    while _plugin_loader:
-        _plugin_loader.pop()()
+    if _plugin_loader:
+        with _LOADING:
+            while _plugin_loader:
+                _plugin_loader.pop()()
 
 
 def formats() -> list[Format]:

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
+    "ExtensionMap",
     "Format",
+    "NamesWhere",
+    "Ref",
     "by_name",
     "for_file_name",
     "formats",
@@ -26,7 +29,8 @@ __all__ = [
 ]
 
 # A function, or a "package.module:function" reference imported at first use: the built-in
-# profilers and readers import pandas, which detecting a format must not pay for.
+# profilers and readers import pandas, which detecting a format must not pay for. A user's
+# format passes its functions (the sandbox resolves references among dsstar's own only).
 Ref = Callable[..., Any] | str
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from dsstar.data.catalog import Catalog
 from dsstar.data.contracts import TABULAR_FORMATS, create_contract
-from dsstar.data.formats import by_name, register, unregister
+from dsstar.data.formats import Format, by_name, register, unregister
 from dsstar.data.profiler import FORMATS, detect_format, profile_files
 from dsstar.data.sources import DataSource
 from dsstar.runs.storage import Store
@@ -92,3 +92,18 @@ def test_dsstar_describe_loads_the_format_module_named_in_the_setting(lake, tmp_
     files = {f["path"]: f for f in json.loads(done.stdout)["files"]}
     assert files["visits.toy"]["format"] == "toy"
     assert "Columns: city, visits, rainy" in files["visits.toy"]["description"]
+
+
+def test_a_registered_magic_is_tried_after_the_built_in_ones_and_before_any_name(tmp_path):
+    stamp = Format("stamp", (".stamp",), magic=lambda path, head: head.startswith(b"STAMP\x00"))
+    register(stamp)
+    try:
+        (tmp_path / "reading.csv").write_bytes(b"STAMP\x00\x01\x02")  # content beats the name
+        (tmp_path / "broken.stamp").write_bytes(b"\x00\x01 damaged")  # a binary keeps its name
+        (tmp_path / "db.stamp").write_bytes(b"SQLite format 3\x00" + bytes(100))
+        assert detect_format(str(tmp_path / "reading.csv")) == "stamp"
+        assert detect_format(str(tmp_path / "broken.stamp")) == "stamp"
+        assert detect_format(str(tmp_path / "db.stamp")) == "sqlite"
+    finally:
+        unregister("stamp")
+    assert detect_format(str(tmp_path / "reading.csv")) != "stamp"

@@ -13,8 +13,8 @@ from prefect.runtime import flow_run
 from pydantic import ValidationError
 
 from dsstar.algorithm import loop
-from dsstar.algorithm.budget import check_question, whole_documents
 from dsstar.algorithm.context import fit_context, retrieve
+from dsstar.algorithm.context_budget import check_question, whole_documents
 from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.contracts import failed_paths

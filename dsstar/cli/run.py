@@ -101,7 +101,8 @@ def run(
             **({"agent_models": models} if models else {}),
         )
         settings = build_settings(form)
-        from dsstar.algorithm.budget import check_question  # the agents' imports: only for a run
+        # The agents' imports: only for a run.
+        from dsstar.algorithm.context_budget import check_question
 
         check_question(form.question, form.guidelines, settings.max_question_chars)
         from flows import start_prefect_api

@@ -11,6 +11,7 @@ from dsstar import progress
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Checkpoint, Guidance
 from dsstar.algorithm.runtime import Round, Script, Solved
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Verdict
 from dsstar.data.sources import DataSource
 from dsstar.runs.record import (
@@ -20,9 +21,8 @@ from dsstar.runs.record import (
     reuse_objects,
     route_objects,
 )
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import round_key
 from dsstar.settings import Settings
+from dsstar.storage import round_key
 from flows import _story as story
 from flows._analysis import analyze_files
 from flows._contracts import check_contracts

@@ -13,7 +13,8 @@ from prefect.runtime import flow_run
 from pydantic import ValidationError
 
 from dsstar.algorithm import steps
-from dsstar.algorithm.budget import check_question
+from dsstar.algorithm.context_budget import check_question
+from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import OverBudget, UsageError
 from dsstar.execution import scratch
@@ -21,10 +22,9 @@ from dsstar.locations import normalize_location
 from dsstar.model.ceiling import Ceiling, forget
 from dsstar.runs.form import RunForm, explain
 from dsstar.runs.preflight import preflight, unreadable_warning
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import Store
 from dsstar.runs.trust import check_form, hold_data_location
 from dsstar.settings import Settings
+from dsstar.storage import Store
 from flows import _story as story
 from flows._finish import finish
 from flows._forms import form_flow

@@ -16,8 +16,8 @@ import typer
 from typer.testing import CliRunner
 
 from dsstar.cli import app
-from dsstar.runs.storage import LAYOUT
 from dsstar.settings import Settings
+from dsstar.storage import LAYOUT
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -25,10 +25,10 @@ from dsstar.algorithm.agents import FileInfo
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
 from dsstar.algorithm.local import LocalRuntime
 from dsstar.algorithm.runtime import Budget, Script
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status, Verdict
 from dsstar.data.sources import DataSource
 from dsstar.execution import scratch
-from dsstar.runs.spec import RunSpec
 from dsstar.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]

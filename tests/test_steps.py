@@ -12,10 +12,10 @@ from scenarios import ANSWER, FINAL_ONLY_ANSWER, always_first_time, fence, two_r
 from dsstar.algorithm import steps
 from dsstar.algorithm.local import LocalRuntime
 from dsstar.algorithm.runtime import Solved
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataSource
 from dsstar.execution import scratch
-from dsstar.runs.spec import RunSpec
 from dsstar.settings import Settings
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"

@@ -2,12 +2,13 @@
 
 steps      Algorithm 1 whole: steps 0 to 5 in one function (solve)
 analysis   step 1: a description of every data file, written by the analyzer's script
-context    step 2: the files the agents see, within the context budget (budget)
+context    step 2: the files the agents see, within the context budget (context_budget)
 loop       steps 3 to 5: plan, code, execute, verify, route, in rounds
 calls      one method per agent call: its prompt rendered, asked, its reply parsed
 repair     execute, and let the debugger fix a failing script
 runtime    what the algorithm needs from the world around it (two small protocols)
 local      a runtime in this process, without Prefect
+spec       what settings make of a run: the RunSpec every task gets, and the loop's bounds
 verdict    how a round was judged and how a run ended
 guidance   what a person may answer between rounds
 answer     the answer a final script states
@@ -28,6 +29,7 @@ __all__ = [
     "loop",
     "repair",
     "runtime",
+    "spec",
     "steps",
     "verdict",
 ]

@@ -19,6 +19,7 @@ from dsstar.algorithm import analysis
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Checkpoint, Guidance
 from dsstar.algorithm.runtime import Round, Script, Solved
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Verdict
 from dsstar.data.catalog import Catalog
 from dsstar.data.contracts import check_data_root
@@ -26,9 +27,8 @@ from dsstar.data.sources import DataSource
 from dsstar.execution.sandbox import ExecResult, Limits, run_script
 from dsstar.model.config import LLMConfig
 from dsstar.model.llm import Message, complete
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import Store
 from dsstar.settings import api_key_here
+from dsstar.storage import Store
 
 __all__ = ["LocalRuntime"]
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsstar.algorithm import loop
-from dsstar.algorithm.budget import whole_documents
 from dsstar.algorithm.calls import Problem
 from dsstar.algorithm.context import fit_context, retrieve
+from dsstar.algorithm.context_budget import whole_documents
 from dsstar.algorithm.runtime import Budget, Runtime, Script
 from dsstar.algorithm.verdict import Status
 from dsstar.data.contracts import failed_paths

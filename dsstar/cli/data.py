@@ -58,12 +58,12 @@ def _offline_descriptions(data: str, settings: Any) -> list[dict[str, Any]]:
     """The built-in profiler's text for every file, read inside the sandbox and profiling
     only what the catalog does not know yet; entries left out of the view (links out of the
     root, FIFOs, bombs) are listed with their reason."""
+    from dsstar.algorithm.spec import profile_limits
     from dsstar.data.catalog import Catalog
     from dsstar.data.profiler import profile_files
-    from dsstar.data.sources import DataSource
+    from dsstar.data.sources import DataSource, archive_limits
     from dsstar.execution import scratch
-    from dsstar.runs.spec import archive_limits, profile_limits
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     source = DataSource(
         data,

@@ -32,8 +32,8 @@ from dsstar.errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
 from dsstar.execution import stopping
 from dsstar.runs.form import OPTION_FIELDS, explain
 from dsstar.runs.preflight import preflight, unreadable_warning
-from dsstar.runs.storage import check_run_id, new_run_id
 from dsstar.settings import Settings
+from dsstar.storage import check_run_id, new_run_id
 from dsstar.text import clean
 
 # The settings `dsstar run` has a flag for; every other one is a DSSTAR_ variable (and a
@@ -101,7 +101,8 @@ def run(
             **({"agent_models": models} if models else {}),
         )
         settings = build_settings(form)
-        from dsstar.algorithm.budget import check_question  # the agents' imports: only for a run
+        # The agents' imports: only for a run.
+        from dsstar.algorithm.context_budget import check_question
 
         check_question(form.question, form.guidelines, settings.max_question_chars)
         from flows import start_prefect_api
@@ -197,7 +198,7 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
 
         from dsstar.runs.listing import mark_interrupted
         from dsstar.runs.report import run_result
-        from dsstar.runs.storage import Store
+        from dsstar.storage import Store
 
         store = Store(settings.storage)
         reason = f"interrupted by {signal.Signals(signum).name}"
@@ -242,7 +243,7 @@ def resume(
     """
     prefect_quietly(verbose)
     from dsstar.runs.report import run_result
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     try:
         check_run_id(run_id)
@@ -279,7 +280,7 @@ def resume(
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:
     """A run whose process still works must not be resumed beside it."""
-    from dsstar.runs.listing import STALE_AFTER_S, liveness
+    from dsstar.runs.state import STALE_AFTER_S, liveness
 
     state = liveness(record)
     where = f"pid {record.get('pid')} on {record.get('host')}"
@@ -313,7 +314,7 @@ def _agent_models(pairs: list[str] | None) -> dict[str, str] | None:
 def _failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
     """The JSON result of a run that did not finish, rebuilt from its stored run.json."""
     from dsstar.runs.report import run_result
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     store = Store(storage)
     record: dict[str, Any] = {"run_id": run_id}

@@ -18,7 +18,7 @@ from dsstar.data.contracts import TABULAR_FORMATS, create_contract
 from dsstar.data.formats import Format, by_name, register, unregister
 from dsstar.data.profiler import FORMATS, detect_format, profile_files
 from dsstar.data.sources import DataSource
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 TESTS = Path(__file__).parent
 VISITS = "city=Oslo; visits=3\ncity=Lima; visits=5; rainy=yes\ncity=Pune; visits=8\n"

@@ -85,8 +85,8 @@ def describe(
     """Every file's description under `data`, as `dsstar describe` gives them: the analyzer
     agent's, or with `offline=True` the built-in profiler's (no model). Descriptions are kept
     in the catalog under the storage: unchanged files are never described twice."""
-    return [FileDescription.from_dict(f) for f in file_descriptions(os.fspath(data), offline,
-                                                                    **settings)]  # fmt: skip
+    found = file_descriptions(os.fspath(data), offline, **settings)
+    return [FileDescription.from_dict(f) for f in found]
 
 
 def list_runs(limit: int = 20, storage: str | None = None) -> list[RunSummary]:

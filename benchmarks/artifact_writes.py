@@ -1,7 +1,7 @@
 """Seconds spent writing one round's artifacts, to a local folder and to S3 (moto's server).
 
 A round writes plan.json, code.py, output.txt, verdict.json and run.json. This measures the
-storage layer the flow uses (dsstar.runs.storage.Store), without Prefect's task overhead.
+storage layer the flow uses (dsstar.storage.Store), without Prefect's task overhead.
 
     .venv/bin/python benchmarks/artifact_writes.py [--rounds 50]
 """
@@ -18,7 +18,7 @@ import tempfile
 import time
 import urllib.request
 
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 
 def round_objects(number: int) -> dict[str, object]:

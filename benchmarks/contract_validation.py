@@ -21,7 +21,7 @@ import pandas as pd
 
 from dsstar.data.contracts import create_contract, validate_file
 from dsstar.data.contracts._validate import _context
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 
 @dataclass

@@ -93,7 +93,7 @@ def list_runs(limit: int = 20, storage: str | None = None) -> list[RunSummary]:
     """The most recent runs under `storage` (default: DSSTAR_STORAGE), newest first, as
     `dsstar runs list` shows them."""
     from dsstar.runs.listing import list_runs as listed
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     store = Store(_settings(str, storage=storage).storage)
     return [RunSummary.from_dict(row) for row in listed(store, limit)]
@@ -137,7 +137,8 @@ def prepare_run(
         built = form.settings()
     except ValidationError as exc:
         raise UsageError(explain(exc, name)) from exc
-    from dsstar.algorithm.budget import check_question  # the agents' imports: only for a run
+    # The agents' imports: only for a run.
+    from dsstar.algorithm.context_budget import check_question
 
     check_question(form.question, form.guidelines, built.max_question_chars)
     _quiet_prefect()
@@ -145,7 +146,7 @@ def prepare_run(
 
     start_prefect_api()  # its start overlaps the preflight and the imports from here on
     from dsstar.runs.preflight import preflight
-    from dsstar.runs.storage import new_run_id
+    from dsstar.storage import new_run_id
 
     preflight(built, data)
     return PreparedRun(form.model_copy(update={"run_id": form.run_id or new_run_id()}), built)
@@ -177,7 +178,7 @@ def run_prepared(
 def failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
     """The result of a run that did not finish, rebuilt from its stored run.json."""
     from dsstar.runs.report import run_result
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     store = Store(storage)
     record: dict[str, Any] = {"run_id": run_id}
@@ -229,12 +230,12 @@ def _offline_descriptions(data: str, settings: Settings) -> list[dict[str, Any]]
     """The built-in profiler's text for every file, read inside the sandbox and profiling
     only what the catalog does not know yet; entries left out of the view (links out of the
     root, FIFOs, bombs) are listed with their reason."""
+    from dsstar.algorithm.spec import profile_limits
     from dsstar.data.catalog import Catalog
     from dsstar.data.profiler import profile_files
-    from dsstar.data.sources import DataSource
+    from dsstar.data.sources import DataSource, archive_limits
     from dsstar.execution import scratch
-    from dsstar.runs.spec import archive_limits, profile_limits
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     source = DataSource(
         data,

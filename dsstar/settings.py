@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["AGENTS", "CAP", "Settings", "api_key_here", "is_cap"]
+from dsstar import sandbox_names
+from dsstar.errors import ConfigError
+
+__all__ = ["AGENTS", "CAP", "Settings", "api_key_here"]
 
 AGENTS = (
     "analyzer",
@@ -24,14 +26,8 @@ AGENTS = (
     "finalyzer",
 )
 
-# A setting that bounds resource use or spending: a run form may lower it, never raise it
-# (see dsstar/runs/trust.py). Numeric settings named like one are caps without the marker;
-# `json_schema_extra=CAP` marks others, `{"cap": False}` exempts one.
+# Marks a setting that bounds resource use or spending, a cap (see dsstar/caps.py).
 CAP = {"cap": True}
-_CAP_NAMES = re.compile(
-    r"(exec|archive|profile|read|max)_\w+|\w+_(timeout|retries|tokens|wait|workers|concurrency"
-    r"|rpm|seconds|cost)"
-)
 
 
 class Settings(BaseSettings):
@@ -307,13 +303,8 @@ class Settings(BaseSettings):
     @field_validator("sandbox")
     @classmethod
     def _known_sandbox(cls, value: str) -> str:
-        from dsstar.errors import ConfigError
-        from dsstar.execution.sandbox.modes import (
-            resolve_mode,  # imported when set: most runs keep the default
-        )
-
         try:  # the name only: whether it works is probed where scripts run (preflight)
-            return resolve_mode(value, probe=False)
+            return sandbox_names.spell(value)
         except ConfigError as exc:
             raise ValueError(str(exc)) from exc
 
@@ -346,24 +337,6 @@ class Settings(BaseSettings):
     def model_for(self, agent: str) -> str | None:
         """The model that `agent` talks to."""
         return self.agent_models.get(agent) or self.model
-
-    def cap_value(self, name: str) -> float | None:
-        """The bound cap `name` sets here (None: unbounded); an unset CPU time is the
-        exec timeout + 2, as the sandbox applies it."""
-        value = getattr(self, name)
-        if name == "exec_cpu_seconds" and value is None:
-            return self.exec_timeout + 2
-        return value
-
-
-def is_cap(name: str) -> bool:
-    """Whether setting `name` bounds resource use or spending (see `CAP`)."""
-    field = Settings.model_fields[name]
-    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    if "cap" in extra:
-        return bool(extra["cap"])
-    numeric = {int, float} & set(getattr(field.annotation, "__args__", (field.annotation,)))
-    return bool(numeric) and field.annotation is not bool and bool(_CAP_NAMES.fullmatch(name))
 
 
 def api_key_here() -> str | None:

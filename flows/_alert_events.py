@@ -25,7 +25,7 @@ from dsstar.data.contracts import contract_key
 from dsstar.locations import normalize_location
 from dsstar.runs.ledger import question_key
 from dsstar.runs.questions import Question
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 from flows.alerts import ANSWER_CHANGED, BUDGET_REACHED, CONTRACT_BROKEN
 
 __all__ = ["announce_night"]

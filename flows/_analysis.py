@@ -15,11 +15,11 @@ from typing import Any
 from dsstar import progress
 from dsstar.algorithm.analysis import analysis_plan, known_analyses
 from dsstar.algorithm.likeness import Plan, batch_size, shares_script
+from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.errors import OverBudget
 from dsstar.model.ceiling import meter
 from dsstar.model.llm import preload
-from dsstar.runs.spec import RunSpec
 from tasks.analysis import analysis_task, describe_members
 
 __all__ = ["analyze_files"]

@@ -26,7 +26,7 @@ from prefect.states import Scheduled
 
 from dsstar.errors import UsageError
 from dsstar.runs.report import finished_result
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 __all__ = ["CRASH_GRACE_S", "dispatch_questions"]
 

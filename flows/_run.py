@@ -28,8 +28,8 @@ from dsstar.runs.record import (
     usage,
 )
 from dsstar.runs.report import run_result
-from dsstar.runs.storage import Store, check_run_id, round_key
 from dsstar.settings import Settings
+from dsstar.storage import Store, check_run_id, round_key
 from tasks.record import write_objects
 
 __all__ = ["Run"]

@@ -7,6 +7,7 @@ from dsstar import progress
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Checkpoint, Guidance
 from dsstar.algorithm.runtime import Round, Script
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Verdict
 from dsstar.runs.record import (
     guidance_key,
@@ -15,9 +16,8 @@ from dsstar.runs.record import (
     reuse_objects,
     route_objects,
 )
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import round_key
 from dsstar.settings import Settings
+from dsstar.storage import round_key
 from flows import _story as story
 from flows._guidance import ask_human, publish_guidance
 from flows._run import Run

@@ -29,8 +29,8 @@ from dsstar.runs.form import SECRET_FIELDS, RunForm, RunOptions
 from dsstar.runs.ledger import Ledger
 from dsstar.runs.questions import Question
 from dsstar.runs.report import agent_usage
-from dsstar.runs.storage import Store
 from dsstar.settings import Settings
+from dsstar.storage import Store
 from flows.ds_star import completed_result, ds_star
 from flows.nightly import share_analyses
 from tasks.keys import artifact_key

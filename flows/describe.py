@@ -7,11 +7,11 @@ from typing import Any
 from prefect import flow
 
 from dsstar.algorithm.analysis import describe_records
+from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import open_data
 from dsstar.model.config import require_model
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import Store, new_run_id
 from dsstar.settings import Settings
+from dsstar.storage import Store, new_run_id
 from flows._analysis import analyze_files
 from flows._runners import build_task_runner, default_task_runner
 

@@ -14,8 +14,9 @@ from prefect.runtime import flow_run
 from pydantic import ValidationError
 
 from dsstar.algorithm import loop
-from dsstar.algorithm.budget import check_question, whole_documents
 from dsstar.algorithm.context import fit_context, retrieve
+from dsstar.algorithm.context_budget import check_question, whole_documents
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.contracts import failed_paths
 from dsstar.data.retrieval import embedding_similarity
@@ -27,10 +28,9 @@ from dsstar.model.ceiling import Ceiling, forget
 from dsstar.model.llm import count_tokens
 from dsstar.runs.form import RunForm, explain
 from dsstar.runs.preflight import preflight, unreadable_warning
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import Store
 from dsstar.runs.trust import check_form, hold_data_location
 from dsstar.settings import Settings
+from dsstar.storage import Store
 from flows import _story as story
 from flows._analysis import analyze_files
 from flows._contracts import check_contracts

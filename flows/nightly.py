@@ -15,6 +15,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, OverBudget, UsageError
@@ -25,10 +26,9 @@ from dsstar.runs.ledger import Ledger, question_key
 from dsstar.runs.questions import Question, load_questions
 from dsstar.runs.record import total_cost
 from dsstar.runs.report import finished_result
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import Store
 from dsstar.runs.trust import check_data_location, check_form, check_question_set
 from dsstar.settings import Settings
+from dsstar.storage import Store
 from flows import _story as story
 from flows._alert_events import announce_night
 from flows._analysis import analyze_files
@@ -36,7 +36,7 @@ from flows._dispatch import dispatch_questions
 from flows._forms import form_flow
 from flows._runners import default_task_runner
 from flows.alerts import QUESTION_TAG
-from flows.ds_star import default_run_id, ds_star
+from flows.ds_star import completed_result, default_run_id, ds_star
 from tasks.keys import artifact_key
 
 __all__ = ["SKIPPED", "NightlyForm", "ds_star_nightly"]
@@ -61,7 +61,10 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     with transaction(commit_mode=CommitMode.EAGER), tags(QUESTION_TAG):
         run = ds_star.with_options(task_runner=ThreadPoolTaskRunner())
         state = run(**form.parameters(), return_state=True)
-        return state.result() | {"flow_run_id": str(state.state_details.flow_run_id)}
+        # A busy server may hand back a Completed state without the result: then it is read
+        # from storage (a Failed state raises its error, which fails this question).
+        result = completed_result(state, form.settings().storage, run_id)
+        return result | {"flow_run_id": str(state.state_details.flow_run_id)}
 
 
 NightlyForm = options_form(

@@ -23,9 +23,7 @@ from flows.ds_star import ds_star
 from flows.nightly import ds_star_nightly
 from tasks.slots import ensure_limit, ensure_rate, server_url
 
-__all__ = ["NAMES", "serve_deployments", "share_limits"]
-
-NAMES = ("ds-star/on-demand", "ds-star-nightly/nightly")
+__all__ = ["serve_deployments", "share_limits"]
 
 
 def share_limits(settings: Settings) -> list[str] | None:

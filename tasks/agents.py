@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from dsstar import progress
+from dsstar.algorithm.spec import RunSpec
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.ceiling import meter
 from dsstar.model.llm import Message
-from dsstar.runs.spec import RunSpec
 from dsstar.text import clean
 from tasks._common import result_storage
 from tasks.execute import execute

@@ -10,7 +10,7 @@ from prefect.context import TaskRunContext
 from prefect.runtime import task_run
 
 from dsstar.algorithm import analysis, likeness
-from dsstar.runs.spec import RunSpec
+from dsstar.algorithm.spec import RunSpec
 from dsstar.text import clean
 from tasks._common import is_transient, result_storage
 from tasks.agents import TaskCalls

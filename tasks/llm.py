@@ -13,8 +13,8 @@ from dsstar.model.config import LLMConfig
 from dsstar.model.llm import Message, complete, prompt_hash
 from dsstar.model.pricing import estimate
 from dsstar.model.replies import Replies
-from dsstar.runs.storage import Store
 from dsstar.settings import api_key_here
+from dsstar.storage import Store
 from tasks._common import is_transient
 from tasks.keys import digest, key_part
 from tasks.slots import pace, slot

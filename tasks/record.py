@@ -11,7 +11,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.algorithm.verdict import verdict_label
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 from dsstar.text import clean, clean_deep, fenced
 from tasks._common import is_storage_error
 from tasks.keys import artifact_key

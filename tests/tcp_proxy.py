@@ -1,7 +1,10 @@
-"""A TCP proxy on loopback that can be switched off and on: a real network outage for tests."""
+"""A TCP proxy on loopback that can be switched off and on (a real network outage for
+tests), or lose the reply to one HTTP request (the server acted on it; the client never hears,
+as when a busy server answers after the client's read timeout)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 
@@ -18,6 +21,9 @@ class TcpProxy:
         self._up.set()
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._lose: tuple[re.Pattern[bytes], re.Pattern[bytes]] | None = None
+        self._losing: set[socket.socket] = set()  # upstreams whose next reply is lost
+        self.lost = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -33,6 +39,13 @@ class TcpProxy:
 
     def up(self) -> None:
         self._up.set()
+
+    def lose_reply(self, request_line: bytes, body: bytes) -> None:
+        """Forward the next request whose request line matches `request_line` and whose
+        body matches `body` (regular expressions), then cut its connection instead of
+        passing the reply on."""
+        with self._lock:
+            self._lose = (re.compile(request_line), re.compile(body))
 
     def close(self) -> None:
         self.down()
@@ -54,12 +67,37 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._open.update({client, upstream})
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Client to server: as `_pipe`, watching for the request whose reply is to be lost
+        (its request line and its body may come in separate chunks)."""
+        line = b""
+
+        def watch(chunk: bytes) -> None:
+            nonlocal line
+            with self._lock:
+                if self._lose is None:
+                    return
+                first = re.match(rb"[A-Z]+ \S+ HTTP/1\.1", chunk)
+                line = first.group() if first else line
+                if self._lose[0].search(line) and self._lose[1].search(chunk):
+                    self._losing.add(upstream)
+                    self._lose = None
+
+        self._pipe(client, upstream, watch)
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, watch=None) -> None:
         try:
             while chunk := source.recv(65536):
+                if watch:
+                    watch(chunk)
+                with self._lock:
+                    lost = source in self._losing
+                if lost:  # the reply to the marked request: never delivered
+                    self.lost += 1
+                    return
                 sink.sendall(chunk)
         except OSError:
             pass

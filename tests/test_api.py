@@ -27,7 +27,7 @@ def counted(llm, monkeypatch):
     """How often each once-per-run step ran in this process: the form's settings built, the
     question checked, the model probed (the preflight's request to the scripted server)."""
     import flows.ds_star
-    from dsstar.algorithm import budget
+    from dsstar.algorithm import context_budget as budget
 
     counts = {"settings": 0, "question": 0, "probe": 0}
     check, settings = budget.check_question, RunForm.settings

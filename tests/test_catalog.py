@@ -15,7 +15,7 @@ from scenarios import describe_script, two_rounds
 
 from dsstar.data.catalog import Catalog
 from dsstar.data.sources import DataSource
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 
 def make_lake(root: Path) -> Path:

@@ -24,7 +24,7 @@ from dsstar.data.contracts import (
 )
 from dsstar.data.sources import DataSource
 from dsstar.runs.report import run_result
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 from flows.nightly import contracts_cell
 
 ORDERS = pd.DataFrame(

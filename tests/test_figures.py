@@ -16,7 +16,7 @@ from scenarios import ANSWER, FINAL_ONLY_ANSWER, JOIN, LOAD, describe_script, fe
 from dsstar.execution.sandbox import Limits, run_script
 from dsstar.execution.sandbox.keep import collect
 from dsstar.execution.sandbox.supervise import kept_figures
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 from flows.ds_star import ds_star
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))

@@ -28,7 +28,7 @@ from dsstar.algorithm.agents import (
 from dsstar.algorithm.agents._base import PLAN_STEP_CHARS, FileInfo
 from dsstar.errors import DSStarError
 from dsstar.model.llm import prompt_hash
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 from dsstar.text import clean, for_terminal
 
 FAST = settings(max_examples=400, deadline=None)

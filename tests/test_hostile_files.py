@@ -66,7 +66,7 @@ CONTRACT = """
     from pathlib import Path
     from types import SimpleNamespace
     from dsstar.data.contracts import check_data_root
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
     root = Path({root!r})
     file = SimpleNamespace(path={name!r}, format={fmt!r}, sha256="")
     report = check_data_root(Store({store!r}), str(root), root, [file])

@@ -1,6 +1,6 @@
 """The house rules, read from the imports (pyproject's [tool.importlinter]): they hold for the
-code, and they catch a core module that imports Prefect and a CLI that reaches past the public
-face of `flows`."""
+code, and they catch a core module that imports Prefect, a CLI that reaches past the public
+face of `flows`, and a floor of the core that imports one above it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ CONTRACTS = (
     "Flows above tasks",
     "Nothing below the CLI imports it",
     "No module imports another package's private module",
+    "The core's floors",
 )
 
 
@@ -74,3 +75,20 @@ def test_tasks_that_import_a_flow_break_the_layers(copy):
     done = lint_imports(copy)
     assert done.returncode == 1
     assert f"{CONTRACTS[1]} BROKEN" in done.stdout
+
+
+def test_the_data_side_importing_runs_breaks_the_core_floors(copy):
+    add_line(copy / "dsstar" / "data" / "catalog.py", "import dsstar.runs.record  # noqa")
+    done = lint_imports(copy)
+    assert done.returncode == 1
+    assert f"{CONTRACTS[4]} BROKEN" in done.stdout
+    assert "dsstar.data is not allowed to import dsstar.runs" in done.stdout
+    assert "dsstar.data.catalog -> dsstar.runs.record" in done.stdout
+
+
+def test_a_module_of_the_core_without_a_floor_breaks_the_core_floors(copy):
+    (copy / "dsstar" / "stray.py").write_text('"""A module no floor holds."""\n')
+    done = lint_imports(copy)
+    assert done.returncode == 1
+    assert f"{CONTRACTS[4]} BROKEN" in done.stdout
+    assert "dsstar.stray" in done.stdout

@@ -279,7 +279,7 @@ def test_one_sandbox_process_runs_a_batch_and_each_file_fails_alone(tmp_path) ->
     """In a batch, a script that exits hard, raises or hangs on one file costs that file
     alone its description; the others are described from one sandbox run."""
     from dsstar.algorithm.likeness import describe_members
-    from dsstar.runs.spec import RunSpec
+    from dsstar.algorithm.spec import RunSpec
     from dsstar.settings import Settings
 
     lake = daily_lake(tmp_path / "lake", 6)

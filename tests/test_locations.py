@@ -11,7 +11,7 @@ from dsstar.data.sources import DataSource
 from dsstar.errors import DataError
 from dsstar.locations import is_remote, local_path, normalize_location
 from dsstar.runs.questions import load_questions
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from scenarios import ANSWER, two_rounds
 
 from dsstar.errors import RunIdInUse
 from dsstar.runs.claim import claim_run
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 

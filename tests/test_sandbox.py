@@ -13,6 +13,7 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
+from dsstar import sandbox_names
 from dsstar.errors import ConfigError
 from dsstar.execution.sandbox import Limits, pool, resolve_mode, run_script, sweep_stale
 from dsstar.execution.sandbox import modes as sandbox_modes
@@ -47,7 +48,7 @@ def test_modes_resolve_and_fail_closed(monkeypatch, caplog):
     assert resolve_mode("auto") == ISOLATED[0]
     for mode in ISOLATED:
         assert resolve_mode(mode) == mode
-    sandbox_modes._warn_deprecated.cache_clear()  # logged once per process
+    sandbox_names._warn_deprecated.cache_clear()  # logged once per process
     with caplog.at_level(logging.WARNING):
         assert resolve_mode("none") == "none"
         assert resolve_mode("process") == "none"  # the old name, deprecated

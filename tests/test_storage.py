@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dsstar.errors import StorageError
-from dsstar.runs.storage import Store, analysis_key, new_run_id, round_key
+from dsstar.storage import Store, analysis_key, new_run_id, round_key
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from dsstar.errors import LLMFatalError
 from dsstar.model.config import LLMConfig
 from dsstar.model.llm import complete
 from dsstar.runs.ledger import Ledger
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 from dsstar.text import clean, clean_bytes, clean_deep, for_database, for_terminal
 
 MESSAGES = [{"role": "user", "content": "Plan the analysis of orders.csv, please."}]

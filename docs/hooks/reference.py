@@ -4,7 +4,7 @@
   every command and subcommand, its usage, help and options;
 - reference/settings.md from `dsstar.settings.Settings`: every field, its DSSTAR_* variable,
   type, default and description;
-- reference/storage.md from `dsstar.runs.storage.LAYOUT`: every kind of stored object.
+- reference/storage.md from `dsstar.storage.LAYOUT`: every kind of stored object.
 
 Nothing here is committed as Markdown: the pages exist only in the built site.
 """
@@ -95,9 +95,9 @@ def settings_page() -> str:
 
 def _form_rule() -> Any:
     """What a run form may do with a setting, by name (see dsstar.runs.trust)."""
+    from dsstar.caps import is_cap
     from dsstar.runs.form import SECRET_FIELDS, WORKER_FIELDS
     from dsstar.runs.trust import GUARDED
-    from dsstar.settings import is_cap
 
     def rule(name: str) -> str:
         if name in SECRET_FIELDS | WORKER_FIELDS:
@@ -113,12 +113,12 @@ def _form_rule() -> Any:
 
 def storage_page() -> str:
     """The storage layout, from the one table in the code."""
-    from dsstar.runs.storage import LAYOUT
+    from dsstar.storage import LAYOUT
 
     rows = "\n".join(f"| `{pattern}` | {what} |" for pattern, what in LAYOUT)
     return (
         "# Storage layout\n\n"
-        "Generated from `dsstar.runs.storage.LAYOUT` when this site is built. Everything dsstar\n"
+        "Generated from `dsstar.storage.LAYOUT` when this site is built. Everything dsstar\n"
         "stores goes under `--storage` (`DSSTAR_STORAGE`, default `~/.dsstar`): a local folder\n"
         "or an fsspec URL such as `s3://bucket/prefix`, laid out the same way.\n\n"
         f"| key | holds |\n|---|---|\n{rows}\n\n"

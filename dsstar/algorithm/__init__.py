@@ -6,6 +6,7 @@ loop       steps 3 to 5: plan, code, execute, verify, route, in rounds
 calls      one method per agent, as the loop uses them; unusable replies retried
 repair     execute, and let the debugger fix a failing script
 runtime    what the loop needs from the world around it (two small protocols)
+spec       what settings make of a run: the RunSpec every task gets, and the loop's bounds
 verdict    how a round was judged and how a run ended
 guidance   what a person may answer between rounds
 answer     the answer a final script states
@@ -25,5 +26,6 @@ __all__ = [
     "loop",
     "repair",
     "runtime",
+    "spec",
     "verdict",
 ]

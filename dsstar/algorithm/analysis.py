@@ -18,12 +18,12 @@ from dsstar.algorithm import agents
 from dsstar.algorithm.likeness import Plan, plan_analysis
 from dsstar.algorithm.repair import run_with_repair
 from dsstar.algorithm.runtime import Calls
+from dsstar.algorithm.spec import RunSpec
 from dsstar.data.catalog import Catalog, save_analysis
 from dsstar.data.profiler import ProfileLimits, profile_files
 from dsstar.data.sources import DataFile, DataSource, open_data
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import Store
 from dsstar.settings import Settings
+from dsstar.storage import Store
 from dsstar.text import digest
 
 __all__ = [

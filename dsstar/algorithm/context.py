@@ -10,7 +10,7 @@ from typing import Any
 
 from dsstar.algorithm import agents
 from dsstar.algorithm.agents import FileInfo
-from dsstar.algorithm.budget import Fitted, fit
+from dsstar.algorithm.context_budget import Fitted, fit
 from dsstar.data.retrieval import Hit, Similarity, rank_sources
 from dsstar.errors import LLMError
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from dsstar.algorithm import agents
 from dsstar.algorithm.analysis import analysis_plan, known_analyses
+from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import open_data
 from dsstar.model.llm import count_tokens
 from dsstar.model.pricing import price
-from dsstar.runs.spec import RunSpec
-from dsstar.runs.storage import Store
 from dsstar.settings import Settings
+from dsstar.storage import Store
 
 __all__ = ["REPLY_TOKENS", "Estimate", "estimate_describe"]
 

@@ -20,11 +20,11 @@ from typing import Any
 
 from dsstar.algorithm import member_runner
 from dsstar.algorithm.runtime import Calls
+from dsstar.algorithm.spec import RunSpec
 from dsstar.data.catalog import Catalog
 from dsstar.data.profiler import ProfileLimits, profile_files
 from dsstar.data.shapes import column_names, group_by_shape
 from dsstar.data.sources import DataFile
-from dsstar.runs.spec import RunSpec
 from dsstar.text import digest
 
 __all__ = [

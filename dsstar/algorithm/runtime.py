@@ -62,7 +62,7 @@ class Runtime(Calls, Protocol):
 
 @dataclass(frozen=True)
 class Budget:
-    """The loop's bounds (the settings of the same names; built by `dsstar.runs.spec`)."""
+    """The loop's bounds (the settings of the same names; built by `dsstar.algorithm.spec`)."""
 
     max_rounds: int = 20
     max_debug_attempts: int = 3

@@ -200,7 +200,7 @@ def _tasks(
 
 def _bench_id(out: Path) -> str:
     """The benchmark's id, kept in OUT/bench.json: the same folder resumes the same runs."""
-    from dsstar.runs.storage import new_run_id
+    from dsstar.storage import new_run_id
 
     marker = out / "bench.json"
     if marker.is_file():

@@ -40,7 +40,7 @@ def _open(data: str, storage: str | None) -> tuple[Any, str, Any]:
     """The store, the normalized data location and the opened data source."""
     from dsstar.data.sources import DataSource
     from dsstar.locations import normalize_location
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     settings = load_settings(storage=storage)
     check_data(data)
@@ -56,7 +56,7 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
     """
     from dsstar.data.contracts import contract_key, stored_contracts
     from dsstar.locations import normalize_location
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     try:
         settings = load_settings(storage=storage)

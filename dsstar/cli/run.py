@@ -33,8 +33,8 @@ from dsstar.errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
 from dsstar.execution import stopping
 from dsstar.runs.form import OPTION_FIELDS
 from dsstar.runs.preflight import unreadable_warning
-from dsstar.runs.storage import check_run_id
 from dsstar.settings import Settings
+from dsstar.storage import check_run_id
 
 # The settings `dsstar run` has a flag for; every other one is a DSSTAR_ variable (and a
 # field of the run form in the Prefect UI). Type, help and bounds come from Settings.
@@ -151,7 +151,7 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
 
         from dsstar.runs.listing import mark_interrupted
         from dsstar.runs.report import run_result
-        from dsstar.runs.storage import Store
+        from dsstar.storage import Store
 
         store = Store(settings.storage)
         reason = f"interrupted by {signal.Signals(signum).name}"
@@ -196,7 +196,7 @@ def resume(
     """
     prefect_quietly(verbose)
     from dsstar.runs.report import run_result
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     try:
         check_run_id(run_id)
@@ -229,7 +229,7 @@ def resume(
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:
     """A run whose process still works must not be resumed beside it."""
-    from dsstar.runs.listing import STALE_AFTER_S, liveness
+    from dsstar.runs.state import STALE_AFTER_S, liveness
 
     state = liveness(record)
     where = f"pid {record.get('pid')} on {record.get('host')}"

@@ -42,7 +42,7 @@ def runs_list(
     Piped (cron, CI, a log) each run is one line; --format csv for spreadsheets.
     """
     from dsstar.runs.listing import list_runs
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     fmt = resolve_format(fmt, as_json)
     try:
@@ -86,7 +86,7 @@ def runs_show(
     storage URIs; with --round N, that round's plan, code, output and figures.
     """
     from dsstar.runs.listing import read_round, run_report
-    from dsstar.runs.storage import Store, check_run_id
+    from dsstar.storage import Store, check_run_id
 
     try:
         check_run_id(run_id)
@@ -235,7 +235,7 @@ def history(
     """
     from dsstar.locations import normalize_location
     from dsstar.runs.ledger import Ledger, question_key
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     fmt = resolve_format(fmt, as_json)
     try:

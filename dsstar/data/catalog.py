@@ -23,10 +23,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from dsstar.data.formats import definition_sources, generation
 from dsstar.data.profiler import detect_format
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.errors import StorageError
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 __all__ = ["Catalog", "analysis_object", "profiler_version", "save_analysis", "sha256_file"]
 
@@ -49,22 +50,33 @@ def _short(*parts: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:24]
 
 
-@cache
 def _detector_version() -> str:
-    """A fingerprint of the format detector's source: a changed detector detects afresh."""
-    from dsstar.data.profiler import DETECTOR_SOURCE
-
-    return _short(DETECTOR_SOURCE.read_bytes().decode("utf-8", "replace"))
+    """A fingerprint of the format detector and the formats it knows: a changed detector, or
+    a format registered or removed, detects afresh."""
+    return _detector_version_at(generation())
 
 
 @cache
+def _detector_version_at(_formats: int) -> str:
+    from dsstar.data.profiler import detector_sources
+
+    return _short(*detector_sources())
+
+
 def profiler_version() -> str:
-    """A fingerprint of the profiler's source: a changed profiler makes fresh profiles."""
+    """A fingerprint of the profiler's source and of every format's definition: a changed
+    profiler, or a format registered or removed, makes fresh profiles."""
+    return _profiler_version_at(generation())
+
+
+@cache
+def _profiler_version_at(_formats: int) -> str:
     from dsstar.data import profiler
 
     origin = Path(profiler.__file__)
     sources = sorted(origin.parent.glob("*.py")) if origin.name == "__init__.py" else [origin]
-    return _short(*(p.read_bytes().decode("utf-8", "replace") for p in sources))
+    own = (p.read_bytes().decode("utf-8", "replace") for p in sources)
+    return _short(*own, *definition_sources())
 
 
 def analysis_object(sha256: str, key: str) -> str:

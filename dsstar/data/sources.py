@@ -25,6 +25,7 @@ from dsstar.errors import DataError
 from dsstar.locations import is_remote
 
 __all__ = [
+    "archive_limits",
     "open_data",
     "ArchiveLimits",
     "DataFile",
@@ -164,12 +165,20 @@ class DataSource:
         return target
 
 
+def archive_limits(settings: Any) -> ArchiveLimits:
+    """How far an archive of the data may expand (the settings' `archive_*` bounds)."""
+    return ArchiveLimits(
+        max_bytes=settings.archive_max_bytes,
+        max_members=settings.archive_max_members,
+        max_depth=settings.archive_max_depth,
+    )
+
+
 def open_data(data: str | DataRoot, settings: Any, tag: str = "data") -> DataSource:
     """The data root (a location, or the root the worker's check opened) as a read-only view
     (downloaded first when it is remote), in a temporary folder removed by
     `scratch.release(tag)`, or when the process ends."""
     from dsstar.execution import scratch
-    from dsstar.runs.spec import archive_limits
 
     return DataSource(
         data,

@@ -13,7 +13,7 @@ from typing import Any
 
 from dsstar.errors import StorageError
 from dsstar.model.llm import Message, prompt_hash
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 __all__ = ["Replies"]
 

@@ -7,7 +7,7 @@ Each claim is created only if its key is free, in one step (`Store.create_json`:
 a local folder, a conditional PUT on S3), so of two runs starting under one id at the same
 moment exactly one gets the claim; the other is refused with `RunIdInUse` and writes
 nothing. A claim is released when its run ends; one whose process is gone (same host: the
-pid is dead; another host: no heartbeat for `STALE_AFTER_S`) may be followed by the next
+pid is dead; another host: no heartbeat for `state.STALE_AFTER_S`) may be followed by the next
 number, which is how a crashed run is resumed. A run that finished with an answer, or was
 stopped by a person, is never run again under its id: what it stored stays as it is.
 
@@ -25,15 +25,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dsstar.algorithm.verdict import ANSWERED, Status
 from dsstar.errors import RunIdInUse
 from dsstar.execution.scratch import owner
-from dsstar.runs.listing import liveness
-from dsstar.runs.storage import Store
+from dsstar.runs.state import FINISHED, liveness
+from dsstar.storage import Store
 
 __all__ = ["Claim", "claim_run"]
-
-FINISHED = frozenset({*ANSWERED, Status.STOPPED})
 
 
 @dataclass

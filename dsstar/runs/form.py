@@ -166,7 +166,7 @@ class _Question(_Options):
     @field_validator("run_id", check_fields=False)
     @classmethod
     def _valid_run_id(cls, value: str | None) -> str | None:
-        from dsstar.runs.storage import check_run_id
+        from dsstar.storage import check_run_id
 
         if value is not None:
             try:

@@ -1,33 +1,27 @@
-"""Reading runs back from storage, for `dsstar runs list` and `dsstar runs show`, and telling a
-run whose process is gone ("stale") from one that still runs.
-
-A running run records its host, pid and process start time in run.json, and a heartbeat
-(`heartbeat_at`) at every round. On the same host the pid answers whether it runs; on another
-host a heartbeat older than STALE_AFTER_S counts as gone.
-"""
+"""Reading runs back from storage, for `dsstar runs list` and `dsstar runs show` (a run whose
+process is gone is listed as "stale": `dsstar.runs.state`), and marking this process's run
+interrupted."""
 
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
 from dsstar.errors import DSStarError, UsageError
-from dsstar.execution.scratch import owner_alive
-from dsstar.runs.storage import Store, round_key
+from dsstar.runs.report import agent_usage, run_figures
+from dsstar.runs.state import liveness
+from dsstar.storage import Store, round_key
 
 __all__ = [
-    "STALE_AFTER_S",
     "list_runs",
-    "liveness",
     "mark_interrupted",
     "read_round",
     "read_run",
     "run_report",
 ]
-
-STALE_AFTER_S = 2 * 3600
 
 ROUND_FILES = ("plan.json", "code.py", "output.txt", "verdict.json", "route.json")
 
@@ -45,8 +39,6 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
     URIs of its final notebook, solution and answer (those it wrote), cost per agent (from
     the ledger, when it holds the run) and the figure files (charts) its scripts saved, as
     run.json lists them."""
-    from dsstar.runs.report import agent_usage, run_figures
-
     record = read_run(store, run_id)
     rounds = [row["round"] for row in record.get("round_table") or []]
 
@@ -128,29 +120,11 @@ def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:
     return found
 
 
-def liveness(record: dict[str, Any]) -> str | None:
-    """For a run stored as "running": "alive", "stale" (its process is gone) or "unknown"
-    (another host, recent heartbeat). None for runs in any other status."""
-    if record.get("status") != "running":
-        return None
-    alive = owner_alive(record.get("host"), record.get("pid"), record.get("pid_started"))
-    if alive is not None:
-        return "alive" if alive else "stale"
-    beat = record.get("heartbeat_at") or record.get("started_at")
-    try:
-        age = (datetime.now(UTC) - datetime.fromisoformat(beat)).total_seconds()
-    except (TypeError, ValueError):
-        return "stale"  # a run.json without any time: written by a process long gone
-    return "stale" if age > STALE_AFTER_S else "unknown"
-
-
 def mark_interrupted(
     store: Store, run_id: str, reason: str, database_url: str | None = None
 ) -> dict[str, Any] | None:
     """Mark this process's run `interrupted` in run.json (and the ledger), unless the flow did
     already. Returns the stored record, or None when the run stored nothing yet."""
-    import os
-
     try:
         record = store.read_json(f"runs/{run_id}/run.json")
     except (FileNotFoundError, DSStarError):

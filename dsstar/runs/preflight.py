@@ -116,12 +116,12 @@ def check_priced(settings: Settings) -> None:
 def check_isolation(settings: Settings) -> str:
     """The mode scripts will run in (ConfigError, one line naming the fix, when none works);
     warns on every run that goes without isolation."""
-    from dsstar.execution.sandbox import resolve_mode
+    from dsstar.execution.sandbox.modes import isolates, resolve_mode
 
     mode = resolve_mode(settings.sandbox)
-    if mode == "none":
+    if not isolates(mode):
         log.warning(
-            "sandbox 'none': generated scripts run WITHOUT isolation (limits and a clean"
+            f"sandbox {mode!r}: generated scripts run WITHOUT isolation (limits and a clean"
             " environment only): they can read host files, write outside their folder and"
             " reach the network."
         )
@@ -131,7 +131,7 @@ def check_isolation(settings: Settings) -> str:
 def check_limits(settings: Settings) -> None:
     """Every cap of a script can be applied here: none is above this process's hard resource
     limits (a script would otherwise fail at its start, every time)."""
-    from dsstar.runs.spec import sandbox_limits
+    from dsstar.algorithm.spec import sandbox_limits
 
     beyond = sandbox_limits(settings).beyond_host()
     if beyond:
@@ -195,7 +195,7 @@ def _visible_files(root: Path, most: int) -> list[Path]:
 
 
 def check_storage(settings: Settings) -> None:
-    from dsstar.runs.storage import Store
+    from dsstar.storage import Store
 
     try:
         Store(settings.storage).check()

@@ -1,5 +1,5 @@
 """What a run records, as plain data: the stored objects of each stage under runs/<run_id>/
-(the storage layout is dsstar.runs.storage.LAYOUT), a round's row in the round table, token
+(the storage layout is dsstar.storage.LAYOUT), a round's row in the round table, token
 totals."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dsstar.algorithm.guidance import Choice, Guidance
 from dsstar.algorithm.runtime import Round, Script
 from dsstar.algorithm.verdict import Verdict
 from dsstar.execution.sandbox import ExecResult
-from dsstar.runs.storage import analysis_key, round_key
+from dsstar.storage import analysis_key, round_key
 
 __all__ = [
     "analysis_objects",

@@ -3,9 +3,11 @@ the figures `dsstar runs show` reports: per agent, and the totals a run saved.""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from dsstar.runs.storage import Store
+from dsstar.runs.state import FINISHED
+from dsstar.storage import Store
 
 __all__ = ["RESULT_KEYS", "agent_usage", "finished_result", "run_figures", "run_result"]
 
@@ -50,8 +52,6 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
 def finished_result(store: Store, run_id: str) -> dict[str, Any] | None:
     """The result of a run that has finished (answered, or stopped by a person), read back
     from its run.json; None for a run that has not (failed, interrupted, never started)."""
-    from dsstar.runs.claim import FINISHED
-
     key = f"runs/{run_id}/run.json"
     record = store.read_json(key) if store.exists(key) else None
     if not record or record.get("status") not in FINISHED:
@@ -108,8 +108,6 @@ def run_figures(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _seconds(started: str | None, finished: str | None) -> float | None:
-    from datetime import datetime
-
     try:
         span = datetime.fromisoformat(finished) - datetime.fromisoformat(started)
     except (TypeError, ValueError):

@@ -7,7 +7,7 @@ that runs the flow (a worker, `dsstar serve`) decides, from its own environment:
 - settings that weaken isolation or send the worker's credentials or data elsewhere
   (`GUARDED`) may be set by a form only to what the worker would use anyway, unless the
   worker lists them in `DSSTAR_FORM_ALLOW`;
-- settings that bound resource use or spending (the caps, `dsstar.settings.is_cap`) may be
+- settings that bound resource use or spending (the caps, `dsstar.caps.is_cap`) may be
   set by a form only at or below the worker's own value, unless `DSSTAR_FORM_ALLOW` names
   them;
 - a form's data location must lie under one of `DSSTAR_DATA_ROOTS`, after every link in it
@@ -25,10 +25,11 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from dsstar.caps import cap_value, is_cap
 from dsstar.data.lake.root import DataRoot, inside
 from dsstar.errors import ForbiddenError
 from dsstar.locations import is_remote, local_path, normalize_location
-from dsstar.settings import Settings, is_cap
+from dsstar.settings import Settings
 
 __all__ = [
     "GUARDED",
@@ -36,7 +37,6 @@ __all__ = [
     "check_form",
     "check_question_set",
     "hold_data_location",
-    "is_local_user",
     "trust_local_user",
 ]
 
@@ -65,11 +65,6 @@ def trust_local_user() -> None:
     _LOCAL_USER = True
 
 
-def is_local_user() -> bool:
-    """Whether `trust_local_user()` was called in this process."""
-    return _LOCAL_USER
-
-
 def check_form(chosen: dict[str, Any], worker: Settings) -> None:
     """Refuse (ForbiddenError) the settings of `chosen` (a form's set options) that `worker`
     (the Settings of the worker's own environment) does not allow: a guarded setting other
@@ -83,7 +78,7 @@ def check_form(chosen: dict[str, Any], worker: Settings) -> None:
         for name, value in asked.items()
         if name in GUARDED and _differs(name, value, worker)
     ] + [
-        (name, f"{name}={_shown(value)} (above this worker's own {name}={worker.cap_value(name)})")
+        (name, f"{name}={_shown(value)} (above this worker's own {name}={cap_value(worker, name)})")
         for name, value in asked.items()
         if name not in GUARDED and is_cap(name) and _raises(name, value, worker)
     ]
@@ -99,7 +94,7 @@ def check_form(chosen: dict[str, Any], worker: Settings) -> None:
 
 def _raises(name: str, value: Any, worker: Settings) -> bool:
     """Whether the form's `value` for cap `name` is above the worker's bound."""
-    own = worker.cap_value(name)
+    own = cap_value(worker, name)
     return own is not None and value > own
 
 
@@ -173,9 +168,10 @@ def _differs(name: str, value: Any, worker: Settings) -> bool:
     """Whether the form's `value` for `name` goes beyond what the worker would use anyway."""
     own = getattr(worker, name)
     if name == "sandbox":
-        from dsstar.execution.sandbox.modes import resolve_mode
+        from dsstar.execution.sandbox.modes import isolates, resolve_mode
 
-        return resolve_mode(value, probe=False) == "none" != own
+        mode = resolve_mode(value, probe=False)
+        return not isolates(mode) and mode != own
     if name in {"model", "embedding_model"}:
         return value != own and _route(value) not in _routes(worker)
     if name == "agent_models":

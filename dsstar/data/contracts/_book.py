@@ -29,7 +29,7 @@ from dsstar.data.contracts._build import build_suite, gx_version
 from dsstar.data.contracts._read import TABULAR_FORMATS, TableSkipped
 from dsstar.data.contracts._validate import Failure, validate_frame
 from dsstar.errors import ContractError, StorageError
-from dsstar.runs.storage import Store, analysis_key
+from dsstar.storage import Store, analysis_key
 
 __all__ = [
     "FileCheck",

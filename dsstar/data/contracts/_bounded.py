@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsstar.data.contracts._read import MAX_ROWS, Table, TableSkipped, canonical, read_tables
+from dsstar.data.formats import child_environment
 
 __all__ = ["ReadBounds", "read_tables_bounded"]
 
@@ -97,7 +98,8 @@ def read_tables_bounded(
 
 
 def _reader(bounds: ReadBounds) -> subprocess.Popen:
-    key = f"{bounds.memory_mb}"
+    formats = child_environment()  # the user's format modules load there too
+    key = f"{bounds.memory_mb} {sorted(formats.items())}"  # a format added: a fresh reader
     child = _CHILD.get(key)
     if child is not None and child.poll() is None:
         return child
@@ -114,7 +116,12 @@ def _reader(bounds: ReadBounds) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         preexec_fn=limit,  # noqa: PLW1509 - only setrlimit and prctl, async-signal-safe enough
-        env={**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+        env={
+            **os.environ,
+            **formats,
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+        },
     )
     _CHILD[key] = child
     return child

@@ -14,7 +14,7 @@ from typing import Any
 from dsstar.data.contracts._book import FileLike, _suite_name, load_contract
 from dsstar.data.contracts._read import read_tables
 from dsstar.data.contracts._validate import load_suite
-from dsstar.runs.storage import Store
+from dsstar.storage import Store
 
 __all__ = ["build_data_docs"]
 

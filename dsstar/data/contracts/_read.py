@@ -13,10 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dsstar.data.formats import NamesWhere, by_name, resolve
+
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MAX_ROWS", "TABULAR_FORMATS", "Table", "TableSkipped", "canonical", "read_tables"]
+__all__ = [
+    "MAX_ROWS",
+    "TABULAR_FORMATS",
+    "Table",
+    "TableSkipped",
+    "canonical",
+    "csv_tables",
+    "excel_tables",
+    "json_tables",
+    "jsonl_tables",
+    "parquet_tables",
+    "read_tables",
+    "sqlite_tables",
+    "tsv_tables",
+]
 
 MAX_ROWS = 200_000  # rows read per table: bounds time and memory on big files
 MAX_JSON_BYTES = 64 << 20  # JSON is parsed whole; bigger files get no contract
@@ -32,7 +48,9 @@ class TableSkipped(Exception):
     """The file is beyond a bound of what is read in the dsstar process; the text says which."""
 
 
-TABULAR_FORMATS = frozenset({"csv", "tsv", "excel", "parquet", "json", "jsonl", "sqlite"})
+# The formats with a table reader, as registered (`dsstar.data.formats`): each names its
+# reader among the `*_tables` functions below, or a user's format brings its own.
+TABULAR_FORMATS = NamesWhere(lambda fmt: fmt.tables is not None)
 
 
 @dataclass
@@ -47,9 +65,10 @@ class Table:
 def read_tables(path: Path, fmt: str, max_rows: int = MAX_ROWS) -> list[Table]:
     """The file's tables (canonical frames), or [] when the format holds no table.
     Raises what pandas raises on a malformed file; callers turn that into a failure."""
-    reader = _READERS.get(fmt)
-    if reader is None:
+    known = by_name(fmt)
+    if known is None or known.tables is None:
         return []
+    reader = resolve(known.tables)
     tables = []
     for name, frame in reader(path, max_rows + 1):
         truncated = len(frame) > max_rows
@@ -84,7 +103,7 @@ def _text(value: object) -> object:
     return str(value)
 
 
-def _csv(path: Path, rows: int, sep: str = ",") -> list[tuple[str | None, pd.DataFrame]]:
+def csv_tables(path: Path, rows: int, sep: str = ",") -> list[tuple[str | None, pd.DataFrame]]:
     import pandas as pd
 
     with open(path, "rb") as handle:
@@ -95,18 +114,18 @@ def _csv(path: Path, rows: int, sep: str = ",") -> list[tuple[str | None, pd.Dat
     return [(None, pd.read_csv(path, sep=sep, nrows=rows, encoding_errors="replace"))]
 
 
-def _tsv(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
-    return _csv(path, rows, sep="\t")
+def tsv_tables(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+    return csv_tables(path, rows, sep="\t")
 
 
-def _excel(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+def excel_tables(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     import pandas as pd
 
     sheets = pd.read_excel(path, sheet_name=None, nrows=rows)
     return [(str(name), frame) for name, frame in sheets.items()]
 
 
-def _parquet(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+def parquet_tables(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -121,7 +140,7 @@ def _parquet(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     return [(None, table.to_pandas().head(rows))]
 
 
-def _json(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+def json_tables(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     """Only a list of flat-ish records is a table; any other JSON shape gets no contract."""
     import pandas as pd
 
@@ -133,13 +152,13 @@ def _json(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     return [(None, pd.DataFrame.from_records(data[:rows]))]
 
 
-def _jsonl(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+def jsonl_tables(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     import pandas as pd
 
     return [(None, pd.read_json(path, lines=True, nrows=rows))]
 
 
-def _sqlite(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
+def sqlite_tables(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
     import pandas as pd
 
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
@@ -168,14 +187,3 @@ def _sqlite(path: Path, rows: int) -> list[tuple[str | None, pd.DataFrame]]:
 def _check_columns(count: int) -> None:
     if count > MAX_COLUMNS:
         raise TableSkipped(f"it has {count:,} columns (more than {MAX_COLUMNS:,})")
-
-
-_READERS = {
-    "csv": _csv,
-    "tsv": _tsv,
-    "excel": _excel,
-    "parquet": _parquet,
-    "json": _json,
-    "jsonl": _jsonl,
-    "sqlite": _sqlite,
-}

@@ -9,27 +9,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dsstar.data.formats import definition_sources
 from dsstar.data.profiler import _detect
 from dsstar.data.profiler._detect import ARCHIVE_KINDS, FORMATS, archive_kind, detect_format
-from dsstar.data.profiler.isolated import ProfileLimits, profile_files, script_source
+from dsstar.data.profiler.isolated import (
+    ProfileLimits,
+    library_source,
+    profile_files,
+    script_source,
+)
 
 __all__ = [
     "ARCHIVE_KINDS",
-    "DETECTOR_SOURCE",
     "FORMATS",
     "MAX_ROWS",
     "ProfileLimits",
     "archive_kind",
     "detect_format",
+    "detector_sources",
+    "library_source",
     "profile_file",
     "profile_files",
     "script_source",
 ]
 
 
-# The format detector's source file: the catalog fingerprints it, so that a changed detector
-# detects every file afresh.
-DETECTOR_SOURCE = Path(_detect.__file__)
+def detector_sources() -> list[str]:
+    """The sources that decide a file's format (the detector and every format's definition):
+    the catalog fingerprints them, so that a changed detector detects every file afresh."""
+    return [Path(_detect.__file__).read_text(encoding="utf-8"), *definition_sources()]
 
 
 def __getattr__(name: str) -> Any:

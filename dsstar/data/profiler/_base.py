@@ -7,7 +7,6 @@ inside the sandbox, where the dsstar package cannot be imported."""
 from __future__ import annotations
 
 import codecs
-import io
 import re
 from pathlib import Path
 
@@ -24,7 +23,6 @@ __all__ = [
     "pick_encoding",
     "read_head",
     "short",
-    "text_buffer",
 ]
 
 MAX_ROWS = 200_000  # rows read for statistics; bounds time and memory on big tables
@@ -169,8 +167,3 @@ def _year_span(name: object, s: pd.Series, uniques: object) -> tuple[int, int] |
     if not years or len(years) < 0.8 * len(texts):
         return None
     return min(years), max(years)
-
-
-def text_buffer(data: bytes, encoding: str) -> io.StringIO:
-    """Bytes decoded for a text reader; undecodable bytes become U+FFFD instead of failing."""
-    return io.StringIO(data.decode(encoding, errors="replace"))

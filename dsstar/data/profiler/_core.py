@@ -11,58 +11,22 @@ import time
 import warnings
 from pathlib import Path
 
+from dsstar.data.formats import by_name, resolve
 from dsstar.data.profiler._base import Budget, human
 from dsstar.data.profiler._detect import detect_format
-from dsstar.data.profiler._docs import (
-    describe_archive,
-    describe_binary,
-    describe_html,
-    describe_json,
-    describe_jsonl,
-    describe_pdf,
-    describe_text,
-)
-from dsstar.data.profiler._tables import (
-    describe_csv,
-    describe_duckdb,
-    describe_excel,
-    describe_parquet,
-    describe_sqlite,
-)
+from dsstar.data.profiler._docs import describe_binary
 
 __all__ = ["MARK", "profile_batch", "profile_file"]
 
 MARK = "@@dsstar-profile@@ "  # prefixes each result line, so stray prints cannot pose as one
 _TRUNCATED = "\n... (truncated)"
-_LABELS = {
-    "csv": "CSV",
-    "tsv": "TSV",
-    "json": "JSON",
-    "jsonl": "JSON Lines",
-    "excel": "Excel",
-    "parquet": "Parquet",
-    "sqlite": "SQLite",
-    "duckdb": "DuckDB",
-    "pdf": "PDF",
-    "archive": "archive",
-    "html": "HTML",
-}
-_DESCRIBERS = {
-    "csv": describe_csv,
-    "tsv": describe_csv,
-    "excel": describe_excel,
-    "parquet": describe_parquet,
-    "sqlite": describe_sqlite,
-    "duckdb": describe_duckdb,
-    "json": describe_json,
-    "jsonl": describe_jsonl,
-    "markdown": describe_text,
-    "text": describe_text,
-    "log": describe_text,
-    "html": describe_html,
-    "pdf": describe_pdf,
-    "archive": describe_archive,
-}
+
+
+def _describe(path: Path, fmt: str) -> list[str]:
+    """The profile's lines by the format's own profiler; an unknown format is a binary."""
+    known = by_name(fmt)
+    describe = resolve(known.profile) if known and known.profile else describe_binary
+    return describe(path, fmt)
 
 
 class ProfileTimeout(Exception):
@@ -85,12 +49,13 @@ def profile_file(path: Path, display_name: str | None = None, max_chars: int = 6
         try:
             with warnings.catch_warnings():  # pandas/openpyxl warnings would only add noise
                 warnings.simplefilter("ignore")
-                lines += _DESCRIBERS.get(fmt, describe_binary)(path, fmt)
+                lines += _describe(path, fmt)
         except ProfileTimeout:
             raise
         except Exception as exc:  # never raise: the error itself is the description
             reason = f"{type(exc).__name__}: {exc}"[:500]
-            lines.append(f"could not parse as {_LABELS.get(fmt, fmt)}: {reason}")
+            known = by_name(fmt)
+            lines.append(f"could not parse as {known.shown_as if known else fmt}: {reason}")
     text = "\n".join(lines)
     if len(text) > max_chars:
         text = text[: max(0, max_chars - len(_TRUNCATED))] + _TRUNCATED

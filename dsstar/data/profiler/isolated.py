@@ -2,7 +2,8 @@
 with the data mounted read-only, a batch of files per interpreter and bounds per file.
 
 The sandbox cannot import dsstar, so the script is the text of the self-contained modules
-of this package joined in dependency order, followed by one call."""
+of the format registry and of this package joined in dependency order, then the user's
+format modules, followed by one call."""
 
 from __future__ import annotations
 
@@ -14,19 +15,29 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from dsstar.data.profiler import _detect
+from dsstar.data.formats import BUILTIN_MODULES, plugin_sources
 from dsstar.execution.sandbox import Limits, run_script
 
-__all__ = ["ProfileLimits", "profile_files", "script_source"]
+__all__ = ["ProfileLimits", "library_source", "profile_files", "script_source"]
 
 # Their sources make the sandboxed script; they are read from disk, not imported, since
-# they import pandas and this module is loaded by every command that lists a lake.
+# they import pandas and this module is loaded by every command that lists a lake. The format
+# registry's own modules come first.
 _MODULES = ("_detect", "_base", "_tables", "_docs", "_core")  # each imports only earlier ones
 _MARK = "@@dsstar-profile@@ "  # what _core prints before each result (a test checks both agree)
-# The modules are joined into one script: their imports of one another go.
-_SIBLING_IMPORT = re.compile(
-    rf"^from {re.escape(__package__)}\.\w* import (\([^)]*\)|[^\n]*)\n", re.M
+# The modules are joined into one script: their imports of one another, and of the format
+# registry (a user's format module imports it too), go.
+_JOINED_IMPORT = re.compile(
+    r"^from dsstar\.data\.(?:profiler|formats)(?:\.\w+)? import (\([^)]*\)|[^\n]*)\n", re.M
 )
+# A user's format module runs in a namespace of its own (seeded with the script's names), so
+# its names cannot replace the profiler's; one that fails leaves its files to the others.
+_PLUGIN = """
+try:
+    exec(compile({source!r}, {name!r}, "exec"), dict(globals(), __name__={name!r}))
+except Exception as _exc:
+    print("format module {name} not loaded:", type(_exc).__name__, _exc, file=_sys.stderr)
+"""
 
 
 @dataclass(frozen=True)
@@ -41,14 +52,26 @@ class ProfileLimits:
     workers: int = max(1, min(4, os.cpu_count() or 1))
 
 
+def _joinable(source: str) -> str:
+    return _JOINED_IMPORT.sub("", source.replace("from __future__ import annotations\n", ""))
+
+
 @cache
-def _library() -> str:
-    parts = ["from __future__ import annotations\n"]
+def _builtin_library() -> str:
+    parts = [_joinable(Path(m.__file__).read_text(encoding="utf-8")) for m in BUILTIN_MODULES]
     for module in _MODULES:
-        source = (Path(_detect.__file__).parent / f"{module}.py").read_text(encoding="utf-8")
-        source = source.replace("from __future__ import annotations\n", "")
-        parts.append(_SIBLING_IMPORT.sub("", source))
+        parts.append(_joinable((Path(__file__).parent / f"{module}.py").read_text("utf-8")))
     return "\n".join(parts)
+
+
+def library_source() -> str:
+    """The profiler as one script, with every user's format module in use."""
+    plugins = [
+        _PLUGIN.format(source=_JOINED_IMPORT.sub("", source), name=name)
+        for name, source in plugin_sources().items()
+    ]
+    head = "from __future__ import annotations\n\nimport sys as _sys\n"
+    return head + _builtin_library() + "".join(plugins)
 
 
 def script_source(paths: list[str], limits: ProfileLimits) -> str:
@@ -60,7 +83,7 @@ def script_source(paths: list[str], limits: ProfileLimits) -> str:
         f" max_chars={limits.max_chars!r})\n"
         "_os._exit(0)  # skip interpreter teardown: the results are out\n"
     )
-    return _library() + call
+    return library_source() + call
 
 
 def _parse(output: str) -> tuple[dict[str, str], str | None]:

@@ -3,8 +3,9 @@
 Each script gets a fresh working directory (a tmpfs capped with /tmp at `disk_mb`) with the
 input files read-only under `data/`, an allowlisted environment, a minimal /etc, no network,
 and runs as a dedicated unprivileged host uid with caps on processes, tree memory, CPU, wall
-time and output. Modes: `bwrap` and `unshare` isolate (same layout, same guarantees); `none`
-keeps only the limits, the environment and the uid, and is used only when asked for.
+time and output. Modes are backends in one table (modes.py): `bwrap` and `unshare` isolate
+(same layout, same guarantees); `none` keeps only the limits, the environment and the uid, and
+is used only when asked for. `register` adds a backend (see backends.Backend).
 
 Scripts start warm (forked from a pool interpreter with pandas imported, see pool.py) when
 they can, else cold; both give the same result.
@@ -18,12 +19,15 @@ import subprocess
 from pathlib import Path
 
 from dsstar.execution.sandbox import pool
+from dsstar.execution.sandbox.backends import Backend
+from dsstar.execution.sandbox.host import environment, interpreter_reachable
 from dsstar.execution.sandbox.modes import (
     MODES,
+    backend,
     boot_argv,
-    environment,
-    interpreter_reachable,
+    register,
     resolve_mode,
+    unregister,
 )
 from dsstar.execution.sandbox.staging import (
     new_dir,
@@ -44,7 +48,17 @@ from dsstar.execution.sandbox.supervise import (
 )
 from dsstar.execution.sandbox.types import ExecResult, Limits
 
-__all__ = ["MODES", "ExecResult", "Limits", "resolve_mode", "run_script", "sweep_stale"]
+__all__ = [
+    "MODES",
+    "Backend",
+    "ExecResult",
+    "Limits",
+    "register",
+    "resolve_mode",
+    "run_script",
+    "sweep_stale",
+    "unregister",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +73,12 @@ def run_script(
 ) -> ExecResult:
     """Run `code` as a script with `data_dir` mounted read-only at `data/`."""
     mode = resolve_mode(mode)
+    isolated = backend(mode).isolates
     sweep_once(work_root)
     data_dir = Path(data_dir).resolve()
     code = code.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be run
     with uid_slot() as uid:
-        if uid is not None and mode != "none":
+        if uid is not None and isolated:
             data_dir = readable_data(data_dir, work_root)
         note = ""
         if limits.warm:
@@ -73,7 +88,7 @@ def run_script(
                 if warm is not None:
                     return warm
                 note = zygote.failure
-        return _cold(code, data_dir, limits, mode, work_root, uid, note)
+        return _cold(code, data_dir, limits, mode, isolated, work_root, uid, note)
 
 
 def _cold(
@@ -81,20 +96,20 @@ def _cold(
     data_dir: Path,
     limits: Limits,
     mode: str,
+    isolated: bool,
     work_root: Path | None,
     uid: int | None,
     note: str,
 ) -> ExecResult:
-    """A fresh interpreter in fresh namespaces for one script."""
+    """A fresh interpreter for one script, in fresh namespaces when the backend isolates."""
     stage = new_dir("exec", work_root)
     pipes = [os.pipe() for _ in range(3)]
     try:
         (stage / "script.py").write_text(code, encoding="utf-8")
         write_etc(stage, uid_range())
-        spec = {"role": "cold", "mode": mode, "uid": uid, "limits": limits.boot(),
-                "status_fd": pipes[2][1]}  # fmt: skip
+        spec = {"role": "cold", "uid": uid, "limits": limits.boot(), "status_fd": pipes[2][1]}
         cwd, env = None, environment("/sandbox", "/tmp")
-        if mode == "none":
+        if not isolated:
             uid = uid if interpreter_reachable() else None
             spec["uid"] = uid
             cwd = _plain_workdir(stage, code, data_dir, work_root, uid)
@@ -102,7 +117,7 @@ def _cold(
             env = environment(str(cwd), str(cwd))
         proc = pool.spawn(boot_argv(mode, stage, data_dir, spec), pipes, env, cwd)
         report, facts = watch(
-            tuple(r for r, _ in pipes), uid, limits, lambda: _kill(uid, proc), mode != "none"
+            tuple(r for r, _ in pipes), uid, limits, lambda: _kill(uid, proc), isolated
         )
         try:
             proc.wait(timeout=10)
@@ -117,7 +132,8 @@ def _cold(
 def _plain_workdir(
     stage: Path, code: str, data_dir: Path, work_root: Path | None, uid: int | None
 ) -> Path:
-    """Mode 'none': a host folder owned by the script's uid, data as a read-only copy."""
+    """A backend that does not isolate: a host folder owned by the script's uid, data as a
+    read-only copy."""
     workdir = stage / "work"
     workdir.mkdir()
     (workdir / "script.py").write_text(code, encoding="utf-8")

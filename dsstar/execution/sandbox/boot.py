@@ -1,7 +1,8 @@
 """The program that runs inside the sandbox before each script. Standard library only.
 
 It is started as `python -I -u -c <this source> <spec json>`, as root of the new mount, PID,
-network and IPC namespaces (made by bwrap or unshare), or as a plain child in mode 'none'.
+network and IPC namespaces (made by bwrap or unshare), or as a plain child by a backend that
+does not isolate (mode 'none'; the spec then names the host's folder as 'workdir').
 Roles:
 - 'cold': prepare one script's filesystem, run it as an unprivileged uid, report its status;
 - 'zygote': import the data stack once, then fork one child per script request received on
@@ -9,7 +10,7 @@ Roles:
   runs exactly one script and exits.
 In both, a root supervisor forks the script under the sandbox uid, reaps every orphan, kills
 what the script left behind and writes the exit status, with the figure files the script saved
-(keep.py), as JSON to a status pipe. modes.py puts the sources of mounts.py (the sandbox's
+(keep.py), as JSON to a status pipe. host.py puts the sources of mounts.py (the sandbox's
 filesystem), keep.py and seccomp.py before this one: together they are one program.
 """
 
@@ -307,7 +308,7 @@ def main():
         return
     status_fd = spec["status_fd"]
     try:
-        if spec["mode"] != "none":  # mode 'none': the host wrote the script into the folder
+        if "workdir" not in spec:  # else a plain folder the host wrote the script into
             with open("/.dsstar/script.py", encoding="utf-8", errors="surrogatepass") as handle:
                 prepare_workdir(spec, handle.read())
     except BaseException as exc:  # noqa: BLE001 - the host reads this as a failed start

@@ -1,6 +1,6 @@
 """The figure files a script saved in its working directory, read after it has exited.
 
-Standard library only: modes.py puts this source before boot.py's, so the root supervisor
+Standard library only: host.py puts this source before boot.py's, so the root supervisor
 inside the sandbox calls `collect` on the tmpfs (or, in mode 'none', on the host folder)
 before both vanish. Only regular files with one link on the working directory's own
 filesystem are read, never through a symlink and never blocking (a FIFO is skipped), at the

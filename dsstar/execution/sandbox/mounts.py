@@ -1,6 +1,6 @@
 """The sandbox's filesystem, built by the root of its new mount namespace. Standard library only.
 
-modes.py puts this source before boot.py's (both run as one `python -c` program): mode
+host.py puts this source before boot.py's (both run as one `python -c` program): mode
 'unshare' builds the same read-only root as bwrap does and pivots into it, and every script
 gets a fresh tmpfs working directory with the data mounted read-only at `data/`.
 """
@@ -80,8 +80,8 @@ def build_root(spec):
 def prepare_workdir(spec, code):
     """A fresh tmpfs, capped at the disk limit, holds the working directory and /tmp."""
     uid, disk = spec["uid"], spec["limits"]["disk"]
-    if spec["mode"] == "none":
-        return  # the host made a plain folder; there is no namespace to mount in
+    if "workdir" in spec:
+        return  # a backend that does not isolate: the host made a plain folder, no namespace
     owner = f",uid={uid},gid={uid}" if uid is not None else ""
     mount("tmpfs", "/.scratch", "tmpfs", MS_NOSUID | MS_NODEV, f"size={disk},mode=0755{owner}")
     for name in ("work", "tmp", "shm"):

@@ -24,7 +24,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 from dsstar.execution.sandbox.boot import HEADER
-from dsstar.execution.sandbox.modes import boot_argv, environment, is_root
+from dsstar.execution.sandbox.host import environment, is_root
+from dsstar.execution.sandbox.modes import boot_argv, isolates
 from dsstar.execution.sandbox.staging import new_dir, remove, sweep_once, write_etc
 from dsstar.execution.sandbox.supervise import kill_uid, result, uid_range, watch
 from dsstar.execution.sandbox.types import ExecResult, Limits
@@ -69,8 +70,8 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def get(mode: str, data_dir: Path, work_root: Path | None) -> tuple[Zygote | None, str]:
     """The zygote for this mode and data folder, started on first use; or None and why."""
-    if mode == "none":
-        return None, "no warm pool in mode 'none'"
+    if not isolates(mode):
+        return None, f"no warm pool in mode {mode!r}"
     if not is_root():
         return None, "the warm pool needs a dedicated uid per script, so dsstar must run as root"
     key = (mode, str(data_dir))
@@ -114,7 +115,7 @@ class Zygote:
         try:
             write_etc(self.stage, uid_range())
             self.conn, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            spec = {"role": "zygote", "mode": mode, "preload": list(PRELOAD)}
+            spec = {"role": "zygote", "preload": list(PRELOAD)}
             self.log = open(self.stage.parent / f"{self.stage.name}.log", "w+b")  # noqa: SIM115
             os.unlink(self.log.name)  # read through the open handle only
             with inside:

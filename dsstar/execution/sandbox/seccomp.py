@@ -1,6 +1,6 @@
 """A seccomp filter for scripts: the system calls a data script never needs are refused.
 
-Standard library only: modes.py puts this source before boot.py's, and boot.py installs the
+Standard library only: host.py puts this source before boot.py's, and boot.py installs the
 filter in the script's process after dropping privileges (no_new_privs is set), so it holds
 for the script and everything it starts, cold or warm, in every mode.
 

@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from dsstar.execution.sandbox.modes import is_root
+from dsstar.execution.sandbox.host import is_root
 from dsstar.execution.sandbox.shared import held_bytes
 from dsstar.execution.sandbox.types import ExecResult, Limits
 from dsstar.settings import Settings

@@ -9,8 +9,8 @@ import pytest
 from shared_data import DABSTEP
 
 from dsstar.algorithm.agents import FileInfo
-from dsstar.algorithm.budget import check_question, fit, whole_documents
 from dsstar.algorithm.context import fit_context, retrieve
+from dsstar.algorithm.context_budget import check_question, fit, whole_documents
 from dsstar.errors import UsageError
 from dsstar.model.llm import count_tokens
 

@@ -1,8 +1,9 @@
 """The one place where settings become what a run's parts need: the `RunSpec` every task gets
 (models, sandbox limits, bounds of concurrency and repair), the loop's `Budget`, and the bounds
-of archives and of the offline profiler. Built once per run, in the process that validated the
-settings; tasks take it as their parameter and read nothing else from the environment, except
-the API key, which is never a (recorded) parameter."""
+of the offline profiler. Built once per run, in the process that validated the settings; tasks
+take it as their parameter and read nothing else from the environment, except the API key,
+which is never a (recorded) parameter. The bounds of archives are the data side's own
+(`dsstar.data.sources.archive_limits`): it opens data before any run spec exists."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from dsstar.algorithm.runtime import Budget
-from dsstar.data.lake.archives import ArchiveLimits
 from dsstar.data.profiler import ProfileLimits
 from dsstar.execution.sandbox import Limits
 from dsstar.model.config import config_for
 from dsstar.settings import AGENTS, Settings
 
-__all__ = ["RunSpec", "archive_limits", "profile_limits", "sandbox_limits"]
+__all__ = ["RunSpec", "profile_limits", "sandbox_limits"]
 
 
 def sandbox_limits(settings: Settings) -> Limits:
@@ -32,15 +32,6 @@ def sandbox_limits(settings: Settings) -> Limits:
         figures_mb=settings.exec_figures_mb,
         cpu_s=settings.exec_cpu_seconds,
         warm=settings.exec_pool,
-    )
-
-
-def archive_limits(settings: Settings) -> ArchiveLimits:
-    """How far an archive of the data may expand."""
-    return ArchiveLimits(
-        max_bytes=settings.archive_max_bytes,
-        max_members=settings.archive_max_members,
-        max_depth=settings.archive_max_depth,
     )
 
 

@@ -27,13 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from dsstar.algorithm.agents import FileInfo
+from dsstar.data.formats import NamesWhere
 from dsstar.errors import UsageError
 
 __all__ = ["DOCUMENT_FORMATS", "Fitted", "check_question", "fit", "whole_documents"]
 
 log = logging.getLogger(__name__)
 
-DOCUMENT_FORMATS = {"markdown", "text", "html"}
+# The formats registered as documentation (`dsstar.data.formats`): Markdown, text, HTML.
+DOCUMENT_FORMATS = NamesWhere(lambda fmt: fmt.document)
 # What the line saying a description was cut costs, in tokens: taken from the cut file's share.
 _NOTE_TOKENS = 25
 _TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.I | re.DOTALL)

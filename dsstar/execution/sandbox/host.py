@@ -1,0 +1,68 @@
+"""What every backend starts from on the host: the boot program's command, the allowlisted
+environment, and who dsstar runs as."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from functools import cache
+from pathlib import Path
+
+__all__ = ["boot_python", "environment", "interpreter_reachable", "is_root", "kill_with_parent"]
+
+_PASSTHROUGH_ENV = ("LANG", "LC_ALL", "TZ")
+# One program from four standard-library sources: mounts.py builds the sandbox's filesystem,
+# keep.py collects the figure files a script saved, seccomp.py refuses the system calls a
+# script never needs, boot.py runs and supervises the script.
+_BOOT = "\n".join(
+    (Path(__file__).parent / name).read_text(encoding="utf-8")
+    for name in ("mounts.py", "keep.py", "seccomp.py", "boot.py")
+)
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+@cache
+def interpreter_reachable() -> bool:
+    """Whether an unprivileged uid can run this Python without namespaces (mode 'none').
+
+    Not so when it lives under /root, as pyenv puts it; mode 'none' then keeps root's uid.
+    """
+    for path in (os.path.realpath(sys.executable), os.path.realpath(sys.prefix)):
+        for parent in Path(path).parents:
+            if not os.stat(parent).st_mode & 0o001:
+                return False
+    return True
+
+
+def boot_python() -> list[str]:
+    """This Python running the boot program; the spec (JSON) follows as its one argument."""
+    return [sys.executable, "-I", "-u", "-c", _BOOT]
+
+
+def kill_with_parent() -> list[str]:
+    """A prefix that kills the command when dsstar dies (empty without util-linux setpriv)."""
+    return ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+
+
+def environment(home: str, tmp: str) -> dict[str, str]:
+    """An allowlisted environment: nothing of the parent's secrets can leak through it."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": tmp,
+        "USER": "sandbox",
+        "LANG": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLBACKEND": "Agg",
+        # One thread per BLAS pool keeps the address space of numpy small under RLIMIT_AS.
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    env.update({k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ})
+    return env

@@ -364,8 +364,8 @@ def run_retrieve(args, work: Path, env: dict) -> None:
     print(f"  warm retrieve --offline: {min(warm):.2f} s best of 3 (command wall time)")
     code = (
         "import time, sys; t = time.monotonic();"
-        "from dsstar.cli.data import _descriptions; from dsstar.data.retrieval import rank;"
-        f"files = _descriptions({str(lake)!r}, True);"
+        "from dsstar.api import file_descriptions; from dsstar.data.retrieval import rank;"
+        f"files = file_descriptions({str(lake)!r}, offline=True);"
         "rank('amount of margin per region', {f['path']: f['description'] for f in files});"
         "print(f'{time.monotonic() - t:.3f}')"
     )

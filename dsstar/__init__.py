@@ -9,9 +9,36 @@ This package is the core, free of Prefect, grouped by role:
     execution/   the sandbox for generated code, scratch folders, clean stops
     bench/       benchmark suites and their scorers
     cli/         the `dsstar` command (it reaches Prefect only through `flows`)
+    api          the same from Python: ask, describe, list_runs (typed results: `results`)
 
 The top-level packages `flows` and `tasks` put the core to work as a Prefect job; `prompts`
 holds the agents' templates.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsstar.api import ask, describe, list_runs
+    from dsstar.results import Answer, FileDescription, RunSummary
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Answer", "FileDescription", "RunSummary", "__version__", "ask", "describe", "list_runs",
+]  # fmt: skip
+
+# Imported when first used: `import dsstar` stays fast and free of Prefect (the CLI imports
+# this package before every command). The listing is `list_runs`: `dsstar.runs` is a package.
+_API = {"ask", "describe", "list_runs"}
+_RESULTS = {"Answer", "FileDescription", "RunSummary"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API | _RESULTS:
+        import importlib
+
+        module = importlib.import_module("dsstar.api" if name in _API else "dsstar.results")
+        return getattr(module, name)
+    raise AttributeError(f"module 'dsstar' has no attribute {name!r}")

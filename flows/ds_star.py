@@ -6,7 +6,8 @@ its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Protocol
 
 from prefect import get_client
 from prefect.runtime import flow_run
@@ -32,7 +33,7 @@ from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
 
-__all__ = ["completed_result", "default_run_id", "ds_star"]
+__all__ = ["PreparedRun", "completed_result", "default_run_id", "ds_star", "run_question"]
 
 
 def default_run_id() -> str:
@@ -60,11 +61,12 @@ def ds_star(**fields: Any) -> dict[str, Any]:
     The parameters are the fields of `dsstar.runs.form.RunForm` (the run form of the Prefect UI):
     the question, its data, the answer's guidelines, the run id, and every run setting.
     """
-    try:
-        form = RunForm.model_validate(fields)
-        settings = form.settings()
-    except ValidationError as exc:  # e.g. a sandbox Settings refuses: one readable line
-        raise UsageError(explain(exc)) from exc
+    prepared = _PREPARED.get()
+    checked = prepared is not None and prepared.form.parameters() == _given(fields)
+    if checked:  # built and checked by the caller in this process (`run_question`)
+        form, settings = prepared.form, prepared.settings
+    else:
+        form, settings = _validated(fields)
     # Parameters from the API are the worker's to judge: its own environment says what a
     # form may choose and where its data may lie (the CLI's user is not limited).
     worker = Settings()
@@ -73,20 +75,38 @@ def ds_star(**fields: Any) -> dict[str, Any]:
     # swapped for a link after the check is never followed); closed when the run ends.
     data = hold_data_location(form.data, worker)
     try:
-        return _checked_run(form, settings, data)
+        return _checked_run(form, settings, data, checked=checked)
     finally:
         if isinstance(data, DataRoot):
             data.close()
 
 
-def _checked_run(form: Any, settings: Settings, data: str | DataRoot) -> dict[str, Any]:
-    """The run of `form` over its checked data (a URL, or the local root held open)."""
+def _validated(fields: dict[str, Any]) -> tuple[RunForm, Settings]:
+    """The form and settings of parameters that come from outside this process."""
+    try:
+        form = RunForm.model_validate(fields)
+        return form, form.settings()
+    except ValidationError as exc:  # e.g. a sandbox Settings refuses: one readable line
+        raise UsageError(explain(exc)) from exc
+
+
+def _given(fields: dict[str, Any]) -> dict[str, Any]:
+    """The parameters as `RunForm.parameters` writes them: unset fields left out."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _checked_run(
+    form: Any, settings: Settings, data: str | DataRoot, checked: bool = False
+) -> dict[str, Any]:
+    """The run of `form` over its checked data (a URL, or the local root held open).
+    `checked`: the question check and the preflight passed already, in this process."""
     # The recorded location (the ledger's key for reuse) is what was opened, not looked up
     # again: the path could lead elsewhere by now.
     where = normalize_location(data) if isinstance(data, str) else data.path
     question, guidelines, run_id = form.question, form.guidelines, form.run_id
-    check_question(question, guidelines, settings.max_question_chars)
-    preflight(settings, where)  # model, keys, isolation, data, storage: before any stored run
+    if not checked:
+        check_question(question, guidelines, settings.max_question_chars)
+        preflight(settings, where)  # model, keys, isolation, data, storage: before any stored run
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
         run_id=run_id or default_run_id(),
@@ -146,14 +166,32 @@ def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
         return run_result(store.read_json(f"runs/{run_id}/run.json"), store.uri(f"runs/{run_id}"))
 
 
-def run_question(
-    form: Any, settings: Settings
-) -> tuple[dict[str, Any] | None, BaseException | None]:
-    """Run (or resume) the ds-star flow in this process, with the task runner `settings`
-    chooses; returns its result, or None and the error it ended with."""
-    state = ds_star.with_options(task_runner=build_task_runner(settings))(
-        **form.parameters(), return_state=True
-    )
+class PreparedRun(Protocol):
+    """A run built and checked in this process (see `dsstar.api.prepare_run`): its form
+    validated, its settings built, its question checked and its preflight passed."""
+
+    form: Any
+    settings: Settings
+
+
+# The run `run_question` hands to the flow it starts, beside its parameters. Parameters are
+# untrusted (anyone who reaches the Prefect API writes them), so they never say "checked";
+# this variable is set only by a caller in this process, for the flow it calls.
+_PREPARED: ContextVar[PreparedRun | None] = ContextVar("dsstar_prepared_run", default=None)
+
+
+def run_question(prepared: PreparedRun) -> tuple[dict[str, Any] | None, BaseException | None]:
+    """Run (or resume) the ds-star flow in this process, with the task runner its settings
+    choose; returns its result, or None and the error it ended with. The flow takes the
+    prepared form and settings as they are, and checks neither the question nor the
+    preflight again."""
+    form, settings = prepared.form, prepared.settings
+    flow = ds_star.with_options(task_runner=build_task_runner(settings))
+    token = _PREPARED.set(prepared)
+    try:
+        state = flow(**form.parameters(), return_state=True)
+    finally:
+        _PREPARED.reset(token)
     if state.is_completed():
         return completed_result(state, settings.storage, form.run_id), None
     return None, state.result(raise_on_failure=False)

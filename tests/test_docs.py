@@ -5,6 +5,7 @@ stored object."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import subprocess
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import typer
+from conftest import dsstar_settings
+from scenarios import ANSWER, always_first_time
 from typer.testing import CliRunner
 
 from dsstar.cli import app
@@ -134,3 +137,64 @@ def test_the_readme_links_to_pages_that_exist():
     local = [link for link in links if "://" not in link]
     assert "docs/index.md" in local
     assert [link for link in local if not (REPO / link).exists()] == []
+
+
+# Runs the cells of a page in one namespace, as a notebook's kernel does, and writes what each
+# printed (or the error it raised) to the JSON file named by argv[2].
+_KERNEL = """
+import contextlib, io, json, sys, traceback
+cells, namespace, printed = json.load(open(sys.argv[1])), {}, []
+for cell in cells:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            exec(compile(cell, "<cell>", "exec"), namespace)
+        except Exception:
+            traceback.print_exc(file=out)
+    printed.append(out.getvalue())
+json.dump(printed, open(sys.argv[2], "w"))
+"""
+
+
+def notebook_cells(text: str) -> list[tuple[str, str | None]]:
+    """(code, expected output) of each `python` block of a Markdown page; the output is the
+    `text` block right after it, if any."""
+    blocks = re.findall(r"^```(\w+)\n(.*?)^```", text, re.S | re.M)
+    cells = []
+    for (kind, body), (after, shown) in zip(blocks, [*blocks[1:], ("", "")], strict=True):
+        if kind == "python":
+            cells.append((body, shown if after == "text" else None))
+    return cells
+
+
+def printed_as_shown(printed: str, shown: str) -> bool:
+    """Whether a cell printed what the page shows, line by line; `...` stands for anything."""
+    lines, expected = printed.splitlines(), shown.splitlines()
+    patterns = [re.escape(line).replace(re.escape("..."), ".*") for line in expected]
+    return len(lines) == len(patterns) and all(
+        re.fullmatch(p, line) for p, line in zip(patterns, lines, strict=True)
+    )
+
+
+@pytest.mark.slow
+def test_the_python_page_runs_as_a_notebook(llm, tmp_path):
+    """docs/python.md, cell by cell, against the scripted model: each cell prints what the
+    page shows after it, and the answer is the scripted one."""
+    always_first_time(llm)
+    cells = notebook_cells((REPO / "docs" / "python.md").read_text())
+    assert len(cells) >= 4 and all(shown is not None for _, shown in cells)
+    (tmp_path / "cells.json").write_text(json.dumps([code for code, _ in cells]))
+    (tmp_path / "work").mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("DSSTAR_")},
+        **dsstar_settings(llm, tmp_path),  # as a user points dsstar at a model server
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _KERNEL, str(tmp_path / "cells.json"), str(tmp_path / "out.json")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = json.loads((tmp_path / "out.json").read_text())
+    for (code, shown), out in zip(cells, printed, strict=True):
+        assert printed_as_shown(out, shown), f"{code}\nprinted:\n{out}\nshown:\n{shown}"
+    assert printed[0].strip() == ANSWER and llm.requests  # answered by the scripted model

@@ -21,6 +21,7 @@ from dsstar.cli._app import (
     check_data,
     console,
     fail_usage,
+    flag_name,
     load_settings,
     prefect_quietly,
     setting_option,
@@ -30,67 +31,13 @@ from dsstar.errors import DSStarError
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
-    """Every file's description: the built-in profiler offline, else the analyzer agent.
-    Both come from the catalog in storage when the file's content was described before."""
-    settings = load_settings(**flags)
-    check_data(data)
-    if offline:
-        return _offline_descriptions(data, settings)
-    from dsstar.model.config import require_model
+    """Every file's description (see `dsstar.api.file_descriptions`), the analyzer's progress
+    shown while it works."""
+    from dsstar.api import file_descriptions
 
-    require_model(settings)
-    from dsstar.algorithm.analysis import cached_descriptions
-
-    # Every file described before: the catalog answers, without a Prefect server to start
-    # and a flow run to record (seconds, for a few reads from storage).
-    known = cached_descriptions(data, settings)
-    if known is not None:
-        return known
-    from flows import describe_files, prefect_api, start_prefect_api
-
-    start_prefect_api()  # its start overlaps the flows' imports
-    options = {k: v for k, v in flags.items() if v is not None}
-    with prefect_api(), LiveProgress(enabled=True):
-        return describe_files(data, options, settings)
-
-
-def _offline_descriptions(data: str, settings: Any) -> list[dict[str, Any]]:
-    """The built-in profiler's text for every file, read inside the sandbox and profiling
-    only what the catalog does not know yet; entries left out of the view (links out of the
-    root, FIFOs, bombs) are listed with their reason."""
-    from dsstar.algorithm.spec import profile_limits
-    from dsstar.data.catalog import Catalog
-    from dsstar.data.profiler import profile_files
-    from dsstar.data.sources import DataSource, archive_limits
-    from dsstar.execution import scratch
-    from dsstar.storage import Store
-
-    source = DataSource(
-        data,
-        scratch.new_dir(settings.work_dir),
-        archive_limits(settings),
-        archive_cache=scratch.archive_cache(settings.work_dir),
+    return file_descriptions(
+        data, offline, around=lambda: LiveProgress(enabled=True), name=flag_name, **flags
     )
-    try:
-        catalog = Catalog(Store(settings.storage), source.location)
-        files = catalog.files(source)
-        texts = catalog.profiles(
-            files,
-            lambda missing: profile_files(
-                source.mount_dir,
-                [f.path for f in missing],
-                limits=profile_limits(settings),
-                mode=settings.sandbox,
-                work_root=settings.work_dir,
-            ),
-        )
-        described = [
-            {"path": f.path, "format": f.format, "description": texts[f.path], "error": None}
-            for f in files
-        ]
-        return described + source.skipped_records()
-    finally:
-        source.close()
 
 
 @app.command()

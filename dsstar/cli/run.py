@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.text import Text
 
 from dsstar.algorithm.verdict import ANSWERED, Status
+from dsstar.api import PreparedRun, prepare_run, run_prepared
 from dsstar.cli._app import (
     EXIT_FAILED,
     EXIT_OK,
@@ -30,11 +31,10 @@ from dsstar.cli._app import (
 from dsstar.cli._output import LiveProgress, report
 from dsstar.errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
 from dsstar.execution import stopping
-from dsstar.runs.form import OPTION_FIELDS, explain
-from dsstar.runs.preflight import preflight, unreadable_warning
+from dsstar.runs.form import OPTION_FIELDS
+from dsstar.runs.preflight import unreadable_warning
 from dsstar.settings import Settings
-from dsstar.storage import check_run_id, new_run_id
-from dsstar.text import clean
+from dsstar.storage import check_run_id
 
 # The settings `dsstar run` has a flag for; every other one is a DSSTAR_ variable (and a
 # field of the run form in the Prefect UI). Type, help and bounds come from Settings.
@@ -88,79 +88,32 @@ def run(
     prefect_quietly(verbose)
     chosen = {k: v for k, v in (flags or {}).items() if v is not None}
     try:
-        if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
-            raise UsageError(f"--data {clean(data)}: the path is not valid UTF-8; rename it")
         models = _agent_models(agent_model)
-        # Arguments that are not valid UTF-8 arrive with lone surrogates; the run sees U+FFFD.
-        form = build_form(
-            question=clean(question),
-            data=data,
-            guidelines=clean(guidelines),
-            run_id=run_id,
-            **chosen,
-            **({"agent_models": models} if models else {}),
-        )
-        settings = build_settings(form)
-        # The agents' imports: only for a run.
-        from dsstar.algorithm.context_budget import check_question
-
-        check_question(form.question, form.guidelines, settings.max_question_chars)
-        from flows import start_prefect_api
-
-        start_prefect_api()  # its start overlaps the checks and imports from here on
-        preflight(settings, data)
+        prepared = prepare_run(
+            question=question, data=data, guidelines=guidelines, run_id=run_id, name=flag_name,
+            **chosen, **({"agent_models": models} if models else {}),
+        )  # fmt: skip
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     warning = unreadable_warning(data)
     if warning:  # a warning, not a refusal: a format we do not know may still be readable
         err.print(Text.assemble(("warning:", "yellow"), " ", warning), highlight=False)
-    _run_flow(form.model_copy(update={"run_id": run_id or new_run_id()}), settings, as_json)
+    _run_flow(prepared, as_json)
 
 
-def build_form(**fields: Any) -> Any:
-    """The run form (the flow's parameters) from flags; a bad value is one UsageError line."""
-    from dsstar.runs.form import RunForm
-
-    try:
-        return RunForm(**fields)
-    except ValidationError as exc:
-        raise UsageError(explain(exc, flag_name)) from exc
-
-
-def build_settings(form: Any) -> Settings:
-    """The form's settings over DSSTAR_ variables; a bad value is one UsageError line."""
-    try:
-        return form.settings()
-    except ValidationError as exc:
-        raise UsageError(explain(exc, flag_name)) from exc
-
-
-def _run_flow(form: Any, settings: Settings, as_json: bool) -> None:
+def _run_flow(prepared: PreparedRun, as_json: bool) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
-    run_id = form.run_id
+    settings, run_id = prepared.settings, prepared.form.run_id
     err.print(f"run {run_id}")  # on stderr at once: the id to resume it by
-    from dsstar.runs.trust import trust_local_user
 
-    trust_local_user()  # the person at the terminal chose these settings: no worker policy
-    from dsstar.model.llm import preload
-    from flows import prefect_api, run_question
+    def around() -> ExitStack:
+        shown = ExitStack()
+        live = shown.enter_context(LiveProgress(enabled=not as_json))
+        shown.enter_context(_terminal_prompt(settings, live))
+        return shown
 
-    preload()  # litellm's import overlaps the flow run's start
-    error: BaseException | None = None
-    stop = _stop_hook(settings, run_id, as_json)
-    try:
-        with (
-            stopping.on_stop(stop),
-            prefect_api(),
-            LiveProgress(enabled=not as_json) as live,
-            _terminal_prompt(settings, live),
-        ):
-            result, error = run_question(form, settings)
-        if result is None:
-            result = _failed_result(settings.storage, run_id, error)
-    except Exception as exc:  # e.g. the Prefect API is unreachable: a report, not a traceback
-        error = exc
-        result = _failed_result(settings.storage, run_id, exc)
+    with stopping.on_stop(_stop_hook(settings, run_id, as_json)):
+        result, error = run_prepared(prepared, around)
     if stopping.requested():  # the run unwound after SIGINT/SIGTERM: `stop` reports it
         stopping.finish()
     if isinstance(error, RunIdInUse):  # run.json is another run's: not this one's result
@@ -258,9 +211,7 @@ def resume(
         report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
         raise typer.Exit(EXIT_OK)
     _refuse_if_running(record, force, as_json)
-    from flows import start_prefect_api
 
-    start_prefect_api()  # its start overlaps the checks and imports from here on
     # The run continues with the settings it started with (so its cache keys match), except
     # where this command says otherwise. Keys were never stored; they come from the env.
     stored = dict(record.get("settings") or {})
@@ -269,13 +220,11 @@ def resume(
     stored["storage"] = store.url
     options = {k: v for k, v in stored.items() if k in OPTION_FIELDS and v is not None}
     try:
-        form = build_form(**{k: record[k] for k in ("question", "data", "guidelines")},
-                          run_id=run_id, **options)  # fmt: skip
-        settings = build_settings(form)
-        preflight(settings, record["data"])
+        prepared = prepare_run(**{k: record[k] for k in ("question", "data", "guidelines")},
+                               run_id=run_id, name=flag_name, **options)  # fmt: skip
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    _run_flow(form, settings, as_json)
+    _run_flow(prepared, as_json)
 
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:
@@ -309,19 +258,3 @@ def _agent_models(pairs: list[str] | None) -> dict[str, str] | None:
             raise UsageError(f"--agent-model expects AGENT=MODEL, got {pair!r}")
         models[agent.strip()] = name.strip()
     return models
-
-
-def _failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
-    """The JSON result of a run that did not finish, rebuilt from its stored run.json."""
-    from dsstar.runs.report import run_result
-    from dsstar.storage import Store
-
-    store = Store(storage)
-    record: dict[str, Any] = {"run_id": run_id}
-    try:
-        record = store.read_json(f"runs/{run_id}/run.json")
-    except (OSError, DSStarError):
-        pass  # the run failed before it could store anything
-    record["status"] = "failed"
-    record.setdefault("error", f"{type(exc).__name__}: {exc}")
-    return run_result(record, store.uri(f"runs/{run_id}"))

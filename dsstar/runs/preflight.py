@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 
 from dsstar.errors import ConfigError, DataError, DSStarError
 from dsstar.locations import is_remote, local_path
 from dsstar.settings import AGENTS, Settings
-from dsstar.text import digest
 
 __all__ = [
     "NO_MODEL",
@@ -51,26 +49,11 @@ _HIDDEN = {"__pycache__", "__MACOSX"}
 log = logging.getLogger(__name__)
 
 
-# What passed in this process, and when: `dsstar run` checks before its flow starts and the
-# flow (which may also be started from the API) checks again a moment later; the same settings
-# and data are checked once. A process that serves runs for days checks each run afresh.
-_passed: dict[str, float] = {}
-_FRESH_S = 60.0
-
-
 def preflight(
     settings: Settings, data: str | None = None, *, llm: bool = True, storage: bool = True
 ) -> None:
-    """Run every check that applies; raise the first failure (a UsageError: CLI exit 2)."""
-    secret = settings.api_key.get_secret_value() if settings.api_key else None
-    key = digest(settings.model_dump(mode="json"), secret, data, llm, storage)
-    if time.monotonic() - _passed.get(key, -_FRESH_S) < _FRESH_S:
-        return
-    _checks(settings, data, llm, storage)
-    _passed[key] = time.monotonic()
-
-
-def _checks(settings: Settings, data: str | None, llm: bool, storage: bool) -> None:
+    """Run every check that applies; raise the first failure (a UsageError: CLI exit 2).
+    Once per run: where the CLI or the Python API checked, the flow does not again."""
     if llm:
         check_model(settings)
         check_keys(settings)

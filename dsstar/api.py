@@ -1,0 +1,280 @@
+"""The Python API: what `dsstar run`, `dsstar describe` and `dsstar runs list` do, for a
+notebook or a script.
+
+    ask(question, data, **settings)   one run of the ds-star flow in this process -> Answer
+    describe(data, **settings)        every file's description  -> list[FileDescription]
+    list_runs(limit=20, storage=...)  recent runs, newest first  -> list[RunSummary]
+
+Settings are keyword arguments named as the fields of `dsstar.settings.Settings` (model=,
+max_rounds=, storage=, ...), then `DSSTAR_*` variables, then defaults: as the CLI's flags.
+Secrets (API keys, the ledger's URL) come from the environment only. A run started here is
+stored, recorded in the ledger and shown in the Prefect UI like any other; it talks to the
+configured Prefect API, else to a temporary server that lives as long as this process.
+
+Errors: bad input, settings the preflight refuses, a rejected key or model and a run id held
+by another run raise the `UsageError` family of `dsstar.errors` (what exits 2 at the CLI).
+A run that starts and then fails does not raise: its Answer has status "failed" and the
+reason in `error`, and `dsstar resume RUN_ID` continues it (exit 1 at the CLI).
+
+The CLI shares `prepare_run` and `run_prepared` with `ask`, and keeps its printing.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from dsstar.errors import DSStarError, LLMFatalError, UsageError
+from dsstar.results import Answer, FileDescription, RunSummary
+from dsstar.settings import Settings
+from dsstar.text import clean
+
+__all__ = [
+    "Answer",
+    "FileDescription",
+    "PreparedRun",
+    "RunSummary",
+    "ask",
+    "describe",
+    "file_descriptions",
+    "prepare_run",
+    "list_runs",
+    "run_prepared",
+]
+
+Namer = Callable[[str], str]  # a field's name as the user wrote it: a flag, a keyword
+
+
+def ask(
+    question: str,
+    data: str | os.PathLike[str],
+    *,
+    guidelines: str = "",
+    run_id: str | None = None,
+    **settings: Any,
+) -> Answer:
+    """Answer `question` from the files under `data` (a folder, a file or an s3:// URL) with
+    the DS-STAR loop, as `dsstar run` does. Raises UsageError before anything is stored
+    when the input or settings cannot work; a run that fails returns status "failed".
+
+    Example: dsstar.ask("Which region had the highest revenue?", "examples/sales")
+    """
+    prepared = prepare_run(
+        question=question, data=os.fspath(data), guidelines=guidelines, run_id=run_id, **settings
+    )
+    from dsstar.runs.preflight import unreadable_warning
+
+    warning = unreadable_warning(prepared.form.data)
+    if warning:  # a warning, not a refusal: a format we do not know may still be readable
+        warnings.warn(warning, stacklevel=2)
+    result, error = run_prepared(prepared)
+    if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
+        raise error
+    return Answer.from_result(result)
+
+
+def describe(
+    data: str | os.PathLike[str], *, offline: bool = False, **settings: Any
+) -> list[FileDescription]:
+    """Every file's description under `data`, as `dsstar describe` gives them: the analyzer
+    agent's, or with `offline=True` the built-in profiler's (no model). Descriptions are kept
+    in the catalog under the storage: unchanged files are never described twice."""
+    found = file_descriptions(os.fspath(data), offline, **settings)
+    return [FileDescription.from_dict(f) for f in found]
+
+
+def list_runs(limit: int = 20, storage: str | None = None) -> list[RunSummary]:
+    """The most recent runs under `storage` (default: DSSTAR_STORAGE), newest first, as
+    `dsstar runs list` shows them."""
+    from dsstar.runs.listing import list_runs as listed
+    from dsstar.storage import Store
+
+    store = Store(_settings(str, storage=storage).storage)
+    return [RunSummary.from_dict(row) for row in listed(store, limit)]
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run built and checked in this process, ready to start: its form (the flow's
+    parameters, with its run id), its settings, the question checked and the preflight
+    passed. The flow it starts takes both as they are and checks nothing again."""
+
+    form: Any  # dsstar.runs.form.RunForm
+    settings: Settings
+
+
+def prepare_run(
+    *,
+    question: str,
+    data: str,
+    guidelines: str = "",
+    run_id: str | None = None,
+    name: Namer = str,
+    **settings: Any,
+) -> PreparedRun:
+    """The form, settings and checks of one run, each done once: a bad value, a question too
+    long for any prompt, or a failed preflight (model, keys, isolation, data, storage) is a
+    UsageError of one line that names the setting as `name` writes it (a flag at the CLI).
+    Without a run id, a new one is chosen. Starts the temporary Prefect server early, when
+    one will be needed, so that its start overlaps the preflight."""
+    if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
+        raise UsageError(f"{name('data')} {clean(data)}: the path is not valid UTF-8; rename it")
+    from dsstar.runs.form import RunForm, explain
+
+    chosen = {k: v for k, v in settings.items() if v is not None}
+    try:
+        # Arguments that are not valid UTF-8 arrive with lone surrogates; the run sees U+FFFD.
+        form = RunForm(
+            question=clean(question), data=data, guidelines=clean(guidelines), run_id=run_id,
+            **chosen,
+        )  # fmt: skip
+        built = form.settings()
+    except ValidationError as exc:
+        raise UsageError(explain(exc, name)) from exc
+    # The agents' imports: only for a run.
+    from dsstar.algorithm.context_budget import check_question
+
+    check_question(form.question, form.guidelines, built.max_question_chars)
+    _quiet_prefect()
+    from flows import start_prefect_api
+
+    start_prefect_api()  # its start overlaps the preflight and the imports from here on
+    from dsstar.runs.preflight import preflight
+    from dsstar.storage import new_run_id
+
+    preflight(built, data)
+    return PreparedRun(form.model_copy(update={"run_id": form.run_id or new_run_id()}), built)
+
+
+def run_prepared(
+    prepared: PreparedRun, around: Callable[[], AbstractContextManager[Any]] = nullcontext
+) -> tuple[dict[str, Any], BaseException | None]:
+    """Run (or resume) a prepared run's ds-star flow in this process, inside `around` (the
+    CLI's progress display, say) and under a Prefect API; returns its result (the keys of
+    `dsstar run --json`) and the error it ended with, if any. A run that could not even start
+    (the Prefect API unreachable, say) has a failed result rebuilt from storage."""
+    from dsstar.runs.trust import trust_local_user
+
+    trust_local_user()  # the caller chose these settings: no worker policy limits them
+    from dsstar.model.llm import preload
+    from flows import prefect_api, run_question
+
+    preload()  # litellm's import overlaps the flow run's start
+    storage, run_id = prepared.settings.storage, prepared.form.run_id
+    try:
+        with prefect_api(), around():
+            result, error = run_question(prepared)
+    except Exception as exc:  # e.g. the Prefect API is unreachable: a result, not a traceback
+        return failed_result(storage, run_id, exc), exc
+    return result or failed_result(storage, run_id, error), error
+
+
+def failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
+    """The result of a run that did not finish, rebuilt from its stored run.json."""
+    from dsstar.runs.report import run_result
+    from dsstar.storage import Store
+
+    store = Store(storage)
+    record: dict[str, Any] = {"run_id": run_id}
+    try:
+        record = store.read_json(f"runs/{run_id}/run.json")
+    except (OSError, DSStarError):
+        pass  # the run failed before it could store anything
+    record["status"] = "failed"
+    record.setdefault("error", f"{type(exc).__name__}: {exc}")
+    return run_result(record, store.uri(f"runs/{run_id}"))
+
+
+def file_descriptions(
+    data: str,
+    offline: bool = False,
+    around: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    name: Namer = str,
+    **settings: Any,
+) -> list[dict[str, Any]]:
+    """Every file's description (path, format, description, error): the built-in profiler
+    offline, else the analyzer agent in the ds-star-describe flow (inside `around`). Both
+    come from the catalog in storage when the file's content was described before."""
+    from dsstar.runs.preflight import check_data
+
+    built = _settings(name, **settings)
+    check_data(data)
+    if offline:
+        return _offline_descriptions(data, built)
+    from dsstar.model.config import require_model
+
+    require_model(built)
+    from dsstar.algorithm.analysis import cached_descriptions
+
+    # Every file described before: the catalog answers, without a Prefect server to start
+    # and a flow run to record (seconds, for a few reads from storage).
+    known = cached_descriptions(data, built)
+    if known is not None:
+        return known
+    _quiet_prefect()
+    from flows import describe_files, prefect_api, start_prefect_api
+
+    start_prefect_api()  # its start overlaps the flows' imports
+    options = {k: v for k, v in settings.items() if v is not None}
+    with prefect_api(), around():
+        return describe_files(data, options, built)
+
+
+def _offline_descriptions(data: str, settings: Settings) -> list[dict[str, Any]]:
+    """The built-in profiler's text for every file, read inside the sandbox and profiling
+    only what the catalog does not know yet; entries left out of the view (links out of the
+    root, FIFOs, bombs) are listed with their reason."""
+    from dsstar.algorithm.spec import profile_limits
+    from dsstar.data.catalog import Catalog
+    from dsstar.data.profiler import profile_files
+    from dsstar.data.sources import DataSource, archive_limits
+    from dsstar.execution import scratch
+    from dsstar.storage import Store
+
+    source = DataSource(
+        data,
+        scratch.new_dir(settings.work_dir),
+        archive_limits(settings),
+        archive_cache=scratch.archive_cache(settings.work_dir),
+    )
+    try:
+        catalog = Catalog(Store(settings.storage), source.location)
+        files = catalog.files(source)
+        texts = catalog.profiles(
+            files,
+            lambda missing: profile_files(
+                source.mount_dir,
+                [f.path for f in missing],
+                limits=profile_limits(settings),
+                mode=settings.sandbox,
+                work_root=settings.work_dir,
+            ),
+        )
+        described = [
+            {"path": f.path, "format": f.format, "description": texts[f.path], "error": None}
+            for f in files
+        ]
+        return described + source.skipped_records()
+    finally:
+        source.close()
+
+
+def _settings(name: Namer, **values: Any) -> Settings:
+    """Settings from `values` (None: unset), then DSSTAR_* variables, then defaults."""
+    from dsstar.runs.form import explain
+
+    try:
+        return Settings(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        raise UsageError(explain(exc, name)) from exc
+
+
+def _quiet_prefect() -> None:
+    """Prefect reads its settings at import: there is no network to send analytics to."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

@@ -1,0 +1,127 @@
+"""The Python API (`dsstar.ask`, `describe`, `list_runs`) has the CLI's semantics, and a run,
+from the API or the CLI, builds its form, checks its question and runs its preflight once; a
+flow run started from parameters (the Prefect UI, the API) still does all three itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from scenarios import ANSWER, always_first_time, two_rounds
+
+import dsstar
+from dsstar.errors import RunIdInUse, UsageError
+from dsstar.runs import trust
+from dsstar.runs.form import RunForm
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+
+
+@pytest.fixture
+def counted(llm, monkeypatch):
+    """How often each once-per-run step ran in this process: the form's settings built, the
+    question checked, the model probed (the preflight's request to the scripted server)."""
+    import flows.ds_star
+    from dsstar.algorithm import context_budget as budget
+
+    counts = {"settings": 0, "question": 0, "probe": 0}
+    check, settings = budget.check_question, RunForm.settings
+
+    def check_question(*args, **kwargs):
+        counts["question"] += 1
+        return check(*args, **kwargs)
+
+    def form_settings(self):
+        counts["settings"] += 1
+        return settings(self)
+
+    monkeypatch.setattr(budget, "check_question", check_question)
+    monkeypatch.setattr(flows.ds_star, "check_question", check_question)
+    monkeypatch.setattr(RunForm, "settings", form_settings)
+    llm.on_models(lambda: counts.__setitem__("probe", counts["probe"] + 1))
+    # ask() trusts the local user for the rest of the process: restored after the test.
+    monkeypatch.setattr(trust, "_LOCAL_USER", False)
+    return counts
+
+
+def test_importing_dsstar_loads_neither_prefect_nor_the_api():
+    code = "import sys, dsstar; print([m for m in ('prefect', 'dsstar.api') if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_ask_answers_with_a_typed_answer_stored_and_listed_once_per_run(env, llm, sales, counted):
+    two_rounds(llm)
+    answer = dsstar.ask(QUESTION, sales, max_rounds=5)
+    assert isinstance(answer, dsstar.Answer)
+    assert (answer.status, answer.answer, answer.rounds) == ("verified", ANSWER, 2)
+    assert answer.answered and answer.error is None and answer.flow_run_id
+    assert answer.llm_calls == len(llm.requests) and answer.input_tokens > 0
+    assert answer.artifacts_uri.endswith(f"runs/{answer.run_id}")
+    assert len(answer.plan) == 2
+    assert counted == {"settings": 1, "question": 1, "probe": 1}
+
+    listed = dsstar.list_runs()
+    assert [(r.run_id, r.answer, r.status) for r in listed] == [(answer.run_id, ANSWER, "verified")]
+    with pytest.raises(RunIdInUse, match=answer.run_id):  # as `dsstar run --run-id` refuses it
+        dsstar.ask(QUESTION, sales, run_id=answer.run_id)
+
+
+@pytest.mark.parametrize(
+    ("question", "settings", "message"),
+    [
+        ("", {}, "the question is empty"),
+        (QUESTION, {"max_rounds": 0}, "max_rounds 0: should be greater than or equal to 1"),
+        (QUESTION, {"max_roundz": 3}, "max_roundz 3: no such setting"),
+        (QUESTION, {"api_key": "sk-x"}, "api_key cannot be given here"),
+    ],
+)
+def test_bad_input_raises_a_usage_error_before_anything_is_stored(
+    env, sales, question, settings, message
+):
+    with pytest.raises(UsageError, match=message):
+        dsstar.ask(question, sales, **settings)
+    assert not os.path.exists(os.path.join(env["DSSTAR_STORAGE"], "runs"))
+
+
+def test_a_refused_preflight_raises_naming_the_keyword(env, sales, tmp_path):
+    with pytest.raises(UsageError, match="no such file or folder"):
+        dsstar.ask(QUESTION, tmp_path / "nowhere")
+
+
+def test_describe_offline_gives_typed_descriptions(env, sales):
+    files = {f.path: f for f in dsstar.describe(sales, offline=True)}
+    assert set(files) >= {"orders_2024.csv", "regions.json"}
+    assert (
+        files["orders_2024.csv"].format == "csv"
+        and "region_code" in files["orders_2024.csv"].description
+    )
+
+
+def test_a_cli_run_probes_the_model_once(env, llm, sales, counted):
+    always_first_time(llm)
+    done = subprocess.run(
+        [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "-q", QUESTION, "--json"],
+        capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["answer"] == ANSWER
+    assert counted["probe"] == 1  # the preflight ran once: in the CLI, not again in the flow
+
+
+def test_a_flow_run_from_parameters_checks_everything_itself(env, llm, sales, counted):
+    """Parameters from the Prefect API are untrusted: the flow validates them, checks the
+    question and runs the preflight (and a question too long is refused there)."""
+    from flows.ds_star import ds_star
+
+    always_first_time(llm)
+    result = ds_star(question=QUESTION, data=str(sales), run_id="from-parameters")
+    assert result["answer"] == ANSWER
+    assert counted == {"settings": 1, "question": 1, "probe": 1}
+    state = ds_star(question="x" * 100_000, data=str(sales), run_id="too-long", return_state=True)
+    assert state.is_failed() and "more than the" in str(state.result(raise_on_failure=False))

@@ -44,6 +44,10 @@ __all__ = ["SKIPPED", "NightlyForm", "ds_star_nightly"]
 SKIPPED = "skipped"  # a question of a batch that reached its ceiling: no run was started
 
 
+class QuestionsFailed(Exception):
+    """A batch in which some questions failed, after all of them ended."""
+
+
 @task(name="answer", task_run_name="answer {run_id}")
 def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
     """One question as its own ds-star flow run (a subflow), so it can be inspected alone."""
@@ -155,7 +159,10 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     announce_night(questions, results, previous, Store(settings.storage), batch)  # alerts
     failed = [r for r in results if r["status"] == "failed"]
     if failed:  # the batch shows as failed (alerts, the UI's Retry): a retry resumes those
-        return Failed(message=f"{len(failed)} of {len(results)} questions failed", data=results)
+        # The state's data is the error (Prefect raises a failed state's data; the results
+        # are in the summary artifact and each question's run).
+        message = f"{len(failed)} of {len(results)} questions failed"
+        return Failed(message=message, data=QuestionsFailed(message))
     return results
 
 

@@ -256,3 +256,22 @@ def pytest_collection_modifyitems(items):
             item.path.name != "test_container.py",
         )
     )
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A report that is not valid UTF-8 (a fuzzed file name in a captured log or an error
+    message) cannot be sent from an xdist worker: the whole session would stop. Such text is
+    shown with backslash escapes instead."""
+    outcome = yield
+    report = outcome.get_result()
+    report.sections = [(title, _utf8(content)) for title, content in report.sections]
+    if report.longrepr is not None:
+        try:
+            str(report.longrepr).encode("utf-8")
+        except UnicodeEncodeError:
+            report.longrepr = _utf8(str(report.longrepr))

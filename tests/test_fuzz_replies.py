@@ -196,7 +196,10 @@ def _responder(replies: list[str]):
     return respond
 
 
+# 25 whole runs: on 2 cores shared with the rest of the suite they take longer than the
+# suite's 300 s per test.
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @settings(
     max_examples=int(os.environ.get("FUZZ_RUNS", "25")),
     deadline=None,

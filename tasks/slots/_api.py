@@ -18,15 +18,23 @@ BUSY_RETRIES = 100  # about 25 s of short waits before a slot request gives up
 
 _lock = threading.Lock()
 _client: Any = None
+_client_url: str | None = None
 
 
 def _shared_client() -> Any:
-    global _client
+    """The client for the API in use now: made again when the API changed (a notebook or a
+    test that points this process at another server)."""
+    global _client, _client_url
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
     with _lock:
-        if _client is None:
+        if _client is None or url != _client_url:
             from prefect import get_client
 
-            _client = get_client(sync_client=True)
+            if _client is not None:
+                _client.__exit__(None, None, None)
+            _client, _client_url = get_client(sync_client=True), url
             _client.__enter__()
         return _client
 

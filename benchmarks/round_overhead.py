@@ -67,7 +67,7 @@ def scripted(llm, rounds: int) -> None:
 
 def dsstar_rounds(llm, rounds: int, work: Path) -> tuple[list[float], dict]:
     """Per-round seconds of the ds-star flow (rounds 01.. : route, plan, code, run, verify)."""
-    from dsstar.runs.trust import trust_local_user
+    from dsstar.inputs.trust import trust_local_user
     from flows.ds_star import ds_star
 
     trust_local_user()  # the person running this chose its data, as with the CLI

@@ -182,7 +182,7 @@ def main() -> None:
                 DSSTAR_WORK_DIR=str(work), DSSTAR_EXEC_TIMEOUT="120",
             )  # fmt: skip
             script_model(llm, args.rounds)
-            from dsstar.runs.trust import trust_local_user
+            from dsstar.inputs.trust import trust_local_user
             from flows.ds_star import ds_star
 
             trust_local_user()  # the person running this chose its data, as with the CLI

@@ -5,11 +5,13 @@ This package is the core, free of Prefect, grouped by role:
     algorithm/   DS-STAR itself: the loop, step 1's analysis and the agents
     model/       the language model: calls, caching, kept replies
     data/        the data side: sources, lakes, profiles, catalog, contracts, retrieval
-    runs/        runs and their records: form, record, claim, ledger, reports
+    inputs/      what a run is given: its form, trust, preflight, question sets
+    records/     what a run keeps: record, claim, state, the ledger
+    views/       what is read back: listings, reports, notebooks
     execution/   the sandbox for generated code, scratch folders, clean stops
     bench/       benchmark suites and their scorers
     cli/         the `dsstar` command (it reaches Prefect only through `flows`)
-    api          the same from Python: ask, describe, list_runs (typed results: `results`)
+    api          the same from Python: ask, describe, runs (typed results: `results`)
 
 The top-level packages `flows` and `tasks` put the core to work as a Prefect job; `prompts`
 holds the agents' templates.
@@ -20,18 +22,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsstar.api import ask, describe, list_runs
+    from dsstar.api import ask, describe, runs
     from dsstar.results import Answer, FileDescription, RunSummary
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Answer", "FileDescription", "RunSummary", "__version__", "ask", "describe", "list_runs",
+    "Answer", "FileDescription", "RunSummary", "__version__", "ask", "describe", "runs",
 ]  # fmt: skip
 
 # Imported when first used: `import dsstar` stays fast and free of Prefect (the CLI imports
-# this package before every command). The listing is `list_runs`: `dsstar.runs` is a package.
-_API = {"ask", "describe", "list_runs"}
+# this package before every command).
+_API = {"ask", "describe", "runs"}
 _RESULTS = {"Answer", "FileDescription", "RunSummary"}
 
 

@@ -3,7 +3,7 @@ notebook or a script.
 
     ask(question, data, **settings)   one run of the ds-star flow in this process -> Answer
     describe(data, **settings)        every file's description  -> list[FileDescription]
-    list_runs(limit=20, storage=...)  recent runs, newest first  -> list[RunSummary]
+    runs(limit=20, storage=...)       recent runs, newest first  -> list[RunSummary]
 
 Settings are keyword arguments named as the fields of `dsstar.settings.Settings` (model=,
 max_rounds=, storage=, ...), then `DSSTAR_*` variables, then defaults: as the CLI's flags.
@@ -44,8 +44,8 @@ __all__ = [
     "describe",
     "file_descriptions",
     "prepare_run",
-    "list_runs",
     "run_prepared",
+    "runs",
 ]
 
 Namer = Callable[[str], str]  # a field's name as the user wrote it: a flag, a keyword
@@ -68,7 +68,7 @@ def ask(
     prepared = prepare_run(
         question=question, data=os.fspath(data), guidelines=guidelines, run_id=run_id, **settings
     )
-    from dsstar.runs.preflight import unreadable_warning
+    from dsstar.inputs.preflight import unreadable_warning
 
     warning = unreadable_warning(prepared.form.data)
     if warning:  # a warning, not a refusal: a format we do not know may still be readable
@@ -89,11 +89,11 @@ def describe(
     return [FileDescription.from_dict(f) for f in found]
 
 
-def list_runs(limit: int = 20, storage: str | None = None) -> list[RunSummary]:
+def runs(limit: int = 20, storage: str | None = None) -> list[RunSummary]:
     """The most recent runs under `storage` (default: DSSTAR_STORAGE), newest first, as
     `dsstar runs list` shows them."""
-    from dsstar.runs.listing import list_runs as listed
     from dsstar.storage import Store
+    from dsstar.views.listing import list_runs as listed
 
     store = Store(_settings(str, storage=storage).storage)
     return [RunSummary.from_dict(row) for row in listed(store, limit)]
@@ -105,7 +105,7 @@ class PreparedRun:
     parameters, with its run id), its settings, the question checked and the preflight
     passed. The flow it starts takes both as they are and checks nothing again."""
 
-    form: Any  # dsstar.runs.form.RunForm
+    form: Any  # dsstar.inputs.form.RunForm
     settings: Settings
 
 
@@ -125,7 +125,7 @@ def prepare_run(
     one will be needed, so that its start overlaps the preflight."""
     if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
         raise UsageError(f"{name('data')} {clean(data)}: the path is not valid UTF-8; rename it")
-    from dsstar.runs.form import RunForm, explain
+    from dsstar.inputs.form import RunForm, explain
 
     chosen = {k: v for k, v in settings.items() if v is not None}
     try:
@@ -145,7 +145,7 @@ def prepare_run(
     from flows import start_prefect_api
 
     start_prefect_api()  # its start overlaps the preflight and the imports from here on
-    from dsstar.runs.preflight import preflight
+    from dsstar.inputs.preflight import preflight
     from dsstar.storage import new_run_id
 
     preflight(built, data)
@@ -159,7 +159,7 @@ def run_prepared(
     CLI's progress display, say) and under a Prefect API; returns its result (the keys of
     `dsstar run --json`) and the error it ended with, if any. A run that could not even start
     (the Prefect API unreachable, say) has a failed result rebuilt from storage."""
-    from dsstar.runs.trust import trust_local_user
+    from dsstar.inputs.trust import trust_local_user
 
     trust_local_user()  # the caller chose these settings: no worker policy limits them
     from dsstar.model.llm import preload
@@ -177,8 +177,8 @@ def run_prepared(
 
 def failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
     """The result of a run that did not finish, rebuilt from its stored run.json."""
-    from dsstar.runs.report import run_result
     from dsstar.storage import Store
+    from dsstar.views.report import run_result
 
     store = Store(storage)
     record: dict[str, Any] = {"run_id": run_id}
@@ -201,7 +201,7 @@ def file_descriptions(
     """Every file's description (path, format, description, error): the built-in profiler
     offline, else the analyzer agent in the ds-star-describe flow (inside `around`). Both
     come from the catalog in storage when the file's content was described before."""
-    from dsstar.runs.preflight import check_data
+    from dsstar.inputs.preflight import check_data
 
     built = _settings(name, **settings)
     check_data(data)
@@ -267,7 +267,7 @@ def _offline_descriptions(data: str, settings: Settings) -> list[dict[str, Any]]
 
 def _settings(name: Namer, **values: Any) -> Settings:
     """Settings from `values` (None: unset), then DSSTAR_* variables, then defaults."""
-    from dsstar.runs.form import explain
+    from dsstar.inputs.form import explain
 
     try:
         return Settings(**{k: v for k, v in values.items() if v is not None})

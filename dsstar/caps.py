@@ -1,7 +1,7 @@
 """Which settings are caps, and the bound each sets here.
 
 A cap bounds resource use or spending: a run form may lower it, never raise it (see
-dsstar/runs/trust.py). Numeric settings named like one are caps without a marker;
+dsstar/inputs/trust.py). Numeric settings named like one are caps without a marker;
 `json_schema_extra=CAP` (dsstar.settings.CAP) marks others, `{"cap": False}` exempts one, so a
 new setting is covered without further edits.
 """

@@ -41,7 +41,7 @@ class Answer:
 
     @classmethod
     def from_result(cls, result: dict[str, Any]) -> Answer:
-        """From the JSON result of a run (`dsstar.runs.report.run_result`)."""
+        """From the JSON result of a run (`dsstar.views.report.run_result`)."""
         values = _known(cls, result)
         values["plan"] = tuple(result.get("plan") or ())
         return cls(**values)

@@ -13,21 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from dsstar import sandbox_names
 from dsstar.errors import ConfigError
 
-__all__ = ["AGENTS", "CAP", "Settings", "api_key_here"]
-
-# The agents whose models can be set one by one (`agent_models`). Each is defined in its
-# module of `dsstar.algorithm.agents` (a floor above, out of reach here); their ROSTER holds
-# the same names in this order (tests/test_agents.py checks it).
-AGENTS = (
-    "analyzer",
-    "planner",
-    "coder",
-    "verifier",
-    "router",
-    "debugger",
-    "summarizer",
-    "finalyzer",
-)
+__all__ = ["CAP", "Settings", "api_key_here"]
 
 # Marks a setting that bounds resource use or spending, a cap (see dsstar/caps.py).
 CAP = {"cap": True}
@@ -329,17 +315,14 @@ class Settings(BaseSettings):
             raise ValueError("task_runner must be one of: thread, dask, ray")
         return value
 
-    @field_validator("agent_models")
-    @classmethod
-    def _known_agents(cls, value: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(value) - set(AGENTS))
-        if unknown:
-            raise ValueError(f"unknown agents {unknown}; known: {', '.join(AGENTS)}")
-        return value
-
     def model_for(self, agent: str) -> str | None:
         """The model that `agent` talks to."""
         return self.agent_models.get(agent) or self.model
+
+    def models(self) -> list[str]:
+        """Every model these settings name, the default first, each once. The agents' names
+        are checked a floor above, where they are defined (`dsstar.inputs.preflight`)."""
+        return list(dict.fromkeys(m for m in (self.model, *self.agent_models.values()) if m))
 
 
 def api_key_here() -> str | None:

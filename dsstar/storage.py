@@ -27,8 +27,8 @@ __all__ = ["LAYOUT", "Store", "analysis_key", "check_run_id", "new_run_id", "rou
 # Every kind of object under a storage URL: (key pattern, what it holds). A <name> stands for
 # one path segment and a trailing ... for any keys below; <key> is `analysis_key(path)`, <NN>
 # `round_key(n)`, <config> a digest of what the entry depends on, <root> a data root's folder
-# (readable tail and hash). The keys are built where the objects are written: runs/record.py
-# (the objects below runs/<run_id>/), runs/listing.py, runs/claim.py, model/replies.py,
+# (readable tail and hash). The keys are built where the objects are written: records/record.py
+# (the objects below runs/<run_id>/), views/listing.py, records/claim.py, model/replies.py,
 # data/catalog.py, data/contracts/ and tasks/_common.py (cache/).
 LAYOUT: tuple[tuple[str, str], ...] = (
     ("runs/<run_id>/run.json", "parameters, status, answer, totals, host, pid and heartbeat"),

@@ -22,9 +22,9 @@ from typing import Any
 from prefect.events import emit_event
 
 from dsstar.data.contracts import contract_key
+from dsstar.inputs.questions import Question
 from dsstar.locations import normalize_location
-from dsstar.runs.ledger import question_key
-from dsstar.runs.questions import Question
+from dsstar.records.ledger import question_key
 from dsstar.storage import Store
 from flows.alerts import ANSWER_CHANGED, BUDGET_REACHED, CONTRACT_BROKEN
 

@@ -9,8 +9,7 @@ from typing import Any
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from dsstar.data.catalog import Catalog
-from dsstar.data.contracts import check_data_root, failures_markdown
+from dsstar.data.contracts import check_source, failures_markdown
 from dsstar.data.sources import DataSource
 from flows._run import Run
 from tasks.keys import artifact_key
@@ -21,19 +20,17 @@ __all__ = ["check_contracts"]
 def check_contracts(run: Run, source: DataSource) -> dict[str, Any]:
     """Validate (or, for new files, create) every file's contract. Returns the report:
     {"checked", "failed", "created", "files"}; it is also kept in run.json."""
-    location = run.record["data"]
-    files = Catalog(run.store, source.location).files(source)  # with content hashes, kept indexed
-    report = check_data_root(run.store, location, source.mount_dir, files)
+    report = check_source(run.store, source)
     run.note(contracts=report)
     if report["failed"]:
         get_run_logger().warning(
             "data contract failed for %d expectation(s) under %s: the stored solution is not"
-            " reused", len(report["failed"]), location,
+            " reused", len(report["failed"]), source.location,
         )  # fmt: skip
         create_markdown_artifact(
             key=artifact_key(f"{run.run_id}-contracts"),
             markdown=failures_markdown(
-                location, report, "The stored solution was not reused; the full loop ran."
+                source.location, report, "The stored solution was not reused; the full loop ran."
             ),
             description="Data contract failures",
         )

@@ -25,8 +25,8 @@ from prefect.deployments import run_deployment
 from prefect.states import Scheduled
 
 from dsstar.errors import UsageError
-from dsstar.runs.report import finished_result
 from dsstar.storage import Store
+from dsstar.views.report import finished_result
 
 __all__ = ["CRASH_GRACE_S", "dispatch_questions"]
 

@@ -8,8 +8,8 @@ from typing import Any
 from dsstar.algorithm.answer import stated_answer
 from dsstar.algorithm.runtime import Script
 from dsstar.algorithm.verdict import Status
-from dsstar.runs.notebook import build_notebook
-from dsstar.runs.record import final_objects
+from dsstar.records.record import final_objects
+from dsstar.views.notebook import build_notebook
 from flows import _story as story
 from flows._run import Run
 from tasks.record import publish_summary

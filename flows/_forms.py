@@ -1,4 +1,4 @@
-"""Flows whose parameters are a run form (`dsstar.runs.form`)."""
+"""Flows whose parameters are a run form (`dsstar.inputs.form`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from prefect import Flow
 from pydantic import BaseModel
 
-from dsstar.runs.form import SECRET_FIELDS, WORKER_FIELDS, form_parameters, refuse_unknown
+from dsstar.inputs.form import SECRET_FIELDS, WORKER_FIELDS, form_parameters, refuse_unknown
 
 __all__ = ["form_flow"]
 

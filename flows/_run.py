@@ -15,11 +15,11 @@ from dsstar.algorithm.runtime import Round, Script
 from dsstar.algorithm.verdict import Status
 from dsstar.errors import OverBudget
 from dsstar.execution.scratch import owner
+from dsstar.inputs.form import SECRET_FIELDS
 from dsstar.model.ceiling import Ceiling, spent_line
-from dsstar.runs.claim import Claim, claim_run
-from dsstar.runs.form import SECRET_FIELDS
-from dsstar.runs.ledger import Ledger, RunRow, question_key
-from dsstar.runs.record import (
+from dsstar.records.claim import Claim, claim_run
+from dsstar.records.ledger import Ledger, RunRow, question_key
+from dsstar.records.record import (
     analysis_objects,
     figure_entries,
     round_item,
@@ -27,9 +27,9 @@ from dsstar.runs.record import (
     round_row,
     usage,
 )
-from dsstar.runs.report import run_result
 from dsstar.settings import Settings
 from dsstar.storage import Store, check_run_id, round_key
+from dsstar.views.report import run_result
 from tasks.record import write_objects
 
 __all__ = ["Run"]
@@ -48,7 +48,7 @@ class Run:
     ledger: Ledger | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)  # the loop's LLM replies
     analysis_calls: list[dict[str, Any]] = field(default_factory=list)
-    claim: Claim | None = None  # this process's hold on the run id (see dsstar.runs.claim)
+    claim: Claim | None = None  # this process's hold on the run id (see dsstar.records.claim)
     _round_start: tuple[int, float] = field(default_factory=lambda: (0, time.monotonic()))
 
     @classmethod

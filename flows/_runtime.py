@@ -14,7 +14,7 @@ from dsstar.algorithm.runtime import Round, Script, Solved
 from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Verdict
 from dsstar.data.sources import DataSource
-from dsstar.runs.record import (
+from dsstar.records.record import (
     guidance_key,
     guidance_objects,
     read_guidance,

@@ -25,12 +25,12 @@ from dsstar.algorithm.verdict import ANSWERED
 from dsstar.bench import BenchTask, agent_totals, score, table_rows, write_outputs
 from dsstar.bench.report import render_report
 from dsstar.errors import DSStarError
-from dsstar.runs.form import SECRET_FIELDS, RunForm, RunOptions
-from dsstar.runs.ledger import Ledger
-from dsstar.runs.questions import Question
-from dsstar.runs.report import agent_usage
+from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
+from dsstar.inputs.questions import Question
+from dsstar.records.ledger import Ledger
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.views.report import agent_usage
 from flows.ds_star import completed_result, ds_star
 from flows.nightly import share_analyses
 from tasks.keys import artifact_key

@@ -19,11 +19,11 @@ from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import OverBudget, UsageError
 from dsstar.execution import scratch
+from dsstar.inputs.form import RunForm, explain
+from dsstar.inputs.preflight import preflight, unreadable_warning
+from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.locations import normalize_location
 from dsstar.model.ceiling import Ceiling, forget
-from dsstar.runs.form import RunForm, explain
-from dsstar.runs.preflight import preflight, unreadable_warning
-from dsstar.runs.trust import check_form, hold_data_location
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from flows import _story as story
@@ -58,7 +58,7 @@ def _flow_run_name() -> str:
 def ds_star(**fields: Any) -> dict[str, Any]:
     """Answer a question about a folder or bucket of data files with the DS-STAR agent.
 
-    The parameters are the fields of `dsstar.runs.form.RunForm` (the run form of the Prefect UI):
+    The parameters are the fields of `dsstar.inputs.form.RunForm` (the run form of the Prefect UI):
     the question, its data, the answer's guidelines, the run id, and every run setting.
     """
     prepared = _PREPARED.get()
@@ -157,7 +157,7 @@ def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
     stored run.json."""
     from prefect.exceptions import MissingResult
 
-    from dsstar.runs.report import run_result
+    from dsstar.views.report import run_result
 
     try:
         return state.result()

@@ -19,16 +19,16 @@ from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, OverBudget, UsageError
+from dsstar.inputs.form import SECRET_FIELDS, RunForm, explain, options_form
+from dsstar.inputs.questions import Question, load_questions
+from dsstar.inputs.trust import check_data_location, check_form, check_question_set
 from dsstar.locations import normalize_location
 from dsstar.model.ceiling import Ceiling, forget
-from dsstar.runs.form import SECRET_FIELDS, RunForm, explain, options_form
-from dsstar.runs.ledger import Ledger, question_key
-from dsstar.runs.questions import Question, load_questions
-from dsstar.runs.record import total_cost
-from dsstar.runs.report import finished_result
-from dsstar.runs.trust import check_data_location, check_form, check_question_set
+from dsstar.records.ledger import Ledger, question_key
+from dsstar.records.record import total_cost
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.views.report import finished_result
 from flows import _story as story
 from flows._alert_events import announce_night
 from flows._analysis import analyze_files
@@ -120,7 +120,7 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
         settings = form.settings()
     except ValidationError as exc:
         raise UsageError(explain(exc)) from exc
-    # A flow run's parameters are the worker's to judge (see dsstar.runs.trust): the question set
+    # A flow run's parameters are the worker's to judge (see dsstar.inputs.trust): the question set
     # is read by the worker, and each question's data is analyzed ahead of its run.
     worker = Settings()
     check_form(form.chosen(), worker)

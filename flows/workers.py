@@ -12,7 +12,7 @@ run finish elsewhere:
   again (AwaitingRetry, as the UI's Retry button does). Any worker of the pool picks it up;
   the ds-star flow resumes its run id from stored work (finished LLM calls and executions
   come from the cache in storage, which every worker shares), taking over the claim of the
-  attempt that died (dsstar.runs.claim).
+  attempt that died (dsstar.records.claim).
 
 The server must run its triggers and actions services (on by default).
 """

@@ -27,8 +27,10 @@ from dsstar.algorithm.agents._base import (
 )
 from dsstar.algorithm.agents._reading import extract_code
 from dsstar.bench import judge
+from dsstar.errors import ConfigError
+from dsstar.inputs.preflight import check_model
 from dsstar.model.llm import prompt_hash
-from dsstar.settings import AGENTS
+from dsstar.settings import Settings
 
 QUESTION = "What was the total revenue of the North region in 2024?"
 FILES = [
@@ -124,8 +126,7 @@ def test_every_template_has_a_render_case() -> None:
     assert templates == set(CASES)
 
 
-def test_every_agent_is_defined_once_and_its_name_is_a_model_setting() -> None:
-    assert tuple(ROSTER) == AGENTS  # settings validate --agent-model names against these
+def test_every_agent_is_defined_once() -> None:
     declared = [template for agent in ROSTER.values() for template in agent.templates]
     assert len(declared) == len(set(declared))  # a template belongs to one agent
     templates = {p.stem for p in PROMPTS_DIR.glob("*.j2") if not p.name.startswith("_")}
@@ -501,3 +502,15 @@ def test_every_solution_agent_opens_with_the_same_prefix() -> None:
     prefix = texts[0][: texts[0].index("\n## Your task\n") + len("\n## Your task\n")]
     assert QUESTION in prefix and all(t in prefix for t in FILE_TEXTS)
     assert all(text.startswith(prefix) for text in texts)
+
+
+def test_agent_models_name_only_agents_of_the_roster() -> None:
+    """`--agent-model` is checked against the agents' own modules, not a list kept elsewhere:
+    a typo is refused before the run, naming the agents there are; each real agent is taken."""
+    with pytest.raises(ConfigError, match="plannr; the agents are analyzer, planner, coder"):
+        check_model(Settings(model="openai/gpt-4o", agent_models={"plannr": "openai/gpt-4o"}))
+    check_model(Settings(agent_models=dict.fromkeys(ROSTER, "openai/gpt-4o-mini")))
+    for name in ROSTER:
+        check_model(Settings(model="openai/gpt-4o", agent_models={name: "openai/gpt-4o-mini"}))
+    with pytest.raises(ConfigError, match="No model for the planner, coder"):
+        check_model(Settings(agent_models={"analyzer": "openai/gpt-4o-mini"}))

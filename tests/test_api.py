@@ -1,4 +1,4 @@
-"""The Python API (`dsstar.ask`, `describe`, `list_runs`) has the CLI's semantics, and a run,
+"""The Python API (`dsstar.ask`, `describe`, `runs`) has the CLI's semantics, and a run,
 from the API or the CLI, builds its form, checks its question and runs its preflight once; a
 flow run started from parameters (the Prefect UI, the API) still does all three itself."""
 
@@ -14,8 +14,8 @@ from scenarios import ANSWER, always_first_time, two_rounds
 
 import dsstar
 from dsstar.errors import RunIdInUse, UsageError
-from dsstar.runs import trust
-from dsstar.runs.form import RunForm
+from dsstar.inputs import trust
+from dsstar.inputs.form import RunForm
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +66,7 @@ def test_ask_answers_with_a_typed_answer_stored_and_listed_once_per_run(env, llm
     assert len(answer.plan) == 2
     assert counted == {"settings": 1, "question": 1, "probe": 1}
 
-    listed = dsstar.list_runs()
+    listed = dsstar.runs()
     assert [(r.run_id, r.answer, r.status) for r in listed] == [(answer.run_id, ANSWER, "verified")]
     with pytest.raises(RunIdInUse, match=answer.run_id):  # as `dsstar run --run-id` refuses it
         dsstar.ask(QUESTION, sales, run_id=answer.run_id)

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from dsstar.errors import ConfigError, OverBudget
+from dsstar.inputs.preflight import check_priced
 from dsstar.model.ceiling import Ceiling, Meter, spent_line
 from dsstar.model.pricing import DEFAULT_OUTPUT_LIMIT, Estimate, estimate, price, priced
-from dsstar.runs.preflight import check_priced
 from dsstar.settings import Settings
 
 MINI = "openai/gpt-4o-mini"  # $0.15 / $0.60 per million tokens, cached input $0.075

@@ -12,7 +12,7 @@ import pytest
 from fake_llm import Error
 from scenarios import ANSWER, describe_script, fence, two_rounds
 
-from dsstar.runs.report import RESULT_KEYS
+from dsstar.views.report import RESULT_KEYS
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from fake_llm import Error
 from processes import start, stop
 from scenarios import ANSWER, two_rounds
 
-from dsstar.runs.preflight import unreadable_warning
+from dsstar.inputs.preflight import unreadable_warning
 from dsstar.settings import Settings
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"

@@ -182,7 +182,7 @@ def _call(cost: float | None) -> tuple[str, dict]:
 def test_one_cost_figure_per_run_unknown_when_any_price_is():
     """The live line, the summary (`money`), run.json and `runs list` (`usage`) agree."""
     from dsstar.cli._app import money
-    from dsstar.runs.record import usage
+    from dsstar.records.record import usage
 
     for costs, figure in (
         ([0.001, 0.002], "$0.0030"),
@@ -242,7 +242,7 @@ def test_hints_name_the_program_as_it_was_run(monkeypatch, tmp_path, argv0, show
 def test_example_question_sets_sit_beside_their_data_and_load():
     """A question set inside a data folder is read as one of its files (and ranked first by
     retrieval for its own questions): the examples keep theirs beside the folder."""
-    from dsstar.runs.questions import load_questions
+    from dsstar.inputs.questions import load_questions
 
     examples = REPO / "examples"
     sets = sorted(examples.glob("*.yaml"))

@@ -23,8 +23,8 @@ from dsstar.data.contracts import (
     validate_file,
 )
 from dsstar.data.sources import DataSource
-from dsstar.runs.report import run_result
 from dsstar.storage import Store
+from dsstar.views.report import run_result
 from flows.nightly import contracts_cell
 
 ORDERS = pd.DataFrame(

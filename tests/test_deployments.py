@@ -26,7 +26,7 @@ from prefect.states import Scheduled
 from processes import start, stop
 from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, two_rounds
 
-from dsstar.runs.ledger import Ledger, question_key
+from dsstar.records.ledger import Ledger, question_key
 
 pytestmark = pytest.mark.slow
 

@@ -77,13 +77,13 @@ def test_tasks_that_import_a_flow_break_the_layers(copy):
     assert f"{CONTRACTS[1]} BROKEN" in done.stdout
 
 
-def test_the_data_side_importing_runs_breaks_the_core_floors(copy):
-    add_line(copy / "dsstar" / "data" / "catalog.py", "import dsstar.runs.record  # noqa")
+def test_the_data_side_importing_records_breaks_the_core_floors(copy):
+    add_line(copy / "dsstar" / "data" / "catalog.py", "import dsstar.records.record  # noqa")
     done = lint_imports(copy)
     assert done.returncode == 1
     assert f"{CONTRACTS[4]} BROKEN" in done.stdout
-    assert "dsstar.data is not allowed to import dsstar.runs" in done.stdout
-    assert "dsstar.data.catalog -> dsstar.runs.record" in done.stdout
+    assert "dsstar.data is not allowed to import dsstar.records" in done.stdout
+    assert "dsstar.data.catalog -> dsstar.records.record" in done.stdout
 
 
 def test_a_module_of_the_core_without_a_floor_breaks_the_core_floors(copy):

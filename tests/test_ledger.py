@@ -9,7 +9,7 @@ import sqlalchemy
 from scenarios import ANSWER, two_rounds
 
 from dsstar.errors import LedgerError
-from dsstar.runs.ledger import Ledger, question_key
+from dsstar.records.ledger import Ledger, question_key
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 STORE = "/srv/dsstar"
@@ -24,7 +24,7 @@ def database_url(request, tmp_path):
     with engine.begin() as connection:  # every test starts from an empty schema
         connection.execute(sqlalchemy.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
     engine.dispose()
-    from dsstar.runs import ledger
+    from dsstar.records import ledger
 
     ledger._engine.cache_clear()
     return url
@@ -47,7 +47,7 @@ CALL = {"agent": "planner", "label": "planner r00", "model": "m", "input_tokens"
 
 def test_schema_is_migrated_once_and_versioned(database_url):
     Ledger(database_url, STORE)
-    from dsstar.runs import ledger
+    from dsstar.records import ledger
 
     ledger._engine.cache_clear()
     Ledger(database_url, STORE)  # a second open finds the schema current
@@ -64,7 +64,7 @@ def test_schema_is_migrated_once_and_versioned(database_url):
 def test_a_ledger_upgraded_by_a_newer_release_is_refused_with_a_clear_error(database_url):
     """Older workers left running beside newer ones across an upgrade (docs/beyond.md)."""
     Ledger(database_url, STORE)
-    from dsstar.runs import ledger
+    from dsstar.records import ledger
 
     ledger._engine.cache_clear()
     engine = sqlalchemy.create_engine(database_url)
@@ -82,7 +82,7 @@ def test_calls_keep_their_cached_tokens(database_url):
 
 
 def _open_at_once(url: str, barrier, results) -> None:
-    from dsstar.runs import ledger
+    from dsstar.records import ledger
 
     ledger._engine.cache_clear()  # a forked child opens its own engine, as a new process does
     barrier.wait()
@@ -173,7 +173,7 @@ def test_the_migration_keeps_rows_and_reads_their_storage(database_url):
     from alembic import command
     from alembic.config import Config
 
-    from dsstar.runs import ledger as module
+    from dsstar.records import ledger as module
 
     engine = sqlalchemy.create_engine(database_url)
     config = Config()

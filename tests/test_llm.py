@@ -8,7 +8,6 @@ import time
 
 import pytest
 from fake_llm import Error, FakeLLM, Reasoned
-from pydantic import ValidationError
 
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError
 from dsstar.model.config import LLMConfig, config_for, require_model
@@ -164,8 +163,3 @@ def test_config_for_uses_per_agent_override() -> None:
 def test_agent_models_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSSTAR_AGENT_MODELS", '{"router": "ollama/qwen2.5-coder"}')
     assert config_for(Settings(model="openai/gpt-4o"), "router").model == "ollama/qwen2.5-coder"
-
-
-def test_settings_reject_unknown_agents() -> None:
-    with pytest.raises(ValidationError, match="plannr"):
-        Settings(agent_models={"plannr": "openai/gpt-4o"})

@@ -9,8 +9,8 @@ import pytest
 
 from dsstar.data.sources import DataSource
 from dsstar.errors import DataError
+from dsstar.inputs.questions import load_questions
 from dsstar.locations import is_remote, local_path, normalize_location
-from dsstar.runs.questions import load_questions
 from dsstar.storage import Store
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nbformat
 
-from dsstar.runs.notebook import build_notebook
+from dsstar.views.notebook import build_notebook
 
 QUESTION = "What was the total revenue of the North region?"
 ROUNDS = [

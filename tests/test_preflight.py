@@ -16,8 +16,8 @@ from fake_llm import Error
 from scenarios import two_rounds
 
 from dsstar.errors import ConfigError
+from dsstar.inputs.preflight import check_keys
 from dsstar.model.reachability import check_models
-from dsstar.runs.preflight import check_keys
 from dsstar.settings import Settings
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from fake_llm import text_of
 from scenarios import ANSWER, FINAL_ONLY_ANSWER, fence, two_rounds
 
-from dsstar.runs.ledger import Ledger, question_key
+from dsstar.records.ledger import Ledger, question_key
 from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""One run id, one run (dsstar.runs.claim): a claim created in one step on a local folder and
+"""One run id, one run (dsstar.records.claim): a claim created in one step on a local folder and
 on S3 (moto's server), refused while its holder lives or after the run finished, taken over
 from a dead holder; and two real `dsstar run --run-id X` started together: one is refused,
 the other's artifacts are intact."""
@@ -16,7 +16,7 @@ import pytest
 from scenarios import ANSWER, two_rounds
 
 from dsstar.errors import RunIdInUse
-from dsstar.runs.claim import claim_run
+from dsstar.records.claim import claim_run
 from dsstar.storage import Store
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"

@@ -12,7 +12,7 @@ from prefect.exceptions import ParameterTypeError
 from prefect.utilities.callables import parameter_schema
 from pydantic import ValidationError
 
-from dsstar.runs.form import OPTION_FIELDS, SECRET_FIELDS, WORKER_FIELDS, RunForm, explain
+from dsstar.inputs.form import OPTION_FIELDS, SECRET_FIELDS, WORKER_FIELDS, RunForm, explain
 from dsstar.settings import Settings
 from flows.ds_star import ds_star
 from flows.nightly import ds_star_nightly
@@ -140,7 +140,7 @@ def test_the_ui_renders_and_submits_the_run_form(tmp_path):
 
 def test_a_parameter_outside_the_form_is_refused_with_its_reason():
     from dsstar.errors import UsageError
-    from dsstar.runs.form import refuse_unknown
+    from dsstar.inputs.form import refuse_unknown
 
     refuse_unknown({"question": "q", "data": "d", "max_rounds": 3}, RunForm)
     fields = {"question": "q", "api_key": "sk-x", "data_roots": ["/"], "max_round": 3}

@@ -17,7 +17,7 @@ from dsstar import sandbox_names
 from dsstar.errors import ConfigError
 from dsstar.execution.sandbox import Limits, pool, resolve_mode, run_script, sweep_stale
 from dsstar.execution.sandbox import modes as sandbox_modes
-from dsstar.runs.preflight import check_isolation
+from dsstar.inputs.preflight import check_isolation
 from dsstar.settings import Settings
 
 ISOLATED = [m for m in ("bwrap", "unshare") if sandbox_modes._usable(m)]

@@ -12,12 +12,12 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-import dsstar.runs.trust as trust
+import dsstar.inputs.trust as trust
 from dsstar import sandbox_names
 from dsstar.errors import ConfigError, ForbiddenError
 from dsstar.execution.sandbox import Backend, Limits, modes, register, run_script, unregister
 from dsstar.execution.sandbox.host import boot_python
-from dsstar.runs.preflight import check_isolation
+from dsstar.inputs.preflight import check_isolation
 from dsstar.settings import Settings
 
 NAME = "plain-test"

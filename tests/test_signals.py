@@ -19,7 +19,7 @@ from fake_llm import Error
 from scenarios import ANSWER, answered, asked, describe_script, two_rounds
 from sqlmodel import Session
 
-from dsstar.runs.ledger import Ledger, RunRow
+from dsstar.records.ledger import Ledger, RunRow
 
 pytestmark = pytest.mark.slow
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 
+from dsstar.inputs.questions import Question
 from dsstar.locations import normalize_location
-from dsstar.runs.ledger import Ledger
-from dsstar.runs.questions import Question
+from dsstar.records.ledger import Ledger
 from flows import _story as story
 from flows.nightly import change_mark
 

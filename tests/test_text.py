@@ -18,7 +18,7 @@ from dsstar.cli import _output
 from dsstar.errors import LLMFatalError
 from dsstar.model.config import LLMConfig
 from dsstar.model.llm import complete
-from dsstar.runs.ledger import Ledger
+from dsstar.records.ledger import Ledger
 from dsstar.storage import Store
 from dsstar.text import clean, clean_bytes, clean_deep, for_database, for_terminal
 
@@ -166,7 +166,7 @@ def test_ledger_rows_take_surrogates_and_nul(database_url) -> None:  # noqa: F81
 def ledger_key() -> str:
     from test_ledger import QUESTION
 
-    from dsstar.runs.ledger import question_key
+    from dsstar.records.ledger import question_key
 
     return question_key(QUESTION)
 

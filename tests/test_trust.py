@@ -1,4 +1,4 @@
-"""The worker decides what a run form may choose (dsstar.runs.trust): the policy itself, and the
+"""The worker decides what a run form may choose (dsstar.inputs.trust): the policy itself, and the
 attack of issue 19 driven through a real Prefect API against `dsstar serve` in its own
 process. Flow runs created through the API ask for `sandbox=none`, a foreign `api_base`
 (an attacker's server, which would receive the worker's key) and `data=/etc/shadow`; each is
@@ -21,9 +21,9 @@ from prefect import get_client
 from prefect.deployments import run_deployment
 from processes import start, stop
 
-import dsstar.runs.trust as trust
+import dsstar.inputs.trust as trust
 from dsstar.errors import ForbiddenError
-from dsstar.runs.form import RunForm
+from dsstar.inputs.form import RunForm
 from dsstar.settings import Settings
 
 QUESTION = "Which region had the highest revenue in 2024 H1?"

@@ -36,7 +36,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from scenarios import ANSWER, always_first_time
 
 from dsstar.locations import normalize_location
-from dsstar.runs.ledger import Ledger, question_key
+from dsstar.records.ledger import Ledger, question_key
 from flows.workers import LOST_WORKER, RETRY_CRASHED, ensure_worker_recovery
 
 pytestmark = pytest.mark.slow

@@ -94,10 +94,10 @@ def settings_page() -> str:
 
 
 def _form_rule() -> Any:
-    """What a run form may do with a setting, by name (see dsstar.runs.trust)."""
+    """What a run form may do with a setting, by name (see dsstar.inputs.trust)."""
     from dsstar.caps import is_cap
-    from dsstar.runs.form import SECRET_FIELDS, WORKER_FIELDS
-    from dsstar.runs.trust import GUARDED
+    from dsstar.inputs.form import SECRET_FIELDS, WORKER_FIELDS
+    from dsstar.inputs.trust import GUARDED
 
     def rule(name: str) -> str:
         if name in SECRET_FIELDS | WORKER_FIELDS:

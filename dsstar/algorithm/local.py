@@ -21,8 +21,7 @@ from dsstar.algorithm.guidance import Checkpoint, Guidance
 from dsstar.algorithm.runtime import Round, Script, Solved
 from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Verdict
-from dsstar.data.catalog import Catalog
-from dsstar.data.contracts import check_data_root
+from dsstar.data.contracts import check_source
 from dsstar.data.sources import DataSource
 from dsstar.execution.sandbox import ExecResult, Limits, run_script
 from dsstar.model.config import LLMConfig
@@ -92,9 +91,7 @@ class LocalRuntime:
     # -- steps 0 to 2 ------------------------------------------------------------------------
 
     def check_contracts(self, source: DataSource) -> dict[str, Any]:
-        store = Store(self.spec.storage)
-        files = Catalog(store, source.location).files(source)
-        report = check_data_root(store, source.location, source.mount_dir, files)
+        report = check_source(Store(self.spec.storage), source)
         self.note(contracts=report)
         return report
 

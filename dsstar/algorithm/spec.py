@@ -11,11 +11,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dsstar.algorithm.agents import ROSTER
 from dsstar.algorithm.runtime import Budget
 from dsstar.data.profiler import ProfileLimits
 from dsstar.execution.sandbox import Limits
 from dsstar.model.config import config_for
-from dsstar.settings import AGENTS, Settings
+from dsstar.settings import Settings
 
 __all__ = ["RunSpec", "profile_limits", "sandbox_limits"]
 
@@ -77,7 +78,7 @@ class RunSpec:
             run_id=run_id,
             storage=storage,
             data_dir=str(data_dir),
-            llm={agent: vars(config_for(settings, agent)) for agent in AGENTS},
+            llm={agent: vars(config_for(settings, agent)) for agent in ROSTER},
             limits=asdict(sandbox_limits(settings)),
             sandbox=settings.sandbox,
             work_dir=str(settings.work_dir) if settings.work_dir else None,

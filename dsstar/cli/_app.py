@@ -21,7 +21,7 @@ from rich.text import Text
 
 from dsstar.errors import Interrupted, UsageError
 from dsstar.execution import scratch, stopping
-from dsstar.runs.form import default_text, explain
+from dsstar.inputs.form import default_text, explain
 from dsstar.settings import Settings
 from dsstar.text import clean, for_terminal
 
@@ -304,7 +304,7 @@ OfflineOpt = Annotated[
 def check_data(data: str) -> None:
     """The data root exists, is readable and is not empty (local roots; remote ones are
     checked when opened)."""
-    from dsstar.runs.preflight import check_data as check
+    from dsstar.inputs.preflight import check_data as check
 
     check(data)
 

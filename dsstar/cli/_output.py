@@ -17,7 +17,7 @@ from rich.text import Text
 
 from dsstar.algorithm.verdict import verdict_label
 from dsstar.cli._app import console, err, money, plural
-from dsstar.runs.record import total_cost
+from dsstar.records.record import total_cost
 from dsstar.text import clean_deep, for_terminal
 
 __all__ = ["LiveProgress", "heading", "json_line", "report", "shown"]

@@ -91,9 +91,9 @@ def run(
                      "max_debug_attempts": max_debug_attempts, "exec_timeout": exec_timeout,
                      "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
         settings = load_settings(**overrides)
+        from dsstar.inputs.preflight import check_isolation
         from dsstar.model.config import require_model
         from dsstar.model.reachability import check_models
-        from dsstar.runs.preflight import check_isolation
 
         require_model(settings)
         check_isolation(settings)
@@ -102,7 +102,7 @@ def run(
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    from dsstar.runs.trust import trust_local_user
+    from dsstar.inputs.trust import trust_local_user
     from flows import ds_star_bench, task_dicts
 
     trust_local_user()  # the person at the terminal chose these settings: no worker policy

@@ -31,8 +31,8 @@ from dsstar.cli._app import (
 from dsstar.cli._output import LiveProgress, report
 from dsstar.errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
 from dsstar.execution import stopping
-from dsstar.runs.form import OPTION_FIELDS
-from dsstar.runs.preflight import unreadable_warning
+from dsstar.inputs.form import OPTION_FIELDS
+from dsstar.inputs.preflight import unreadable_warning
 from dsstar.settings import Settings
 from dsstar.storage import check_run_id
 
@@ -149,9 +149,9 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
     def stop(signum: int) -> None:
         import signal
 
-        from dsstar.runs.listing import mark_interrupted
-        from dsstar.runs.report import run_result
         from dsstar.storage import Store
+        from dsstar.views.listing import mark_interrupted
+        from dsstar.views.report import run_result
 
         store = Store(settings.storage)
         reason = f"interrupted by {signal.Signals(signum).name}"
@@ -195,8 +195,8 @@ def resume(
     Example: dsstar resume 20261121-193000-3fa2c1 --json
     """
     prefect_quietly(verbose)
-    from dsstar.runs.report import run_result
     from dsstar.storage import Store
+    from dsstar.views.report import run_result
 
     try:
         check_run_id(run_id)
@@ -229,7 +229,7 @@ def resume(
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:
     """A run whose process still works must not be resumed beside it."""
-    from dsstar.runs.state import STALE_AFTER_S, liveness
+    from dsstar.records.state import STALE_AFTER_S, liveness
 
     state = liveness(record)
     where = f"pid {record.get('pid')} on {record.get('host')}"

@@ -41,8 +41,8 @@ def runs_list(
 
     Piped (cron, CI, a log) each run is one line; --format csv for spreadsheets.
     """
-    from dsstar.runs.listing import list_runs
     from dsstar.storage import Store
+    from dsstar.views.listing import list_runs
 
     fmt = resolve_format(fmt, as_json)
     try:
@@ -85,8 +85,8 @@ def runs_show(
     agent, the run's totals and the figure files (charts) its scripts saved, with their
     storage URIs; with --round N, that round's plan, code, output and figures.
     """
-    from dsstar.runs.listing import read_round, run_report
     from dsstar.storage import Store, check_run_id
+    from dsstar.views.listing import read_round, run_report
 
     try:
         check_run_id(run_id)
@@ -234,7 +234,7 @@ def history(
     Example: dsstar history "Which region had the highest revenue in 2024 H1?"
     """
     from dsstar.locations import normalize_location
-    from dsstar.runs.ledger import Ledger, question_key
+    from dsstar.records.ledger import Ledger, question_key
     from dsstar.storage import Store
 
     fmt = resolve_format(fmt, as_json)

@@ -21,8 +21,8 @@ from dsstar.cli._app import (
 from dsstar.cli.alerts import NotifyOpt, check_notify_server, set_up_alerts
 from dsstar.errors import DSStarError, UsageError
 from dsstar.execution import stopping
-from dsstar.runs.preflight import check_priced
-from dsstar.runs.questions import PROJECT_DIR, load_questions
+from dsstar.inputs.preflight import check_priced
+from dsstar.inputs.questions import PROJECT_DIR, load_questions
 from dsstar.settings import Settings
 
 

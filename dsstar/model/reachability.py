@@ -16,7 +16,7 @@ import httpx
 
 from dsstar.errors import ConfigError
 from dsstar.model.llm import provider_of
-from dsstar.settings import AGENTS, Settings
+from dsstar.settings import Settings
 
 __all__ = ["PROBE_TIMEOUT_S", "check_models"]
 
@@ -44,12 +44,8 @@ def check_models(settings: Settings) -> None:
     """Every agent's model: routable by litellm, its server reachable and its key accepted.
     Raises ConfigError with one line that names the setting to fix."""
     key = settings.api_key.get_secret_value() if settings.api_key else None
-    seen: set[tuple[str, str | None]] = set()
-    for agent in AGENTS:
-        model = settings.model_for(agent)
-        if model and (model, settings.api_base) not in seen:
-            seen.add((model, settings.api_base))
-            _probe(model, settings.api_base, key)
+    for model in settings.models():
+        _probe(model, settings.api_base, key)
 
 
 def _probe(model: str, api_base: str | None, key: str | None) -> None:

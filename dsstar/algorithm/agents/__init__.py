@@ -1,7 +1,7 @@
 """One module per agent: `render(...)` builds the chat messages from its Jinja template in
 `prompts/`, `parse(text)` turns any reply, however malformed, into a defined result, and
-`AGENT` defines the agent (name, templates, parser). `ROSTER` lists them all, in the order of
-`dsstar.settings.AGENTS`, the names the model settings accept."""
+`AGENT` defines the agent (name, templates, parser). `ROSTER` lists them all: the names that
+`--agent-model` accepts (checked by the preflight) and the run's record of models."""
 
 from dsstar.algorithm.agents import (
     analyzer,
@@ -35,8 +35,7 @@ __all__ = [
     "verifier",
 ]
 
-# Every agent by name. Settings sit a floor below and cannot read this: their AGENTS tuple
-# names the same agents, and tests/test_agents.py holds the two equal.
+# Every agent by name, in the order of Algorithm 1.
 ROSTER: dict[str, Agent] = {
     agent.name: agent
     for agent in (

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dsstar.data.contracts._bounded import read_tables_bounded as read_tables
 from dsstar.data.contracts._build import build_suite, gx_version
@@ -30,6 +30,9 @@ from dsstar.data.contracts._read import TABULAR_FORMATS, TableSkipped
 from dsstar.data.contracts._validate import Failure, validate_frame
 from dsstar.errors import ContractError, StorageError
 from dsstar.storage import Store, analysis_key
+
+if TYPE_CHECKING:
+    from dsstar.data.sources import DataSource
 
 __all__ = [
     "FileCheck",
@@ -188,6 +191,15 @@ def check_data_root(
         # Files left without a contract because reading them hit a bound, and why.
         "skipped": [{"path": c.path, "reason": c.reason} for c in checks if c.reason],
     }
+
+
+def check_source(store: Store, source: DataSource) -> dict[str, Any]:
+    """`check_data_root` over an opened data source, its files listed through the catalog
+    (which keeps their content hashes indexed, so unchanged files are not hashed again)."""
+    from dsstar.data.catalog import Catalog  # the catalog reads formats and profiles
+
+    files = Catalog(store, source.location).files(source)
+    return check_data_root(store, source.location, source.mount_dir, files)
 
 
 def failed_paths(report: dict[str, Any]) -> set[str]:

@@ -1,7 +1,7 @@
 """A local data root opened once: every later read goes through that opening.
 
 A run's data location is resolved and judged once (for a run form, against the worker's
-data roots: `dsstar.runs.trust`). What was judged is the directory (or file) then opened,
+data roots: `dsstar.inputs.trust`). What was judged is the directory (or file) then opened,
 held as a descriptor until the run's view is built: the folder is walked with `dir_fd`
 (openat-style), never through its path again, so a folder swapped for a link after the
 check is not followed. Each file and folder opened is then checked by its descriptor

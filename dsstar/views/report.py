@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from dsstar.runs.state import FINISHED
+from dsstar.records.state import FINISHED
 from dsstar.storage import Store
 
 __all__ = ["RESULT_KEYS", "agent_usage", "finished_result", "run_figures", "run_result"]

@@ -27,7 +27,7 @@ from typing import Any
 
 from dsstar.errors import RunIdInUse
 from dsstar.execution.scratch import owner
-from dsstar.runs.state import FINISHED, liveness
+from dsstar.records.state import FINISHED, liveness
 from dsstar.storage import Store
 
 __all__ = ["Claim", "claim_run"]

@@ -1,5 +1,5 @@
 """Reading runs back from storage, for `dsstar runs list` and `dsstar runs show` (a run whose
-process is gone is listed as "stale": `dsstar.runs.state`), and marking this process's run
+process is gone is listed as "stale": `dsstar.records.state`), and marking this process's run
 interrupted."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsstar.errors import DSStarError, UsageError
-from dsstar.runs.report import agent_usage, run_figures
-from dsstar.runs.state import liveness
+from dsstar.records.state import liveness
 from dsstar.storage import Store, round_key
+from dsstar.views.report import agent_usage, run_figures
 
 __all__ = [
     "list_runs",
@@ -54,7 +54,7 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
     agents: list[dict[str, Any]] | None = None
     if database_url:
         try:
-            from dsstar.runs.ledger import Ledger
+            from dsstar.records.ledger import Ledger
 
             agents = agent_usage(Ledger(database_url, store.url).calls(run_id)) or None
         except DSStarError:
@@ -135,7 +135,7 @@ def mark_interrupted(
     record.update(status="interrupted", error=reason, finished_at=now)
     store.write_json(f"runs/{run_id}/run.json", record)
     if database_url:
-        from dsstar.runs.ledger import Ledger
+        from dsstar.records.ledger import Ledger
 
         Ledger(database_url, store.url).record(record, record.get("round_table") or [], [])
     return record

@@ -156,7 +156,7 @@ def check_question_set(path: str, worker: Settings) -> str:
     `dsstar serve` finds its own) or under the worker's data roots; ForbiddenError otherwise."""
     if _LOCAL_USER:
         return path
-    from dsstar.runs.questions import PROJECT_DIR
+    from dsstar.inputs.questions import PROJECT_DIR
 
     real = os.path.realpath(local_path(path))
     if inside(real, os.path.realpath(PROJECT_DIR / "deployments")):

@@ -1,7 +1,8 @@
 """Checks that take a few seconds and save a wasted run: each failure is one line that names
 the fix, raised before any LLM call, execution or stored run.
 
-    model configured      ConfigError   --model / DSSTAR_MODEL
+    model configured      ConfigError   --model / DSSTAR_MODEL, for every agent; --agent-model
+                                        names only agents that exist
     key for its provider  ConfigError   OPENAI_API_KEY, ... or DSSTAR_API_KEY
     model routable        ConfigError   --model: litellm knows the provider (`reachability`)
     server reachable      ConfigError   --api-base / DSSTAR_API_BASE answers within seconds
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from dsstar.errors import ConfigError, DataError, DSStarError
 from dsstar.locations import is_remote, local_path
-from dsstar.settings import AGENTS, Settings
+from dsstar.settings import Settings
 
 __all__ = [
     "NO_MODEL",
@@ -71,9 +72,17 @@ def preflight(
 
 
 def check_model(settings: Settings) -> None:
+    from dsstar.algorithm.agents import ROSTER
+
     if not settings.model and not settings.agent_models:
         raise ConfigError(NO_MODEL)
-    unset = [a for a in AGENTS if not settings.model_for(a)]
+    unknown = sorted(set(settings.agent_models) - set(ROSTER))
+    if unknown:
+        raise ConfigError(
+            f"--agent-model names no agent: {', '.join(unknown)}; the agents are"
+            f" {', '.join(ROSTER)}."
+        )
+    unset = [a for a in ROSTER if not settings.model_for(a)]
     if unset:
         raise ConfigError(
             f"No model for the {', '.join(unset)} agent(s): pass --model (or DSSTAR_MODEL) for"
@@ -88,7 +97,7 @@ def check_keys(settings: Settings) -> None:
         return
     from dsstar.model.llm import missing_keys
 
-    for model in sorted({settings.model_for(a) for a in AGENTS} - {None}):
+    for model in settings.models():
         missing = missing_keys(model)
         if missing:
             names = " or ".join(missing)
@@ -105,7 +114,7 @@ def check_priced(settings: Settings) -> None:
         return
     from dsstar.model.pricing import priced
 
-    unpriced = sorted(m for m in {settings.model_for(a) for a in AGENTS} - {None} if not priced(m))
+    unpriced = [m for m in settings.models() if not priced(m)]
     if unpriced:
         raise ConfigError(
             f"--max-cost cannot bound {', '.join(unpriced)}: no price is known for it; set"

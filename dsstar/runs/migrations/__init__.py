@@ -1,1 +1,0 @@
-"""The ledger's Alembic migrations (env.py, versions/), run by dsstar.runs.ledger."""

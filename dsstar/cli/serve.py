@@ -21,7 +21,7 @@ from dsstar.cli._app import (
 from dsstar.cli.alerts import NotifyOpt, check_notify_server, set_up_alerts
 from dsstar.errors import DSStarError, UsageError
 from dsstar.execution import stopping
-from dsstar.inputs.preflight import check_priced
+from dsstar.inputs.preflight import check_model, check_priced
 from dsstar.inputs.questions import PROJECT_DIR, load_questions
 from dsstar.settings import Settings
 
@@ -90,7 +90,8 @@ def serve(
             max_cost=max_cost,
             max_tokens=max_tokens,
         )
-        if settings.model or settings.agent_models:  # a model without a price fails now
+        if settings.model or settings.agent_models:  # a typo'd agent, a model without a
+            check_model(settings)  # price: they fail now, not at the first run
             check_priced(settings)
         questions = questions_path(questions_file)
         load_questions(questions)  # a missing or malformed set fails now, not at 2 a.m.

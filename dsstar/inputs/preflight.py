@@ -79,7 +79,7 @@ def check_model(settings: Settings) -> None:
     unknown = sorted(set(settings.agent_models) - set(ROSTER))
     if unknown:
         raise ConfigError(
-            f"--agent-model names no agent: {', '.join(unknown)}; the agents are"
+            f"--agent-model (DSSTAR_AGENT_MODELS) names no agent: {', '.join(unknown)}; the agents are"
             f" {', '.join(ROSTER)}."
         )
     unset = [a for a in ROSTER if not settings.model_for(a)]

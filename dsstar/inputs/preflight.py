@@ -79,8 +79,8 @@ def check_model(settings: Settings) -> None:
     unknown = sorted(set(settings.agent_models) - set(ROSTER))
     if unknown:
         raise ConfigError(
-            f"--agent-model (DSSTAR_AGENT_MODELS) names no agent: {', '.join(unknown)}; the agents are"
-            f" {', '.join(ROSTER)}."
+            f"--agent-model (DSSTAR_AGENT_MODELS) names no agent: {', '.join(unknown)};"
+            f" the agents are {', '.join(ROSTER)}."
         )
     unset = [a for a in ROSTER if not settings.model_for(a)]
     if unset:

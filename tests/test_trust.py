@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from prefect.deployments import run_deployment
 from processes import start, stop
 
 import dsstar.inputs.trust as trust
-from dsstar.errors import ForbiddenError
+from dsstar.errors import DataError, ForbiddenError
 from dsstar.inputs.form import RunForm
 from dsstar.settings import Settings
 
@@ -104,6 +105,30 @@ def test_data_must_lie_under_the_worker_roots_links_resolved(worker, tmp_path):
     ):
         with pytest.raises(ForbiddenError):
             trust.check_data_location(refused, settings)
+
+
+def test_a_link_swapped_while_it_is_resolved_is_refused_in_words(worker, tmp_path):
+    """realpath looks at a link (lstat), then reads it (readlink): a link replaced by a
+    folder between the two made readlink fail with EINVAL, and the run crash with a bare
+    OSError. The swap is made exactly there, by a hook on the real lstat."""
+    root = tmp_path / "lake"
+    (root / "real").mkdir(parents=True)
+    sub = root / "sub"
+    sub.symlink_to(root / "real")
+    worker.setenv("DSSTAR_DATA_ROOTS", str(root))
+    settings = Settings()
+    real_lstat = os.lstat
+
+    def lstat_then_swap(path, *args, **kwargs):
+        found = real_lstat(path, *args, **kwargs)
+        if os.fspath(path) == str(sub) and stat.S_ISLNK(found.st_mode):
+            sub.unlink()
+            sub.mkdir()  # the link is a folder by the time realpath reads it
+        return found
+
+    worker.setattr(os, "lstat", lstat_then_swap)
+    with pytest.raises(DataError, match=f"data {sub} changed while it was being checked"):
+        trust.hold_data_location(str(sub), settings)
 
 
 def test_a_nightly_question_set_lies_under_the_roots_or_in_deployments(worker, tmp_path):

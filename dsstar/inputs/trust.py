@@ -27,7 +27,7 @@ from typing import Any
 
 from dsstar.caps import cap_value, is_cap
 from dsstar.data.lake.root import DataRoot, inside
-from dsstar.errors import ForbiddenError
+from dsstar.errors import DataError, ForbiddenError
 from dsstar.locations import is_remote, local_path, normalize_location
 from dsstar.settings import Settings
 
@@ -141,7 +141,7 @@ def hold_data_location(location: str, worker: Settings, what: str = "data") -> s
     local_roots = [os.path.realpath(local_path(r)) for r in roots if not is_remote(r)]
     # First by its path (what lies outside is never opened), then by what was opened: the
     # descriptor is judged, and it is what the run reads through.
-    real = os.path.realpath(local_path(location))
+    real = _resolved(location, what)
     if not any(inside(real, root) for root in local_roots):
         raise refused(real)
     held = DataRoot.open(real, fence=tuple(local_roots))
@@ -151,6 +151,18 @@ def hold_data_location(location: str, worker: Settings, what: str = "data") -> s
     return held
 
 
+def _resolved(location: str, what: str) -> str:
+    """The real path of a form's local location. A link swapped while it is resolved (read
+    as a link, then no longer one: realpath's readlink fails) is refused in words."""
+    try:
+        return os.path.realpath(local_path(location))
+    except OSError as exc:
+        raise DataError(
+            f"{what} {location} changed while it was being checked ({exc.strerror}): a link"
+            " in its path was replaced; run it again once the path stays put"
+        ) from None
+
+
 def check_question_set(path: str, worker: Settings) -> str:
     """A nightly form's question set, resolved: in the project's deployments/ folder (where
     `dsstar serve` finds its own) or under the worker's data roots; ForbiddenError otherwise."""
@@ -158,7 +170,7 @@ def check_question_set(path: str, worker: Settings) -> str:
         return path
     from dsstar.inputs.questions import PROJECT_DIR
 
-    real = os.path.realpath(local_path(path))
+    real = _resolved(path, "question set")
     if inside(real, os.path.realpath(PROJECT_DIR / "deployments")):
         return real
     return check_data_location(path, worker, what="question set")

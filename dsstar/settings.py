@@ -319,11 +319,6 @@ class Settings(BaseSettings):
         """The model that `agent` talks to."""
         return self.agent_models.get(agent) or self.model
 
-    def models(self) -> list[str]:
-        """Every model these settings name, the default first, each once. The agents' names
-        are checked a floor above, where they are defined (`dsstar.inputs.preflight`)."""
-        return list(dict.fromkeys(m for m in (self.model, *self.agent_models.values()) if m))
-
 
 def api_key_here() -> str | None:
     """The API key where this code runs (DSSTAR_API_KEY). Tasks read it at the call: a secret

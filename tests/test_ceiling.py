@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from dsstar.algorithm.agents import ROSTER
 from dsstar.errors import ConfigError, OverBudget
 from dsstar.inputs.preflight import check_priced
 from dsstar.model.ceiling import Ceiling, Meter, spent_line
@@ -107,6 +108,8 @@ def test_max_cost_alone_refuses_a_model_without_a_price(monkeypatch) -> None:
     check_priced(Settings(model=SERVED, max_cost=1.0, max_tokens=100_000))
     with pytest.raises(ConfigError, match=r"cannot bound openai/our-served-model.*--max-tokens"):
         check_priced(Settings(model=MINI, agent_models={"coder": SERVED}, max_cost=1.0))
+    # A default no agent uses (each has its own) needs no price.
+    check_priced(Settings(model=SERVED, agent_models=dict.fromkeys(ROSTER, MINI), max_cost=1.0))
 
 
 def test_the_stop_line_says_what_was_spent_what_remains_and_how_to_go_on() -> None:

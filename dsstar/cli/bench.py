@@ -91,13 +91,14 @@ def run(
                      "max_debug_attempts": max_debug_attempts, "exec_timeout": exec_timeout,
                      "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
         settings = load_settings(**overrides)
-        from dsstar.inputs.preflight import check_isolation
+        from dsstar.inputs.preflight import check_isolation, used_models
         from dsstar.model.config import require_model
         from dsstar.model.reachability import check_models
 
         require_model(settings)
         check_isolation(settings)
-        check_models(settings)  # a typo'd model or a bad key: once, not once per task
+        # A typo'd model or a bad key: once, not once per task.
+        check_models(settings, used_models(settings))
         chosen = _tasks(suite, tasks, data, truth, root, domain, task_ids, limit)
         bench_id = _bench_id(out)
     except DSStarError as exc:

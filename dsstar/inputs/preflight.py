@@ -38,6 +38,7 @@ __all__ = [
     "check_priced",
     "preflight",
     "unreadable_warning",
+    "used_models",
 ]
 
 NO_MODEL = (
@@ -68,7 +69,14 @@ def preflight(
     if llm:  # last: the only check that waits on the network
         from dsstar.model.reachability import check_models
 
-        check_models(settings)
+        check_models(settings, used_models(settings))
+
+
+def used_models(settings: Settings) -> list[str]:
+    """The models the agents talk to, each once, in the order of the agents."""
+    from dsstar.algorithm.agents import ROSTER
+
+    return list(dict.fromkeys(m for agent in ROSTER if (m := settings.model_for(agent))))
 
 
 def check_model(settings: Settings) -> None:
@@ -97,7 +105,7 @@ def check_keys(settings: Settings) -> None:
         return
     from dsstar.model.llm import missing_keys
 
-    for model in settings.models():
+    for model in used_models(settings):
         missing = missing_keys(model)
         if missing:
             names = " or ".join(missing)
@@ -114,7 +122,7 @@ def check_priced(settings: Settings) -> None:
         return
     from dsstar.model.pricing import priced
 
-    unpriced = [m for m in settings.models() if not priced(m)]
+    unpriced = [m for m in used_models(settings) if not priced(m)]
     if unpriced:
         raise ConfigError(
             f"--max-cost cannot bound {', '.join(unpriced)}: no price is known for it; set"

@@ -11,6 +11,7 @@ still fails at the first call, at once (404, never retried).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import httpx
 
@@ -40,11 +41,12 @@ _KEY_VARIABLES = {
 }
 
 
-def check_models(settings: Settings) -> None:
-    """Every agent's model: routable by litellm, its server reachable and its key accepted.
-    Raises ConfigError with one line that names the setting to fix."""
+def check_models(settings: Settings, models: Iterable[str]) -> None:
+    """Each of `models` (those the agents use: `dsstar.inputs.preflight.used_models`):
+    routable by litellm, its server reachable and its key accepted. Raises ConfigError with
+    one line that names the setting to fix."""
     key = settings.api_key.get_secret_value() if settings.api_key else None
-    for model in settings.models():
+    for model in models:
         _probe(model, settings.api_base, key)
 
 

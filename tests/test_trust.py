@@ -131,6 +131,26 @@ def test_a_link_swapped_while_it_is_resolved_is_refused_in_words(worker, tmp_pat
         trust.hold_data_location(str(sub), settings)
 
 
+def test_a_folder_setting_whose_link_is_swapped_is_refused_by_name(worker, tmp_path):
+    """A form's work_dir is compared with the worker's by real path; a link replaced while
+    it is resolved is refused like any other foreign folder, not a crash of the flow run."""
+    (tmp_path / "real").mkdir()
+    work = tmp_path / "work"
+    work.symlink_to(tmp_path / "real")
+    real_lstat = os.lstat
+
+    def lstat_then_swap(path, *args, **kwargs):
+        found = real_lstat(path, *args, **kwargs)
+        if os.fspath(path) == str(work) and stat.S_ISLNK(found.st_mode):
+            work.unlink()
+            work.mkdir()
+        return found
+
+    worker.setattr(os, "lstat", lstat_then_swap)
+    with pytest.raises(ForbiddenError, match="DSSTAR_FORM_ALLOW=work_dir"):
+        trust.check_form({"work_dir": str(work)}, Settings())
+
+
 def test_a_nightly_question_set_lies_under_the_roots_or_in_deployments(worker, tmp_path):
     (tmp_path / "lake").mkdir()
     questions = tmp_path / "lake" / "questions.yaml"

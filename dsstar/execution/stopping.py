@@ -1,6 +1,8 @@
 """Stopping a command cleanly on SIGINT or SIGTERM, leaving no child process behind.
 
-The CLI calls `install()` once. The first SIGINT or SIGTERM then:
+The CLI calls `install()` on every command; a process that runs many commands (a test, an
+embedding program) still has one signal pipe and one watcher thread. The first SIGINT or SIGTERM
+then:
 
 - raises `Interrupted` in the main thread, so the flow unwinds and marks its run
   `interrupted` (while a flow runs, Prefect's own SIGTERM handler raises its
@@ -41,21 +43,25 @@ _hooks: list[Hook] = []
 _state: dict[str, float | int | bool | None] = {"signum": None, "at": None, "raised": False}
 _state_lock = threading.Lock()
 _finish_lock = threading.Lock()
+_wakeup: list[int] = []  # the signal pipe's write end, made (and watched) once per process
 
 
 def install() -> None:
-    """Handle SIGINT and SIGTERM as described above. Call once, from the main thread."""
+    """Handle SIGINT and SIGTERM as described above. Call from the main thread; calling again
+    re-arms the handlers and adds nothing."""
     if threading.current_thread() is not threading.main_thread():
         return
     for signum in _SIGNALS:
         signal.signal(signum, _handler)
     # The wakeup fd sees every signal, even while Prefect's handler replaces ours, so the
     # deadline is armed at once whichever Python handler runs.
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    with contextlib.suppress(ValueError):
-        signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    if not _wakeup:
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
         threading.Thread(target=_watch, args=(read_end,), daemon=True, name="dsstar-stop").start()
+        _wakeup.append(write_end)
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(_wakeup[0], warn_on_full_buffer=False)
 
 
 def requested() -> int | None:
@@ -64,8 +70,9 @@ def requested() -> int | None:
 
 
 def at_stop(hook: Hook) -> None:
-    """Run `hook(signum)` whenever this process is stopped (hooks run newest first)."""
-    _hooks.append(hook)
+    """Run `hook(signum)` whenever this process is stopped (hooks run newest first, each once)."""
+    if hook not in _hooks:
+        _hooks.append(hook)
 
 
 @contextlib.contextmanager

@@ -194,7 +194,10 @@ def _differs(name: str, value: Any, worker: Settings) -> bool:
     if name == "storage":
         return normalize_location(str(value)) != normalize_location(str(own))
     if name in {"work_dir", "embedding_cache_dir"}:
-        return os.path.realpath(str(value)) != (os.path.realpath(str(own)) if own else None)
+        try:
+            return os.path.realpath(str(value)) != (os.path.realpath(str(own)) if own else None)
+        except OSError:  # a link swapped while it was resolved: not the worker's own folder
+            return True
     return value != own
 
 

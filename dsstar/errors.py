@@ -14,6 +14,7 @@
     ├── LedgerError              the run ledger's database cannot be reached or migrated
     ├── SlotWaitError            no shared concurrency slot came free within DSSTAR_SLOT_WAIT
     ├── OverBudget               the next model call would pass the run's ceiling
+    ├── CrashLoop                a run crashed its worker more often than it may be resumed
     └── AgentError               an agent's replies never became usable (e.g. no plan step)
 
     Interrupted                  SIGINT or SIGTERM asked a command to stop (a BaseException,
@@ -30,6 +31,7 @@ __all__ = [
     "AgentError",
     "ConfigError",
     "ContractError",
+    "CrashLoop",
     "DSStarError",
     "DataError",
     "ForbiddenError",
@@ -117,6 +119,11 @@ class OverBudget(DSStarError):
         super().__init__(message)
         self.need = need or message
         self.analyses: list = []
+
+
+class CrashLoop(DSStarError):
+    """A flow run crashed its worker more times than DSSTAR_MAX_CRASH_RETRIES allows it to be
+    resumed after a crash; it fails instead of landing on the next worker."""
 
 
 class Interrupted(BaseException):

@@ -74,6 +74,13 @@ class Settings(BaseSettings):
     max_debug_attempts: int = Field(
         3, ge=0, description="Most debugger attempts to repair one failing script."
     )
+    max_crash_retries: int = Field(
+        3,
+        ge=0,
+        description="Most times a run whose worker died (Crashed) is resumed by the crash-retry"
+        " automation of `dsstar workers setup`; at the next crash it fails, so a run that kills"
+        " every worker it lands on is not retried forever.",
+    )
     summarize_over_chars: int = Field(
         2000, ge=0, description="Tracebacks longer than this are summarized before debugging."
     )

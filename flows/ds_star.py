@@ -32,6 +32,7 @@ from flows._forms import form_flow
 from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
+from flows.workers import check_crash_loop
 
 __all__ = ["PreparedRun", "completed_result", "default_run_id", "ds_star", "run_question"]
 
@@ -115,6 +116,8 @@ def _checked_run(
     )
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
     try:
+        if flow_run.id:  # a flow run that kills its worker each time is not resumed forever
+            check_crash_loop(flow_run.id, settings.max_crash_retries)
         return solve(run, question, data, guidelines, settings)
     except OverBudget as exc:  # a stop, not a failure: resumable with a higher ceiling
         result = run.over_budget(exc, Ceiling(settings.max_cost, settings.max_tokens))

@@ -12,7 +12,9 @@ run finish elsewhere:
   again (AwaitingRetry, as the UI's Retry button does). Any worker of the pool picks it up;
   the ds-star flow resumes its run id from stored work (finished LLM calls and executions
   come from the cache in storage, which every worker shares), taking over the claim of the
-  attempt that died (dsstar.records.claim).
+  attempt that died (dsstar.records.claim). A run that crashed more than
+  DSSTAR_MAX_CRASH_RETRIES times fails at its start instead (`check_crash_loop`): a run that
+  kills every worker it lands on (memory, a hostile script) is not retried forever.
 
 The server must run its triggers and actions services (on by default).
 """
@@ -20,19 +22,21 @@ The server must run its triggers and actions services (on by default).
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import UUID
 
 from prefect import get_client
 from prefect.client.schemas.objects import StateType
 from prefect.events.actions import ChangeFlowRunState
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 
-from dsstar.errors import UsageError
+from dsstar.errors import CrashLoop, UsageError
 from flows.alerts import upsert_automations
 
 __all__ = [
     "HEARTBEAT_MIN_S",
     "LOST_WORKER",
     "RETRY_CRASHED",
+    "check_crash_loop",
     "crash_retry_enabled",
     "ensure_worker_recovery",
 ]
@@ -109,3 +113,20 @@ def crash_retry_enabled() -> bool:
     """Whether the server retries crashed dsstar runs (its automation exists and is on)."""
     with get_client(sync_client=True) as client:
         return any(a.enabled for a in client.read_automations_by_name(RETRY_CRASHED))
+
+
+def check_crash_loop(flow_run_id: UUID, max_crash_retries: int) -> None:
+    """Refuse to resume a flow run that crashed more than `max_crash_retries` times. Each
+    Crashed state in its history is one crash: a resume by the retry automation, the UI's
+    Retry button or a restarted worker keeps the flow run, while `dsstar resume` starts a new
+    one, so a person may still resume the run on purpose."""
+    with get_client(sync_client=True) as client:
+        states = client.read_flow_run_states(flow_run_id)
+    crashes = [state for state in states if state.type == StateType.CRASHED]
+    if len(crashes) > max_crash_retries:
+        last = crashes[-1].message or "no reason given"
+        raise CrashLoop(
+            f"this flow run crashed {len(crashes)} times (last: {last}), more than"
+            f" DSSTAR_MAX_CRASH_RETRIES={max_crash_retries}: it is not resumed again. Find what"
+            " ends its worker (memory, a script), then continue with `dsstar resume RUN_ID`"
+        )

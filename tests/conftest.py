@@ -73,6 +73,11 @@ def prefect_server():
     try:
         yield os.environ["PREFECT_API_URL"]
     finally:
+        # The runs' last logs (a failed run's traceback) are still queued: sent while the
+        # server lives, not at interpreter exit into a closed port.
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all(timeout=10)
         stop(proc)
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
 

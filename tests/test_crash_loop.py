@@ -1,13 +1,16 @@
 """A flow run that kills its worker every time is not resumed forever. The retry automation
 (flows/workers.py) schedules every Crashed dsstar run again; past DSSTAR_MAX_CRASH_RETRIES
 crashes in its history, the run fails at its start, before any model call, naming the count
-and the last crash's reason in the flow run's state and in run.json. Each flow run is made
-through the real Prefect API, given the states a crash loop leaves, and run by Prefect's own
-flow engine, as a worker runs it."""
+and the last crash's reason in the flow run's state and in run.json; `dsstar resume` still
+continues it. Each flow run is made through the real Prefect API, given the states a crash
+loop leaves, and run by Prefect's own flow engine, as a worker runs it."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,3 +64,10 @@ def test_a_run_that_crashed_once_too_often_fails_before_any_model_call(env, llm,
     assert llm.requests == []
     record = run_json(env, "crash-loop")
     assert record["status"] == "failed" and said in record["error"]
+    # A person who found the cause continues it as the message says: a new flow run.
+    resumed = subprocess.run(
+        [sys.executable, "-m", "dsstar", "resume", "crash-loop", "--json"],
+        capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["status"] == "verified"

@@ -10,6 +10,7 @@ from prefect import Flow
 from pydantic import BaseModel
 
 from dsstar.inputs.form import SECRET_FIELDS, WORKER_FIELDS, form_parameters, refuse_unknown
+from dsstar.text import clean
 
 __all__ = ["form_flow"]
 
@@ -49,7 +50,14 @@ def form_flow(form: type[BaseModel], **options: Any) -> Callable[[Callable[..., 
 
 def _also_accepting(fn: Callable[..., Any], names: frozenset[str]) -> Callable[..., Any]:
     def call(**fields: Any) -> Any:  # Prefect passes every name, with None when unset
-        return fn(**{k: v for k, v in fields.items() if k not in names or v is not None})
+        try:
+            return fn(**{k: v for k, v in fields.items() if k not in names or v is not None})
+        except Exception as exc:
+            # Prefect sends the message to its API as the run's final state: a file name that
+            # is not UTF-8 (surrogate-escaped) in it would fail that request, and the run would
+            # stay Running. Made valid text here, once for every form flow.
+            exc.args = tuple(clean(a) if isinstance(a, str) else a for a in exc.args)
+            raise
 
     signature = inspect.signature(fn)
     extra = [

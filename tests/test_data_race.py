@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE, REPO
-from scenarios import ANSWER, two_rounds
+from scenarios import ANSWER, always_first_time, two_rounds
 from test_trust import attack, serving
 
 from dsstar.settings import Settings
@@ -105,7 +105,9 @@ def test_a_folder_swapped_over_and_over_during_a_run_never_leaks(tmp_path, llm):
     inner = sub / "more"  # a folder inside the checked one, swapped as well
     inner.mkdir()
     (inner / "notes.md").write_text("# Notes\nNothing secret here.\n")
-    two_rounds(llm)
+    # Replies for both runs, whatever each meets: a check refused, a round of its own, or the
+    # first run's answer offered for reuse.
+    always_first_time(llm)
     stop, swaps = threading.Event(), [0]
 
     def swap_forever() -> None:

@@ -15,6 +15,7 @@ from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
 from dsstar.algorithm.verdict import verdict_label
+from dsstar.text import clean
 
 __all__ = ["analyzed", "answered", "failed", "reused", "retrieved", "route", "round_done", "say"]
 
@@ -27,7 +28,9 @@ def say(message: str, *args: Any, level: int = logging.INFO) -> None:
         logger: Any = get_run_logger()
     except MissingContextError:  # called outside a run (a unit test of a helper)
         logger = logging.getLogger("dsstar.flows")
-    logger.log(level, message, *args)
+    # A file name that is not UTF-8 (surrogate-escaped) would fail Prefect's request for the
+    # line's whole batch of logs: the line is made valid text first.
+    logger.log(level, clean(message % args if args else message))
 
 
 def _short(text: Any) -> str:

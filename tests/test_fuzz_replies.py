@@ -259,6 +259,31 @@ def test_fuzzed_runs_end_cleanly(env, llm, tmp_path, replies, name, content) -> 
     print(f"\n{run_id}: {record['status']} after {RUNS['replies']} fuzzed replies {error!r}")
 
 
+@pytest.mark.slow
+def test_a_file_name_that_is_not_utf8_reaches_the_state_and_the_logs_as_text(env, llm, tmp_path):
+    """The run's only file is skipped, so its error names it: the flow run ends Failed with
+    that message, and the failure line reaches the Logs tab (Prefect sends both as JSON)."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
+
+    from flows.ds_star import ds_star
+
+    data = tmp_path / "lake"
+    data.mkdir()
+    with open(os.path.join(os.fsencode(data), b"f\xae\xc8.csv"), "wb") as handle:
+        handle.write(b"BZh")  # bzip2's magic alone: a damaged archive, skipped
+    state = ds_star(question="What does the file say?", data=str(data), return_state=True)
+    assert state.is_failed()
+    assert "no files found" in state.message and "f\ufffd\ufffd.csv" in state.message
+    APILogWorker.drain_all(timeout=30)
+    flow_run_id = state.state_details.flow_run_id
+    only_this_run = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
+    with get_client(sync_client=True) as client:
+        lines = [log.message for log in client.read_logs(log_filter=only_this_run)]
+    assert any(line.startswith("failed: DataError: no files found") for line in lines), lines
+
+
 def test_prompt_output_default_matches_the_setting() -> None:
     from dsstar.settings import Settings
 

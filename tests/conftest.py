@@ -237,6 +237,14 @@ def postgres_url():
     shutil.rmtree(data, ignore_errors=True)
 
 
+def pytest_configure(config):
+    """The progress line every minute, printed by the session's controller only."""
+    if not hasattr(config, "workerinput"):
+        from progress import Progress
+
+        config.pluginmanager.register(Progress(), "dsstar-progress")
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print the figures tests measured (soak and benchmark-like tests record them as the
     user property `figures`; they reach here from xdist workers too)."""

@@ -4,6 +4,7 @@ ends with it, also when the test fails."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -13,10 +14,19 @@ from typing import Any
 
 __all__ = ["running", "start", "stop"]
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
 
 def start(argv: list[str], **kwargs: Any) -> subprocess.Popen:
-    """`subprocess.Popen(argv, **kwargs)` as the leader of a new process group."""
-    return subprocess.Popen(argv, start_new_session=True, **kwargs)
+    """`subprocess.Popen(argv, **kwargs)` as the leader of a new process group, killed by the
+    kernel when the test process that started it dies (a session stopped with SIGKILL has no
+    teardown; what the process started in turn is ended by scripts/supervise.py)."""
+    return subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
 
 
 def stop(proc: subprocess.Popen, signum: int = signal.SIGTERM, grace: float = 30) -> bool:

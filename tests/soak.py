@@ -1,16 +1,24 @@
-"""A chaos soak: many `dsstar run`s in a row on one PREFECT_HOME, as on a user's machine,
-mixing clean runs with failing scripts, failed runs, signals, SIGKILLs of the CLI during
-model calls and during scripts, SIGKILLs of the temporary server and concurrent runs.
+"""A chaos soak: `dsstar run`s in a row on one PREFECT_HOME, as on a user's machine, mixing
+clean runs with failing scripts, failed runs, signals, SIGKILLs of the CLI during model calls
+and during scripts, SIGKILLs of the temporary server and concurrent runs.
 
 Each event is a real CLI in a subprocess against the scripted model server. The model's
 replies are chosen by the run id each request carries (X-DSStar-Run), so a resumed run gets
 the same kind of replies as before, with the trap disarmed.
+
+Each backend (a command's temporary server, a long-lived server on SQLite, one on PostgreSQL)
+plays its own fixed list of events, `EVENTS[mode]`; together the lists play every kind of
+event, and each list has a kill during a model call, a kill during a script, a failing script,
+a failed run and concurrent runs. The order of a list's middle events and the moment of each
+kill after its trap fired are random, drawn from a seed that the soak prints (set SOAK_SEED to
+play the same soak again, SOAK_EVENTS=kill-server,verified to play chosen events).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -28,17 +36,25 @@ from scenarios import FINAL_ONLY_ANSWER, JOIN, answered, asked, describe_script,
 
 from tasks.slots import RATE_NAME
 
-SLOW = "import time\ntime.sleep(12)\n"  # killed after 2 s; a resumed run waits it out
+SLOW = "import time\ntime.sleep(8)\n"  # killed at most 3 s in; a resumed run waits it out
 FAILING = "raise RuntimeError('the first try at the script fails')\n"
 
-# The 30 events of a soak: what each does to its run, in order.
-EVENTS = [
-    "verified", "failing-script", "verified", "kill-script", "verified", "kill-llm",
-    "verified", "sigint-llm", "verified", "sigterm-script", "failed-run", "verified",
-    "concurrent", "kill-server", "verified", "kill-script", "failing-script", "sigterm-llm",
-    "verified", "kill-analysis", "concurrent", "failed-run", "kill-script", "verified",
-    "kill-server", "sigint-llm", "verified", "kill-llm", "failing-script", "verified",
-]  # fmt: skip
+# What each backend plays, in this order but for the middle events, which are shuffled: the
+# first run starts on a fresh home, the last one checks that the home still serves.
+EVENTS = {
+    "temporary-server": [
+        "verified", "kill-server", "failing-script", "sigint-llm", "kill-script",
+        "failed-run", "kill-analysis", "concurrent", "verified",
+    ],
+    "sqlite-server": [
+        "verified", "kill-llm", "sigterm-script", "failing-script", "concurrent",
+        "sigterm-llm", "failed-run", "verified",
+    ],
+    "postgres-server": [
+        "verified", "kill-script", "sigint-llm", "failing-script", "kill-llm", "concurrent",
+        "failed-run", "verified",
+    ],
+}  # fmt: skip
 SERVER_APP = "prefect.server.api.server:create_app"  # a command's temporary server
 KILLS = {
     "kill-analysis",
@@ -58,6 +74,7 @@ class Soak:
     llm: FakeLLM
     env: dict[str, str]
     data: Path
+    rng: random.Random
     kinds: dict[str, str] = field(default_factory=dict)  # run id -> its event
     armed: set[str] = field(default_factory=set)  # run ids whose trap has not fired yet
     planner_at: dict[str, list[float]] = field(default_factory=dict)  # run id -> times
@@ -146,7 +163,10 @@ class Soak:
         proc, started = self.start(run_id, kind)
         if kind in KILLS:
             assert self.fired[run_id].wait(180), f"{kind}: the trap never fired"
-            time.sleep(0.5 if kind.endswith("-llm") else 2)
+            # Anywhere in the held reply (3 s) or the script's sleep (8 s), past its start.
+            time.sleep(
+                self.rng.uniform(0.2, 2.5) if kind.endswith("-llm") else self.rng.uniform(1, 3)
+            )
             self.armed.discard(run_id)
             struck = time.monotonic()
             self.strike(proc, kind)
@@ -287,6 +307,18 @@ def prefect_database(ledger_url: str) -> str:
     return f"{base}/{name}"
 
 
+def planned(mode: str, rng: random.Random) -> list[str]:
+    """The events `mode` plays: its list with the middle shuffled, or SOAK_EVENTS."""
+    if "SOAK_EVENTS" in os.environ:  # SOAK_EVENTS=kill-server,verified replays a few events
+        events = os.environ["SOAK_EVENTS"].split(",")
+    else:
+        first, *middle, last = EVENTS[mode]
+        rng.shuffle(middle)
+        events = [first, *middle, last]
+    # A long-lived server is not the run's to kill.
+    return ["kill-llm" if k == "kill-server" and mode != "temporary-server" else k for k in events]
+
+
 def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
     """The whole soak on one PREFECT_HOME: `mode` is "temporary-server" (no PREFECT_API_URL,
     as a user's first runs), "sqlite-server" or "postgres-server" (a long-lived `prefect
@@ -305,15 +337,12 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
         server = start_prefect_server(server_env, port, tmp_path / "server.log")
         env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
     try:
-        soak = Soak(llm, env, data)
+        seed = int(os.environ.get("SOAK_SEED") or random.SystemRandom().randrange(10**6))
+        rng = random.Random(seed)
+        soak = Soak(llm, env, data, rng)
         started = time.monotonic()
-        # SOAK_EVENTS=kill-server,verified replays a few events while working on one.
-        events = (
-            os.environ.get("SOAK_EVENTS", "").split(",") if "SOAK_EVENTS" in os.environ else EVENTS
-        )
+        events = planned(mode, rng)
         for number, kind in enumerate(events):
-            if kind == "kill-server" and server is not None:
-                kind = "kill-llm"  # a long-lived server is not the run's to kill
             soak.event(number, kind)
         left = processes_of(home, {server.pid} if server else set())
         state = limits_state(env)
@@ -324,6 +353,8 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
             f"chaos soak on a {mode}",
             soak,
             {
+                "seed (SOAK_SEED)": seed,
+                "events": " ".join(events),
                 "wall time": f"{time.monotonic() - started:.0f} s",
                 "slots held at the end": held(state),
                 "processes left": len(left),

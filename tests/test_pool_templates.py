@@ -28,14 +28,23 @@ MARKER = "/tmp/dsstar-job-variable-marker"
 # A hostile value for every variable of Prefect's default templates of the three types.
 HOSTILE = {
     "command": f"sh -c 'id > {MARKER}'",
-    "env": {"DSSTAR_FORM_ALLOW": "*", "DSSTAR_DATA_ROOTS": "/", "DSSTAR_SANDBOX": "none",
-            "DSSTAR_MAX_TOKENS": "900000", "PYTHONPATH": "/tmp", "LD_PRELOAD": "/tmp/x.so",
-            "PREFECT_API_URL": "http://elsewhere/api"},  # fmt: skip
+    "env": {
+        "DSSTAR_FORM_ALLOW": "*",
+        "DSSTAR_DATA_ROOTS": "/",
+        "DSSTAR_SANDBOX": "none",
+        "DSSTAR_MAX_TOKENS": "900000",
+        "PYTHONPATH": "/tmp",
+        "LD_PRELOAD": "/tmp/x.so",
+        "PREFECT_API_URL": "http://elsewhere/api",
+    },
     "working_dir": "/",
     "stream_output": False,
     "image": "registry.example.com/evil:latest",
-    "registry_credentials": {"username": "evil", "password": "x",
-                             "registry_url": "registry.example.com"},  # fmt: skip
+    "registry_credentials": {
+        "username": "evil",
+        "password": "x",
+        "registry_url": "registry.example.com",
+    },
     "image_pull_policy": "Always",
     "networks": ["host"],
     "network_mode": "host",
@@ -152,4 +161,3 @@ def test_the_template_fixes_the_job(kind):
         assert container["image"] == "registry.example.com/dsstar:0.1.0"
         assert container["envFrom"] == [{"configMapRef": {"name": "dsstar-settings"}},
                                         {"secretRef": {"name": "dsstar-secrets"}}]  # fmt: skip
-

@@ -118,7 +118,6 @@ def test_a_run_whose_env_sets_the_worker_policy_fails_before_any_model_call(
     finally:
         stop(worker)
         log.close()
-        prefect("deploy", "--prefect-file", "deployments/prefect.yaml", "--name", "on-demand")
     worker_log = (tmp_path / "worker.log").read_text()
     assert flow_run.state.is_failed(), (flow_run.state, worker_log[-3000:])
     message = flow_run.state.message

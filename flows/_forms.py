@@ -7,9 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from prefect import Flow
+from prefect.runtime import flow_run
 from pydantic import BaseModel
 
 from dsstar.inputs.form import SECRET_FIELDS, WORKER_FIELDS, form_parameters, refuse_unknown
+from dsstar.inputs.trust import check_job_variables
 from dsstar.text import clean
 
 __all__ = ["form_flow"]
@@ -51,6 +53,10 @@ def form_flow(form: type[BaseModel], **options: Any) -> Callable[[Callable[..., 
 def _also_accepting(fn: Callable[..., Any], names: frozenset[str]) -> Callable[..., Any]:
     def call(**fields: Any) -> Any:  # Prefect passes every name, with None when unset
         try:
+            # First of all, before any model call: a flow run's job variables may have set
+            # the worker's policy (its env) for this run; the pool's template is the first
+            # guard, this the second (docs/workers.md#who-may-choose-what).
+            check_job_variables(flow_run.job_variables)
             return fn(**{k: v for k, v in fields.items() if k not in names or v is not None})
         except Exception as exc:
             # Prefect sends the message to its API as the run's final state: a file name that

@@ -127,6 +127,25 @@ except OSError as error:
 """
 
 
+HOSTILE_DOCKER = {
+    "name": "dsstar-run",
+    "labels": {"team": "x"},
+    "command": "sh -c 'id > /tmp/x'",
+    "env": {"DSSTAR_FORM_ALLOW": "*", "DSSTAR_DATA_ROOTS": "/"},
+    "image": "registry.example.com/evil:latest",
+    "privileged": True,
+    "volumes": ["/:/host"],
+    "network_mode": "host",
+    "networks": ["host"],
+    "container_create_kwargs": {"cap_add": ["ALL"]},
+    "mem_limit": "900g",
+    "memswap_limit": "900g",
+    "auto_remove": False,
+    "stream_output": False,
+    "image_pull_policy": "Always",
+}
+
+
 def _prefect(*args: str, env: dict[str, str]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "prefect", "--no-prompt", *args],
@@ -139,10 +158,10 @@ def test_a_docker_worker_answers_in_the_container(
     docker, image, llm, s3, postgres_url, moto_port, tmp_path, request
 ):
     import boto3
-    from prefect import get_client
     from prefect.blocks.system import Secret
-    from prefect.client.schemas.actions import DeploymentUpdate
     from prefect.deployments import run_deployment
+    from prefect.exceptions import PrefectHTTPStatusError
+    from prefect_docker.worker import DockerWorker
 
     _, docker_host, _ = docker
     _, tag, _ = image
@@ -164,22 +183,38 @@ def test_a_docker_worker_answers_in_the_container(
         "DSSTAR_DATA_ROOTS": f"s3://{bucket}/lake",
         "DSSTAR_MODEL": "openai/gpt-4o-mini",
     }
-    _prefect("work-pool", "create", POOL, "--type", "docker", "--overwrite", env=deploy_env)
+    # The pool's template as this machine's operator writes it: the image, storage, data roots
+    # and model of the site, the loopback network (the model, S3 and Postgres listen there)
+    # and the S3 endpoint with its credentials.
+    pool = json.loads((REPO / "deployments" / "docker" / "base-job-template.json").read_text())
+    job = pool["job_configuration"]
+    job["image"] = tag
+    job["network_mode"] = "host"
+    job["env"].update(
+        {k: v for k, v in deploy_env.items() if k in job["env"] and k.startswith("DSSTAR_")}
+    )
+    job["env"].update(
+        DSSTAR_API_BASE=llm.base_url,
+        **{k: os.environ[k] for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
+                                      "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")},
+    )  # fmt: skip
+    (tmp_path / "docker-pool.json").write_text(json.dumps(pool))
+    _prefect("work-pool", "create", POOL, "--type", "docker", "--overwrite",
+             "--base-job-template", str(tmp_path / "docker-pool.json"), env=deploy_env)  # fmt: skip
     _prefect("deploy", "--prefect-file", "deployments/prefect.yaml", "--name",
              "on-demand-docker", env=deploy_env)  # fmt: skip
-    # What this machine's operator adds to the deployment: the loopback network (the model, S3
-    # and Postgres listen there) and the S3 endpoint with its credentials.
-    with get_client(sync_client=True) as client:
-        deployment = client.read_deployment_by_name("ds-star/on-demand-docker")
-        variables = dict(deployment.job_variables)
-        variables["network_mode"] = "host"
-        variables["env"] = {
-            **variables["env"],
-            "DSSTAR_API_BASE": llm.base_url,
-            **{k: os.environ[k] for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
-                                          "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")},
-        }  # fmt: skip
-        client.update_deployment(deployment.id, DeploymentUpdate(job_variables=variables))
+    question = "Which region had the highest revenue in 2024 H1, and who manages it?"
+    parameters = {"question": question, "data": f"s3://{bucket}/lake/sales", "max_rounds": 5}
+    # A flow run that sets every variable of Prefect's default Docker template is refused by
+    # the server, naming each one that is not the run's to choose.
+    defaults = DockerWorker.get_default_base_job_template()["variables"]["properties"]
+    hostile = {name: HOSTILE_DOCKER.get(name, "x") for name in defaults}
+    with pytest.raises(PrefectHTTPStatusError) as refused:
+        run_deployment("ds-star/on-demand-docker", parameters=parameters, timeout=0,
+                       job_variables=hostile)  # fmt: skip
+    assert refused.value.response.status_code == 422
+    for name in set(defaults) - {"name", "labels"}:
+        assert repr(name) in refused.value.response.text, (name, refused.value.response.text)
 
     log = open(tmp_path / "worker.log", "w")
     worker = start(
@@ -190,13 +225,9 @@ def test_a_docker_worker_answers_in_the_container(
     )  # fmt: skip
     try:
         started = time.monotonic()
-        question = "Which region had the highest revenue in 2024 H1, and who manages it?"
         flow_run = run_deployment(
-            "ds-star/on-demand-docker",
-            parameters={"question": question, "data": f"s3://{bucket}/lake/sales",
-                        "max_rounds": 5},
-            timeout=600, poll_interval=1,
-        )  # fmt: skip
+            "ds-star/on-demand-docker", parameters=parameters, timeout=600, poll_interval=1
+        )
         elapsed = time.monotonic() - started
     finally:
         stop(worker, grace=60)

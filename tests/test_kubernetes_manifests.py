@@ -25,7 +25,7 @@ import yaml
 from conftest import require_binary
 from prefect import get_client
 from prefect.client.schemas.objects import FlowRun
-from prefect.exceptions import ObjectNotFound
+from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 from prefect.utilities.templating import apply_values
 from prefect_kubernetes.worker import KubernetesWorkerJobConfiguration
 
@@ -39,6 +39,30 @@ KUBERNETES_VERSION = "1.33.0"  # pinned: the oldest release the manifests promis
 # podman, docs/beyond.md): the rest of the default capabilities are dropped.
 SANDBOX_CAPABILITIES = {"SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "KILL", "CHOWN",
                         "DAC_OVERRIDE", "FOWNER"}  # fmt: skip
+# A flow run's job variables: every variable of Prefect's default Kubernetes template, hostile.
+HOSTILE = {
+    "name": "quiet-otter",
+    "command": "sh -c 'id > /tmp/x'",
+    "env": {"DSSTAR_FORM_ALLOW": "*", "DSSTAR_DATA_ROOTS": "/", "DSSTAR_SANDBOX": "none"},
+    "labels": {"app": "dsstar-worker"},
+    "annotations": {"container.apparmor.security.beta.kubernetes.io/x": "unconfined"},
+    "namespace": "kube-system",
+    "image": "registry.example.com/evil:latest",
+    "service_account_name": "cluster-admin",
+    "image_pull_policy": "Always",
+    "backoff_limit": 9000,
+    "finished_job_ttl": 9000,
+    "job_watch_timeout_seconds": 9000,
+    "pod_watch_timeout_seconds": 9000,
+    "stream_output": False,
+    "cpu_request": "900",
+    "cpu_limit": "900",
+    "memory_request": "900Gi",
+    "memory_limit": "900Gi",
+    "secret_name": "another-teams-secrets",
+    "scratch_size": "900Ti",
+    "cluster_config": {"config": {}, "context_name": "elsewhere"},
+}
 FLOW_PROCESS_MIB = 1024  # the flow's process and the warm pool's interpreter, with margin
 
 
@@ -89,20 +113,23 @@ def test_a_broken_copy_of_the_worker_fails_validation(tmp_path, breakage):
 
 def test_the_manifests_agree_with_each_other_and_with_prefect_yaml():
     found = manifests()
-    template = json.loads((KUBE / "base-job-template.json").read_text())["variables"]
-    defaults = {k: v.get("default") for k, v in template["properties"].items()}
+    template = json.loads((KUBE / "base-job-template.json").read_text())["job_configuration"]
+    pod = template["job_manifest"]["spec"]["template"]["spec"]
+    refs = {k: v["name"] for ref in pod["containers"][0]["envFrom"] for k, v in ref.items()}
     (pool,) = {d["work_pool"]["name"] for d in kubernetes_deployments()}
     worker = found["Deployment/dsstar-worker"]["spec"]["template"]["spec"]
     command = worker["containers"][0]["command"]
     assert command[command.index("--pool") + 1] == pool
     assert command[command.index("--type") + 1] == "kubernetes"
     assert f"ServiceAccount/{worker['serviceAccountName']}" in found
-    assert f"ServiceAccount/{defaults['service_account_name']}" in found
-    assert f"Secret/{defaults['secret_name']}" in found
+    assert f"ServiceAccount/{pod['serviceAccountName']}" in found
+    assert f"Secret/{refs['secretRef']}" in found
+    settings = found[f"ConfigMap/{refs['configMapRef']}"]["data"]
+    assert {"DSSTAR_STORAGE", "DSSTAR_DATA_ROOTS", "DSSTAR_MODEL"} <= set(settings)
     namespaces = {
         doc["metadata"].get("namespace", doc["metadata"]["name"]) for doc in found.values()
     }
-    assert namespaces == {defaults["namespace"]}
+    assert namespaces == {template["namespace"]}
     binding = found["RoleBinding/dsstar-worker"]
     assert binding["subjects"][0]["name"] == worker["serviceAccountName"]
     assert f"Role/{binding['roleRef']['name']}" in found
@@ -143,7 +170,7 @@ def render(job_variables: dict, template: dict | None = None) -> dict:
     configuration = asyncio.run(
         KubernetesWorkerJobConfiguration.from_template_and_values(template, job_variables)
     )
-    flow_run = FlowRun(id=uuid.uuid4(), flow_id=uuid.uuid4(), name="quiet-otter")
+    flow_run = FlowRun(id=uuid.UUID(int=1), flow_id=uuid.UUID(int=2), name="quiet-otter")
     configuration.prepare_for_flow_run(flow_run)
     return configuration.job_manifest
 
@@ -153,7 +180,7 @@ def test_the_base_job_template_renders_a_valid_job(deployment, monkeypatch):
     for name, value in DEPLOY_ENV.items():
         monkeypatch.setenv(name, value)  # what `prefect deploy` fills `{{ $NAME }}` from
     (spec,) = [d for d in kubernetes_deployments() if d["name"] == deployment]
-    job = render(apply_values(copy.deepcopy(spec["work_pool"]["job_variables"]), {}))
+    job = render(apply_values(copy.deepcopy(spec["work_pool"].get("job_variables", {})), {}))
     validate_job(job)
     assert_job_runs_the_default_sandbox(job)
 
@@ -164,12 +191,13 @@ def assert_job_runs_the_default_sandbox(job: dict) -> None:
     assert container["image"] == IMAGE
     assert container["args"][:3] == ["prefect", "flow-run", "execute"]
     env = {item["name"]: item.get("value") for item in container["env"]}
-    assert env["DSSTAR_STORAGE"] == DEPLOY_ENV["DSSTAR_STORAGE"]
     assert env["PREFECT__FLOW_RUN_ID"] == str(job["metadata"]["labels"]["prefect.io/flow-run-id"])
     # The default sandbox, never 'none'; keys come from the Secret, not from the job's env.
     assert "DSSTAR_SANDBOX" not in env
     assert not any(key.endswith("_API_KEY") or key == "DSSTAR_DATABASE_URL" for key in env)
-    assert container["envFrom"] == [{"secretRef": {"name": "dsstar-secrets"}}]
+    # The policy (data roots, storage, model) from the cluster's ConfigMap, keys from its Secret.
+    assert container["envFrom"] == [{"configMapRef": {"name": "dsstar-settings"}},
+                                    {"secretRef": {"name": "dsstar-secrets"}}]  # fmt: skip
     context = container["securityContext"]
     assert set(context["capabilities"]["add"]) == SANDBOX_CAPABILITIES
     assert context["capabilities"]["drop"] == ["ALL"]
@@ -217,7 +245,19 @@ def test_a_pool_made_from_the_template_takes_the_deployments_as_prefect_deploy_s
             with contextlib.suppress(ObjectNotFound):
                 await client.delete_work_pool("dsstar-k8s")
 
+    async def hostile_flow_run(name: str) -> str:
+        async with get_client() as client:
+            deployment = await client.read_deployment_by_name(name)
+            try:
+                await client.create_flow_run_from_deployment(
+                    deployment.id, parameters=parameters[name], job_variables=HOSTILE
+                )
+            except PrefectHTTPStatusError as exc:
+                return f"{exc.response.status_code} {exc.response.text}"
+        return "created"
+
     template = KUBE / "base-job-template.json"
+    parameters = {"ds-star/on-demand-kubernetes": {"question": "q", "data": "s3://lake/x"}}
     names = ("ds-star/on-demand-kubernetes", "ds-star-nightly/nightly-kubernetes")
     try:
         prefect("work-pool", "create", "dsstar-k8s", "--type", "kubernetes", "--overwrite",
@@ -225,20 +265,40 @@ def test_a_pool_made_from_the_template_takes_the_deployments_as_prefect_deploy_s
         prefect("deploy", "--prefect-file", "deployments/prefect.yaml",
                 "--name", "on-demand-kubernetes", "--name", "nightly-kubernetes")  # fmt: skip
         pool_template, variables = asyncio.run(stored(names))
+        refusal = asyncio.run(hostile_flow_run(names[0]))
     finally:  # the nightly schedule would leave scheduled runs on the shared server
         asyncio.run(remove(names))
     assert pool_template == json.loads(template.read_text())
+    # The server refuses a flow run that sets what the template fixes, naming the variable.
+    assert "422" in refusal and "Additional properties are not allowed" in refusal, refusal
+    assert all(name in refusal for name in ("command", "env", "image", "secret_name"))
     for job_variables in variables:
         job = render(job_variables, pool_template)
         validate_job(job)
         assert_job_runs_the_default_sandbox(job)
 
 
-def test_a_job_variable_of_the_wrong_kind_renders_an_invalid_job():
-    """The rendered Job is validated for real: a bad value from a deployment is caught."""
-    job = render({"image": IMAGE, "scratch_size": ["20Gi"]})
+def test_a_value_of_the_wrong_kind_renders_an_invalid_job():
+    """The rendered Job is validated for real: a bad value in the template is caught."""
+    template = json.loads((KUBE / "base-job-template.json").read_text())
+    pod = template["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]
+    pod["volumes"][0]["emptyDir"]["sizeLimit"] = ["20Gi"]
     with pytest.raises(kubernetes_validate.ValidationError):
-        validate_job(job)
+        validate_job(render({}, template))
+
+
+def test_a_flow_run_s_hostile_job_variables_leave_the_job_as_the_template_says():
+    """Rendered by prefect-kubernetes' own code with every variable of Prefect's default
+    Kubernetes template set by a flow run (as if the server had not refused them, see the
+    pool test below): the Job carries none of them."""
+    job = render(HOSTILE)
+    validate_job(job)
+    assert_job_runs_the_default_sandbox(job)
+    assert job == render({"name": HOSTILE["name"]})
+    text = json.dumps(job)
+    for value in ("evil", "900", "kube-system", "cluster-admin", "another-teams", "unconfined",
+                  "DSSTAR_FORM_ALLOW", "id >"):  # fmt: skip
+        assert value not in text, value
 
 
 # Run in the container by the host's Python (the container's root is the host's, under an

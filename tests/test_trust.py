@@ -170,6 +170,29 @@ def test_a_form_cannot_set_the_worker_policy():
         assert name not in RunForm.model_fields
 
 
+def test_a_flow_run_s_job_variables_may_name_and_label_it_only(worker):
+    trust.check_job_variables(None)
+    trust.check_job_variables({"name": "nightly-eu", "labels": {"team": "finance"}, "env": {}})
+    hostile = {
+        "env": {"DSSTAR_FORM_ALLOW": "*", "DSSTAR_DATA_ROOTS": "/", "LD_PRELOAD": "/x.so"},
+        "command": "sh -c 'id > /tmp/x'",
+        "env.PYTHONPATH": "/tmp",
+        "image": "evil:latest",
+        "volumes": ["/:/host"],
+        "name": "fine",
+    }
+    with pytest.raises(ForbiddenError) as refused:
+        trust.check_job_variables(hostile)
+    message = str(refused.value)
+    for name in ("env.DSSTAR_FORM_ALLOW", "env.DSSTAR_DATA_ROOTS", "env.LD_PRELOAD", "command",
+                 "env.PYTHONPATH", "image", "volumes"):  # fmt: skip
+        assert name in message, name
+    assert "may set only labels and name" in message
+    trust.trust_local_user()  # the CLI's user has no job variables to set, and no exception
+    with pytest.raises(ForbiddenError, match="env.PREFECT_API_URL"):
+        trust.check_job_variables({"env": {"PREFECT_API_URL": "http://elsewhere/api"}})
+
+
 def test_the_cli_user_is_not_limited(monkeypatch):
     monkeypatch.setattr(trust, "_LOCAL_USER", True)
     trust.check_form({"sandbox": "none", "api_base": "http://x/v1"}, Settings())

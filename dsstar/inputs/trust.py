@@ -15,6 +15,12 @@ that runs the flow (a worker, `dsstar serve`) decides, from its own environment:
   location and judges what it opened (`hold_data_location`); the run then reads the data
   only through that opening, so swapping a folder for a link after the check changes nothing.
 
+How the worker starts the run is its pool's, not the run's: a flow run's job variables (Prefect's
+per-run overrides of the pool's job template: env, command, image, volumes, ...) would set the
+worker's policy itself (`env: {DSSTAR_FORM_ALLOW: "*"}`). dsstar's pool templates
+(`deployments/*/base-job-template.json`) accept only `RUN_JOB_VARIABLES`; `check_job_variables`
+refuses the rest again when the flow starts, for a pool made without them.
+
 The person at the command line (`dsstar run`, `resume`, `bench run`) started the process
 themselves: the CLI calls `trust_local_user()` and nothing here limits it.
 """
@@ -33,6 +39,8 @@ from dsstar.settings import Settings
 
 __all__ = [
     "GUARDED",
+    "RUN_JOB_VARIABLES",
+    "check_job_variables",
     "check_data_location",
     "check_form",
     "check_question_set",
@@ -54,6 +62,9 @@ GUARDED = {
     "dask_address": "ships tasks and data to another cluster",
     "ray_address": "ships tasks and data to another cluster",
 }
+
+# The job variables a flow run may set: they name and label its process, container or Job.
+RUN_JOB_VARIABLES = frozenset({"name", "labels"})
 
 _LOCAL_USER = False
 
@@ -89,6 +100,30 @@ def check_form(chosen: dict[str, Any], worker: Settings) -> None:
             + "; ".join(text for _, text in refused)
             + ". Leave it unset or lower, or allow it where the worker runs:"
             f" DSSTAR_FORM_ALLOW={names}"
+        )
+
+
+def check_job_variables(variables: dict[str, Any] | None) -> None:
+    """Refuse (ForbiddenError, naming each one) the job variables of a flow run other than
+    `RUN_JOB_VARIABLES`: env, command, image, volumes and the rest are the pool's. An empty
+    value sets nothing and passes. Applies to the CLI's user too: a run started at the
+    command line has no job variables."""
+    refused = []
+    for name, value in sorted((variables or {}).items()):
+        if name in RUN_JOB_VARIABLES or value in (None, {}, [], ""):
+            continue
+        if isinstance(value, dict):
+            refused += [f"{name}.{key}" for key in sorted(value)]  # e.g. env.DSSTAR_FORM_ALLOW
+        else:
+            refused.append(name)
+    if refused:
+        raise ForbiddenError(
+            "this flow run's job variables set "
+            + ", ".join(refused)
+            + ": a flow run may set only "
+            + " and ".join(sorted(RUN_JOB_VARIABLES))
+            + "; how the worker runs it (command, env, image, volumes, resources) is its work"
+            " pool's template (docs/workers.md#who-may-choose-what)"
         )
 
 

@@ -22,7 +22,8 @@ CAP = {"cap": True}
 class Settings(BaseSettings):
     """Everything a run can be configured with. Every field is also `DSSTAR_<FIELD>`."""
 
-    model_config = SettingsConfigDict(env_prefix="DSSTAR_", extra="ignore")
+    # No setting means anything as NaN or infinity (an infinite timeout is unset, not inf).
+    model_config = SettingsConfigDict(env_prefix="DSSTAR_", extra="ignore", allow_inf_nan=False)
 
     model: str | None = Field(
         None,
@@ -44,14 +45,17 @@ class Settings(BaseSettings):
         ' \'{"verifier": "openai/gpt-4o-mini"}\'.',
     )
     temperature: float | None = Field(
-        None, description="Sampling temperature; provider default if unset."
+        None, ge=0, le=2, description="Sampling temperature; provider default if unset."
     )
-    llm_timeout: float = Field(300.0, description="Seconds to wait for one model reply.")
+    llm_timeout: float = Field(300.0, gt=0, description="Seconds to wait for one model reply.")
     llm_retries: int = Field(
         4, ge=0, description="Retries of a model call after a transient error."
     )
     llm_retry_delay: float = Field(
-        2.0, ge=0, description="First retry delay in seconds; doubles on each further retry."
+        2.0,
+        ge=0,
+        json_schema_extra=CAP,
+        description="First retry delay in seconds; doubles on each further retry.",
     )
 
     max_rounds: int = Field(
@@ -82,7 +86,11 @@ class Settings(BaseSettings):
         " every worker it lands on is not retried forever.",
     )
     summarize_over_chars: int = Field(
-        2000, ge=0, description="Tracebacks longer than this are summarized before debugging."
+        2000,
+        ge=0,
+        # Not a cap (a lower value asks the summarizer more often): bounded here instead.
+        le=100_000,
+        description="Tracebacks longer than this are summarized before debugging.",
     )
     ask_human: bool = Field(
         False,

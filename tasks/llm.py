@@ -62,7 +62,8 @@ def ask(
     At most `concurrency` requests are in flight at once and `rpm` start per minute.
     With `storage`, the reply is kept in the run's store as it arrives, and a request the
     run already had answered (before a crash) is answered from there. With a `ceiling`
-    (Ceiling fields), a request that could pass it is not sent: OverBudget."""
+    (Ceiling fields), a request that could pass it is not sent (OverBudget), and one that
+    is sent carries an output limit that keeps it within the ceiling."""
     replies = Replies(Store(storage), run_id) if storage else None
     key = replies.key(label, config, messages) if replies else ""
     kept = replies.replay(key) if replies else None
@@ -75,13 +76,15 @@ def ask(
     api_key = api_key_here()  # read here, never passed as a (recorded) task parameter
     with slot("llm", concurrency, run_id, slot_wait):
         pace(rpm)
-        with spent.hold(limit, bound, label) if bound else nullcontext():
+        with spent.hold(limit, bound, label) if bound else nullcontext() as held:
             reply = complete(
                 LLMConfig(**config),
                 messages,
                 agent=agent,
                 run_id=run_id,
                 api_key=api_key,
+                # The output limit the check reserved; without a ceiling, the provider's own.
+                max_tokens=held.output if held else None,
             )
             record = {"agent": agent, "label": label, "run_id": run_id,
                       "request": prompt_hash(messages), **reply.to_dict()}  # fmt: skip

@@ -12,6 +12,10 @@ Requests are routed by the ``X-DSStar-Agent`` header. Every request is recorded 
 ``llm.requests`` as a dict with keys ``agent``, ``run``, ``headers``, ``body``, ``messages``,
 ``status`` and ``at`` (when its reply was sent, ``time.monotonic()``). ``llm.peak_in_flight``
 is the most chat requests it was answering at once.
+
+Usage counts 4 characters a token, of the prompt and of the whole reply. Like a model that
+ignores it, the server does not apply a request's ``max_tokens``: a scripted reply is sent
+and counted in full, however long.
 """
 
 from __future__ import annotations
@@ -272,8 +276,10 @@ def _completion(
     if isinstance(reply, Reasoned):
         message = {"role": "assistant", "content": reply.content}
         message["reasoning_content"] = reply.reasoning
-    content = message["content"]
-    completion_tokens = max(1, len(content) // 4)
+    # What the model wrote, all of it (a reasoning model's thinking counts, as providers bill
+    # it), whatever the request's max_tokens said: this server never cuts a reply.
+    written = message["content"] + message.get("reasoning_content", "")
+    completion_tokens = max(1, len(written) // 4)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
         "object": "chat.completion",

@@ -41,6 +41,40 @@ def test_a_calls_bound_is_its_counted_input_plus_the_models_output_limit() -> No
     assert bound.cost_usd == pytest.approx(input_tokens * 0.15e-6 + 16_384 * 0.6e-6)
     unknown = estimate(SERVED, messages)
     assert unknown.cost_usd is None and unknown.tokens > DEFAULT_OUTPUT_LIMIT
+    assert (bound.output, bound.least) == (16_384, DEFAULT_OUTPUT_LIMIT)
+    assert bound.output_price == pytest.approx(0.6e-6)
+    assert (unknown.output, unknown.least) == (DEFAULT_OUTPUT_LIMIT, DEFAULT_OUTPUT_LIMIT)
+
+
+def test_near_the_ceiling_a_call_asks_for_what_is_left_never_less_than_its_least() -> None:
+    """The output limit a call is sent with is the model's, lowered to what the ceiling
+    leaves after its input; below `least` the call is refused, naming that least."""
+    bound = Estimate(1000 + 16_384, None, output=16_384, least=8192)
+    meter, ceiling = Meter(), Ceiling(max_tokens=30_000)
+    with meter.hold(ceiling, bound, "analyzer a.csv") as held:
+        assert (held.output, held.tokens) == (16_384, 17_384)
+        meter.charge(reply("analyzer a.csv", 0.0, tokens=15_000))
+    with meter.hold(ceiling, bound, "planner r00") as held:
+        assert (held.output, held.tokens) == (14_000, 15_000)  # all that is left
+        meter.charge(reply("planner r00", 0.0, tokens=7000))
+    with pytest.raises(OverBudget, match="may use up to 9,192 tokens, more than the 8,000 left"):
+        with meter.hold(ceiling, bound, "coder r00"):
+            pass
+
+
+def test_under_a_cost_ceiling_the_output_limit_is_what_the_money_left_buys() -> None:
+    messages = [{"role": "user", "content": "Plan the first step."}]
+    bound = estimate(MINI, messages)
+    input_cost = bound.cost_usd - 16_384 * 0.6e-6
+    meter, ceiling = Meter(), Ceiling(max_cost=0.009)
+    meter.charge(reply("analyzer", 0.003))
+    with meter.hold(ceiling, bound, "planner r00") as held:
+        assert held.output == int((0.006 - input_cost) / 0.6e-6)  # about 10,000 tokens
+        assert held.cost_usd <= 0.006 and held.output < bound.output
+    meter.charge(reply("coder", 0.002))
+    with pytest.raises(OverBudget, match=r"\(coder r01\) may cost up to \$0\.0049"):
+        with meter.hold(ceiling, bound, "coder r01"):  # 8,192 tokens cost more than $0.004
+            pass
 
 
 def test_a_call_that_could_pass_the_ceiling_is_refused_and_the_meter_says_so() -> None:

@@ -17,9 +17,10 @@ from scenarios import ANSWER, always_first_time, answered, asked, two_rounds
 pytestmark = pytest.mark.slow
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
-# gpt-4o-mini may answer with 16,384 tokens: each call's bound is about $0.0103, while the
-# scripted replies cost about $0.0002 each. This ceiling lets a few calls through.
-CEILING = 0.0105
+# gpt-4o-mini may answer with 16,384 tokens; near the ceiling a call asks for fewer, but never
+# for less than 8,192: its least bound is about $0.0051, while the scripted replies cost about
+# $0.0002 each. This ceiling lets a few calls through.
+CEILING = 0.0055
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
@@ -71,7 +72,7 @@ def test_a_batch_skips_the_questions_it_cannot_afford(env, llm, sales, tmp_path)
     questions = [f"Top region and manager, take {n}?" for n in range(1, 5)]
     question_set = tmp_path / "questions.yaml"
     question_set.write_text("".join(f"- question: {q}\n  data: {sales}\n" for q in questions))
-    ceiling = 0.0112  # the shared analysis and about one question
+    ceiling = 0.0063  # the shared analysis and about one question
     results = ds_star_nightly(questions_file=str(question_set), max_cost=ceiling)
 
     statuses = [r["status"] for r in results]
@@ -100,3 +101,41 @@ def test_max_cost_for_a_model_without_a_price_is_refused_before_the_run(env, llm
     error = json.loads(done.stdout)["error"]
     assert "cannot bound openai/our-served-model" in error and "--max-tokens" in error
     assert llm.requests == []
+
+
+def test_a_reply_that_ignores_its_output_limit_is_cut_and_the_run_stays_within_its_ceiling(
+    env, llm, sales
+):
+    """`--max-tokens 30000` and a model that writes ~200k characters (50k tokens, as the
+    scripted server counts them) for the first plan: every request carried an output limit
+    within what the ceiling left, the long reply was kept to its limit, and the run ends
+    within its ceiling."""
+    two_rounds(llm)
+    long = "Load the orders and compute revenue per region.\n\n" + "More on this. " * 14_500
+    first_plan = []
+
+    def rambling(request: dict) -> str | None:
+        if request["agent"] == "planner" and not first_plan:
+            first_plan.append(request)
+            return long
+        return None
+
+    llm.intercept(rambling)
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
+                  "--run-id", "rambling", "--max-tokens", "30000")  # fmt: skip
+    result = json.loads(done.stdout)
+    assert result["status"] in {"over_budget", "verified"}, done.stderr
+    assert result["input_tokens"] + result["output_tokens"] <= 30_000
+    chats = [r for r in llm.requests if r["body"].get("messages")]
+    limits = [r["body"].get("max_tokens") for r in chats]
+    assert all(limits) and max(limits) <= 16_384, limits  # gpt-4o-mini's own limit
+    assert first_plan and len(long) // 4 > 50_000
+    [kept] = [
+        json.loads(path.read_text())
+        for path in (Path(env["DSSTAR_STORAGE"]) / "runs" / "rambling" / "replies").iterdir()
+        if json.loads(path.read_text())["agent"] == "planner"
+        and json.loads(path.read_text())["text"].startswith("Load the orders")
+        and len(json.loads(path.read_text())["text"]) > 1000
+    ]
+    assert kept["output_tokens"] == first_plan[0]["body"]["max_tokens"]
+    assert len(kept["text"]) < len(long)

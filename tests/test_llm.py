@@ -12,6 +12,7 @@ from fake_llm import Error, FakeLLM, Reasoned
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError
 from dsstar.model.config import LLMConfig, config_for, require_model
 from dsstar.model.llm import complete
+from dsstar.model.pricing import price
 from dsstar.settings import Settings
 
 MESSAGES = [{"role": "user", "content": "Plan the analysis of orders.csv, please."}]
@@ -163,3 +164,20 @@ def test_config_for_uses_per_agent_override() -> None:
 def test_agent_models_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSSTAR_AGENT_MODELS", '{"router": "ollama/qwen2.5-coder"}')
     assert config_for(Settings(model="openai/gpt-4o"), "router").model == "ollama/qwen2.5-coder"
+
+
+def test_a_reply_past_its_output_limit_is_cut_to_it_and_counted_at_it(llm: FakeLLM) -> None:
+    """A server that ignores max_tokens (the scripted one does) and writes 200k characters:
+    the request carried the limit, and the reply is kept to it, in text, tokens and cost."""
+    long = "Load orders.csv and print its columns. " + "and then some more words " * 8000
+    llm.script("planner", long, "Load orders.csv.")
+    config = LLMConfig(model="openai/gpt-4o-mini", api_base=llm.base_url)
+    reply = complete(config, MESSAGES, agent="planner", run_id="r", api_key="sk-x", max_tokens=500)
+    assert llm.requests[0]["body"]["max_tokens"] == 500
+    assert len(long) // 4 > 50_000  # what the server said the reply used
+    assert reply.output_tokens == 500
+    assert reply.text.startswith("Load orders.csv and print its columns.")
+    assert len(reply.text) <= len(long) * 500 // (len(long) // 4)
+    assert reply.cost_usd == pytest.approx(price("openai/gpt-4o-mini", reply.input_tokens, 500))
+    short = complete(config, MESSAGES, agent="planner", run_id="r", api_key="sk-x", max_tokens=500)
+    assert (short.text, short.output_tokens) == ("Load orders.csv.", len("Load orders.csv.") // 4)

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
 from pydantic import (
+    AllowInfNan,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -103,8 +105,25 @@ def _unset_or(kind: Any) -> Any:
 
 
 def _typed(field: FieldInfo) -> Any:
-    """The field's type with its bounds (ge, gt, ...) attached, as a parameter annotation."""
-    return Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+    """The field's type with its bounds (ge, gt, ...) attached, as a parameter annotation.
+    A number is also finite and not a boolean: pydantic reads "nan", "inf" and true as
+    numbers, and no bound compares with NaN (a NaN timeout passed every cap)."""
+    metadata = list(field.metadata)
+    if _numeric(field.annotation):
+        metadata += [AllowInfNan(False), BeforeValidator(_not_boolean)]
+    return Annotated[field.annotation, *metadata] if metadata else field.annotation
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field of this type holds a number (an int or float, optional or not)."""
+    kinds = set(getattr(annotation, "__args__", (annotation,)))
+    return annotation is not bool and bool(kinds & {int, float})
+
+
+def _not_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"should be a number, not {str(value).lower()}")
+    return value
 
 
 class _Options(BaseModel):

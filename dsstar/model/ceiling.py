@@ -5,9 +5,12 @@ A `Meter` per run (in this process) counts every reply the run receives, once ea
 often it is seen again (a resumed run reads its finished calls back from the caches and
 counts them anew, at what they cost the first time: they are not paid again). Before a call
 is sent, `Meter.hold` reserves its bound (`dsstar.model.pricing.estimate`) on top of what was
-spent and what calls in flight hold; when that would pass the ceiling it raises
-`OverBudget` and the call is not sent. Concurrent calls (file analyses) hold their bounds
-together, so none of them can pass the ceiling either.
+spent and what calls in flight hold, its output limit lowered to what is left; when even
+the least output worth asking for would pass the ceiling it raises `OverBudget` and the
+call is not sent. The request carries the output limit held, and a reply that passes it
+anyway is cut to it and counted at it (`dsstar.model.llm.complete`), so no reply spends more
+than its bound. Concurrent calls (file analyses) hold their bounds together, so none of them
+can pass the ceiling either.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from dsstar.errors import OverBudget
 from dsstar.model.pricing import Estimate
@@ -64,52 +67,55 @@ class Meter:
             self.tokens += int(call.get("input_tokens") or 0) + int(call.get("output_tokens") or 0)
 
     @contextmanager
-    def hold(self, ceiling: Ceiling, bound: Estimate, what: str) -> Iterator[None]:
-        """Reserve `bound` for the call `what` while it is in flight; OverBudget when it
-        could pass `ceiling`. Charge the reply before leaving, so the room is never free."""
-        cost = bound.cost_usd or 0.0
+    def hold(self, ceiling: Ceiling, bound: Estimate, what: str) -> Iterator[Estimate]:
+        """Reserve `bound` for the call `what` while it is in flight, its output limit
+        lowered to what is left (down to `bound.least`); yields the bound held, whose
+        `output` the request must carry. OverBudget when even the least could pass
+        `ceiling`. Charge the reply before leaving, so the room is never free."""
         with self._settled:
             # Near the ceiling, calls in flight may leave too little room while they hold
             # their bounds: wait for them to settle (they cost less than their bounds).
-            while self._held_tokens and not self._fits(ceiling, bound, cost, held=True):
+            held = self._room(ceiling, bound, held=True)
+            while self._held_tokens and held is None:
                 self._settled.wait()
-            try:
-                self._check(ceiling, bound, cost, what)
-            except OverBudget:
+                held = self._room(ceiling, bound, held=True)
+            if held is None:
                 self.stopped = True
-                raise
-            self._held_cost += cost
-            self._held_tokens += bound.tokens
+                self._refuse(ceiling, bound.at_least(), what)
+            self._held_cost += held.cost_usd or 0.0
+            self._held_tokens += held.tokens
         try:
-            yield
+            yield held
         finally:
             with self._settled:
-                self._held_cost -= cost
-                self._held_tokens -= bound.tokens
+                self._held_cost -= held.cost_usd or 0.0
+                self._held_tokens -= held.tokens
                 self._settled.notify_all()
 
-    def _fits(self, ceiling: Ceiling, bound: Estimate, cost: float, held: bool) -> bool:
+    def _room(self, ceiling: Ceiling, bound: Estimate, held: bool) -> Estimate | None:
+        """`bound` as it fits in what is left of `ceiling` (None: it does not fit)."""
+        if ceiling.max_cost is not None and bound.cost_usd is None and not ceiling.max_tokens:
+            return None  # no price, no token ceiling: nothing can bound it (see _refuse)
         cost_used = self.cost_usd + (self._held_cost if held else 0.0)
         tokens_used = self.tokens + (self._held_tokens if held else 0)
-        return (
-            ceiling.max_cost is None
-            or bound.cost_usd is None
-            or cost_used + cost <= ceiling.max_cost
-        ) and (ceiling.max_tokens is None or tokens_used + bound.tokens <= ceiling.max_tokens)
+        return bound.within(
+            None if ceiling.max_tokens is None else ceiling.max_tokens - tokens_used,
+            None if ceiling.max_cost is None else ceiling.max_cost - cost_used,
+        )
 
-    def _check(self, ceiling: Ceiling, bound: Estimate, cost: float, what: str) -> None:
-        """Raise OverBudget when the call cannot fit, what is in flight having settled."""
-        if ceiling.max_cost is not None and bound.cost_usd is None and not ceiling.max_tokens:
+    def _refuse(self, ceiling: Ceiling, least: Estimate, what: str) -> NoReturn:
+        """Raise OverBudget for the call that cannot fit, what is in flight having settled;
+        `least` is the smallest bound it could have been sent with."""
+        if ceiling.max_cost is not None and least.cost_usd is None and not ceiling.max_tokens:
             # Preflight refuses this; it can happen when a resume names another model.
             raise OverBudget(f"no price is known for the model of the next call ({what}),"
                              " so --max-cost cannot bound it: set --max-tokens")  # fmt: skip
-        if self._fits(ceiling, bound, cost, held=True):
-            return
+        cost = least.cost_usd or 0.0
         if ceiling.max_cost is not None and self.cost_usd + cost > ceiling.max_cost:
             need = f"the next call ({what}) may cost up to ${cost:.4f}"
             left = f"${max(ceiling.max_cost - self.cost_usd, 0):.4f}"
             raise OverBudget(f"{need}, more than the {left} left of --max-cost", need)
-        need = f"the next call ({what}) may use up to {bound.tokens:,} tokens"
+        need = f"the next call ({what}) may use up to {least.tokens:,} tokens"
         left = f"{max((ceiling.max_tokens or 0) - self.tokens, 0):,}"
         raise OverBudget(f"{need}, more than the {left} left of --max-tokens", need)
 

@@ -190,8 +190,13 @@ def complete(
     agent: str,
     run_id: str,
     api_key: str | None = None,
+    max_tokens: int | None = None,
 ) -> LLMReply:
-    """Send one chat completion; raise LLMTransientError or LLMFatalError on failure."""
+    """Send one chat completion; raise LLMTransientError or LLMFatalError on failure.
+
+    With `max_tokens`, the request carries that output limit, and a reply longer than it
+    (a server that ignores the limit) is cut to it and counted at it: a ceiling's check
+    reserved that much for this call, and no more may be spent."""
     kwargs: dict[str, Any] = {
         "model": config.model,
         # A prompt may quote file names or data that cannot be encoded; send what can be.
@@ -211,6 +216,8 @@ def complete(
         kwargs["api_key"] = api_key
     if config.temperature is not None:
         kwargs["temperature"] = config.temperature
+    if max_tokens:
+        kwargs["max_tokens"] = max_tokens
     started = time.perf_counter()
     try:
         response = _litellm().completion(**kwargs)
@@ -227,18 +234,49 @@ def complete(
     # Whatever the model sent (a lone surrogate from a JSON escape, say) leaves here as valid
     # text, so prompts built from it, storage and the ledger can always encode it.
     message = response.choices[0].message
-    text = clean(message.content or "")
+    text, reasoning = clean(message.content or ""), clean(reasoning_of(message))
     usage = getattr(response, "usage", None)
+    output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    if max_tokens:
+        text, reasoning, output_tokens = _within_limit(
+            response, config.model, text, reasoning, max_tokens
+        )
     return LLMReply(
         text=text,
         model=config.model,
         input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        output_tokens=output_tokens,
         cost_usd=_cost(response),
         latency_s=round(latency, 3),
-        reasoning=clean(reasoning_of(message)),
+        reasoning=reasoning,
         cached_tokens=cached_tokens(usage),
     )
+
+
+def _within_limit(
+    response: Any, model: str, text: str, reasoning: str, limit: int
+) -> tuple[str, str, int]:
+    """The reply's text, reasoning and output tokens kept to `limit` tokens, its usage (so
+    its cost) set to match. The tokens used are the server's count or, when it gives none,
+    those of what came back. Past the limit, the same share of text and reasoning is kept."""
+    usage = getattr(response, "usage", None)
+    used = int(getattr(usage, "completion_tokens", 0) or 0)
+    if not used and (text or reasoning):
+        used = count_tokens(model, reasoning + text)
+    kept = min(used, limit)
+    if usage is not None:
+        usage.completion_tokens = kept
+        usage.total_tokens = int(getattr(usage, "prompt_tokens", 0) or 0) + kept
+    if used <= limit:
+        return text, reasoning, used
+    log.warning(
+        "%s answered with %d output tokens, past the request's limit of %d: the reply is cut"
+        " to the limit and counted at it",
+        model,
+        used,
+        limit,
+    )
+    return text[: len(text) * limit // used], reasoning[: len(reasoning) * limit // used], kept
 
 
 def embed(

@@ -1,9 +1,12 @@
 """What a model call may cost, before it is sent: litellm's price map applied to counted
-tokens. The ceiling of a run (`dsstar.model.ceiling`) checks each call against this bound."""
+tokens. The ceiling of a run (`dsstar.model.ceiling`) checks each call against this bound,
+and the request carries the output limit the bound counts (`Estimate.output`), so no reply
+can cost more than its bound."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from dsstar.model.llm import Message, count_tokens, model_info
 
@@ -11,6 +14,8 @@ __all__ = ["DEFAULT_OUTPUT_LIMIT", "Estimate", "estimate", "output_limit", "pric
 
 # Output tokens assumed for a model whose limit litellm does not know (a local or served
 # model): a reply longer than this is rare for our agents, whose scripts fit in far less.
+# Near a ceiling a request asks for less than its model's limit, but never for less than
+# this (or the model's limit, when smaller): a reply cut shorter would rarely be usable.
 DEFAULT_OUTPUT_LIMIT = 8192
 # Tokens a chat request adds around each message (role, separators), as OpenAI counts them.
 _PER_MESSAGE = 4
@@ -45,17 +50,55 @@ def output_limit(model: str) -> int:
 @dataclass(frozen=True)
 class Estimate:
     """The most a call may use: its counted input tokens plus its output limit, and that at
-    the model's price (None when no price is known)."""
+    the model's price (None when no price is known).
+
+    With `output` set, the request carries that output limit, and near a ceiling it may ask
+    for fewer, down to `least` (`within`); without, the bound is fixed."""
 
     tokens: int
     cost_usd: float | None
+    output: int = 0  # the output limit counted in `tokens`, sent with the request
+    least: int = 0  # the fewest output tokens the request may be cut to
+    output_price: float | None = None  # USD per output token (None: no price known)
+
+    def within(self, tokens_left: float | None, cost_left: float | None) -> Estimate | None:
+        """This bound with its output limit lowered to what fits in `tokens_left` and
+        `cost_left` (None: no bound); None when even `least` does not fit. A fixed bound
+        (no `output`) fits whole or not at all."""
+        if not self.output:
+            tokens_fit = tokens_left is None or self.tokens <= tokens_left
+            cost_fit = cost_left is None or self.cost_usd is None or self.cost_usd <= cost_left
+            return self if tokens_fit and cost_fit else None
+        fits = self.output
+        if tokens_left is not None:
+            fits = min(fits, math.floor(tokens_left) - (self.tokens - self.output))
+        if cost_left is not None and self.cost_usd is not None and self.output_price:
+            input_cost = self.cost_usd - self.output * self.output_price
+            fits = min(fits, math.floor((cost_left - input_cost) / self.output_price))
+        return self._asking(fits) if fits >= max(self.least, 1) else None
+
+    def at_least(self) -> Estimate:
+        """The smallest bound the request may be cut to (itself, for a fixed bound)."""
+        return self._asking(self.least) if self.output else self
+
+    def _asking(self, output: int) -> Estimate:
+        cut = self.output - output
+        cost = None if self.cost_usd is None else self.cost_usd - cut * (self.output_price or 0)
+        return replace(self, tokens=self.tokens - cut, cost_usd=cost, output=output)
 
 
 def estimate(model: str, messages: list[Message]) -> Estimate:
-    """The bound of one request to `model`. Input is priced in full: whether the provider
-    serves the shared prefix from its cache is known only once it has answered, and a
-    ceiling needs the bound, not the likely case."""
+    """The bound of one request to `model`: its input and the model's whole output limit.
+    Input is priced in full: whether the provider serves the shared prefix from its cache
+    is known only once it has answered, and a ceiling needs the bound, not the likely case."""
     text = "\n".join(str(m.get("content") or "") for m in messages)
     input_tokens = count_tokens(model, text) + _PER_MESSAGE * len(messages)
     output = output_limit(model)
-    return Estimate(input_tokens + output, price(model, input_tokens, output))
+    per_output = price(model, 0, 1)
+    return Estimate(
+        input_tokens + output,
+        price(model, input_tokens, output),
+        output=output,
+        least=min(output, DEFAULT_OUTPUT_LIMIT),
+        output_price=per_output,
+    )

@@ -22,7 +22,7 @@ from dsstar.algorithm import member_runner
 from dsstar.algorithm.runtime import Calls
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.catalog import Catalog
-from dsstar.data.profiler import ProfileLimits, profile_files
+from dsstar.data.profiler import ProfileLimits, failure, profile_files
 from dsstar.data.shapes import column_names, group_by_shape
 from dsstar.data.sources import DataFile
 from dsstar.text import digest
@@ -45,12 +45,15 @@ _RUNNER_SOURCE = Path(member_runner.__file__).read_text(encoding="utf-8")
 class Plan:
     """What a cold or partly warm analysis does: the files the analyzer is asked about (one
     per shape that has no script yet), and each other missing file with the path of the
-    file whose script is to describe it."""
+    file whose script is to describe it. `unprofiled`: why each file whose offline profile
+    failed has none; such a file shares its shape with no other, so it is analyzed alone
+    (and reported, by describe and its estimate)."""
 
     analyze: list[DataFile] = field(default_factory=list)
     members: list[tuple[DataFile, str]] = field(default_factory=list)
     groups: int = 0
     profiles: dict[str, str] = field(default_factory=dict)
+    unprofiled: dict[str, str] = field(default_factory=dict)
 
 
 def shares_script(record: dict[str, Any] | None) -> bool:
@@ -93,6 +96,10 @@ def plan_analysis(
     by_path = {f.path: f for f in files}
     todo = {f.path for f in missing}
     plan = Plan(profiles=profiles)
+    for file in files:
+        reason = failure(file.path, profiles[file.path])
+        if reason is not None:
+            plan.unprofiled[file.path] = reason
     groups = group_by_shape((f.path, f.format, profiles[f.path]) for f in files)
     plan.groups = len(groups)
     for group in groups:

@@ -381,3 +381,35 @@ def test_two_describes_at_once_from_other_temp_folders_each_make_the_estimated_c
         assert len(payload["files"]) == 180
         assert all(f["error"] is None for f in payload["files"])
         assert not any("not profiled" in (f["description"] or "") for f in payload["files"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_files_without_a_profile_are_counted_and_listed_by_the_estimate_and_the_describe(
+    env, llm, tmp_path
+):
+    """Tables that cannot be parsed have no shape to share: each costs a call of its own,
+    which the estimate counts, and both the estimate and the describe list them with why."""
+
+    def sizes(request: dict) -> str:
+        path = re.search(r"`(data/[^`]+)`", text_of(request)).group(1)
+        return "Print its size.\n\n" + fence(
+            f"import os\nprint({path!r}, os.path.getsize({path!r}))"
+        )
+
+    llm.default("analyzer", sizes)
+    lake = daily_lake(tmp_path / "lake", 3)
+    for n in range(3):  # a footer that promises more bytes than the file has
+        (lake / "daily" / f"broken_{n}.parquet").write_bytes(b"PAR1" + b"x" * 20 + b"PAR1")
+    estimate = describe(lake, "--estimate")
+    broken = {f"daily/broken_{n}.parquet" for n in range(3)}
+    assert {item["path"] for item in estimate["unprofiled"]} == broken
+    assert all("Parquet" in item["reason"] for item in estimate["unprofiled"])
+    assert estimate["calls"] == 5  # the like CSVs, stations.csv, and each broken file
+    text = dsstar("describe", "--data", str(lake), "--estimate")
+    assert "not profiled   3 files have no offline profile" in text.stdout, text.stderr[-2000:]
+
+    payload = describe(lake)
+    assert len(llm.calls("analyzer")) == estimate["calls"]
+    assert {item["path"] for item in payload["unprofiled"]} == broken
+    assert all("Parquet" in item["reason"] for item in payload["unprofiled"])

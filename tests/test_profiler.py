@@ -323,3 +323,60 @@ def test_listing_a_lake_does_not_import_the_readers():
     code = "import sys, dsstar.data.catalog, dsstar.data.profiler; print('pandas' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def _killed_then(outputs):
+    """A stand-in for run_script: each call prints the next output; all but the last are
+    killed from outside (SIGKILL, no cap hit)."""
+    from dsstar.execution.sandbox import ExecResult
+
+    calls = []
+
+    def run(code, **kwargs):
+        calls.append(code)
+        output = outputs[min(len(calls), len(outputs)) - 1]
+        last = len(calls) >= len(outputs)
+        return ExecResult(ok=last, exit_code=0 if last else -9, output=output, timed_out=False,
+                          duration_s=0.1, truncated=False, sandbox="bwrap")  # fmt: skip
+
+    return run, calls
+
+
+def _marks(*records):
+    from dsstar.data.profiler.isolated import _MARK
+
+    return "\n".join(_MARK + json.dumps(r) for r in records)
+
+
+def test_a_profile_killed_from_outside_is_made_again_not_blamed_on_the_file(tmp_path, monkeypatch):
+    from dsstar.data.profiler import isolated
+
+    first = _marks({"start": "a.csv"}, {"path": "a.csv", "text": "A"}, {"start": "b.csv"})
+    second = _marks({"start": "b.csv"}, {"path": "b.csv", "text": "B"},
+                    {"start": "c.csv"}, {"path": "c.csv", "text": "C"})  # fmt: skip
+    run, calls = _killed_then([first, second])
+    monkeypatch.setattr(isolated, "run_script", run)
+    texts = profiler.profile_files(tmp_path, ["a.csv", "b.csv", "c.csv"])
+    assert texts == {"a.csv": "A", "b.csv": "B", "c.csv": "C"}
+    assert len(calls) == 2 and "'data/a.csv'" not in calls[1]  # a.csv was finished
+
+
+def test_a_profile_killed_from_outside_every_time_is_not_kept(tmp_path, monkeypatch):
+    from dsstar.data.catalog import Catalog
+    from dsstar.data.profiler import isolated
+    from dsstar.data.sources import DataFile
+    from dsstar.storage import Store
+
+    killed = _marks({"start": "a.csv"})
+    run, calls = _killed_then([killed] * 10)
+    monkeypatch.setattr(isolated, "run_script", run)
+    text = profiler.profile_files(tmp_path, ["a.csv"])["a.csv"]
+    assert len(calls) == 1 + isolated.OUTSIDE_RETRIES
+    assert profiler.failure("a.csv", text).startswith(profiler.KILLED_OUTSIDE)
+    assert profiler.transient("a.csv", text)
+
+    catalog = Catalog(Store(str(tmp_path / "store")), str(tmp_path))
+    file = DataFile(path="a.csv", size=1, format="csv", sha256="0" * 64)
+    assert catalog.profiles([file], lambda _: {"a.csv": text}) == {"a.csv": text}
+    again = catalog.profiles([file], lambda _: {"a.csv": "File: a.csv\nrows: 1"})
+    assert again == {"a.csv": "File: a.csv\nrows: 1"}  # profiled again: nothing was kept

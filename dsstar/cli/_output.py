@@ -119,7 +119,7 @@ class LiveProgress:
             if event["done"] == event["total"]:
                 where = self.state["where"]
         elif kind == "unprofiled":
-            where = f"{event['count']} files could not be profiled: each is analyzed alone"
+            where = f"{event['count']} files have no offline profile: each is analyzed alone"
         elif kind == "llm":
             self.state["agent"] = event["label"]
         elif kind == "llm_done":

@@ -104,13 +104,14 @@ def describe(
 
 
 def unprofiled_summary(unprofiled: list[dict[str, str]]) -> str:
-    """The files whose offline profile failed, counted by reason (the three commonest)."""
+    """The files with no shape to share (their offline profile failed or names no
+    structure), counted by reason, the three commonest named."""
     reasons = Counter(item["reason"] for item in unprofiled)
     common = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
     more = f"; {len(reasons) - 3} other reasons" if len(reasons) > 3 else ""
     return (
-        f"{len(unprofiled):,} files could not be profiled offline, so each was analyzed on"
-        f" its own ({common}{more})"
+        f"{len(unprofiled):,} files have no offline profile to group them by, so each is"
+        f" analyzed on its own ({common}{more})"
     )
 
 

@@ -47,12 +47,12 @@ def uid_range() -> range:
     return range(base, base + UID_SLOTS)
 
 
-def slot_folder(candidates: tuple[Path, ...] = SLOT_FOLDERS) -> Path:
-    """The folder of the uid slot locks: the first of `candidates` that exists or can be made,
-    owned by root and writable by no one else (one that is not is never used: whoever could
-    write there could hold or free any uid)."""
+def slot_folder(candidates: tuple[Path, ...] | None = None) -> Path:
+    """The folder of the uid slot locks: the first of `candidates` (`SLOT_FOLDERS`) that exists
+    or can be made, owned by root and writable by no one else (one that is not is never used:
+    whoever could write there could hold or free any uid)."""
     refused = []
-    for folder in candidates:
+    for folder in SLOT_FOLDERS if candidates is None else candidates:
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             info = os.lstat(folder)

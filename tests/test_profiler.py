@@ -1,5 +1,6 @@
 """Tests for the LLM-free file profiler, on small real files written to tmp_path."""
 
+import ast
 import json
 import sqlite3
 import tarfile
@@ -325,40 +326,43 @@ def test_listing_a_lake_does_not_import_the_readers():
     assert done.stdout.strip() == "False", done.stderr
 
 
-def _killed_then(outputs):
-    """A stand-in for run_script: each call prints the next output; all but the last are
-    killed from outside (SIGKILL, no cap hit)."""
+def _killed_outside(times: int):
+    """A stand-in for run_script: the first `times` scripts finish their first file, start
+    the next (or start their only one) and are killed from outside (SIGKILL, no cap hit);
+    later ones profile every file they are given."""
+    import re
+
+    from dsstar.data.profiler.isolated import _MARK
     from dsstar.execution.sandbox import ExecResult
 
-    calls = []
+    calls: list[list[str]] = []
 
     def run(code, **kwargs):
-        calls.append(code)
-        output = outputs[min(len(calls), len(outputs)) - 1]
-        last = len(calls) >= len(outputs)
-        return ExecResult(ok=last, exit_code=0 if last else -9, output=output, timed_out=False,
-                          duration_s=0.1, truncated=False, sandbox="bwrap")  # fmt: skip
+        names = ast.literal_eval(re.search(r"profile_batch\((\[.*?\]), (\[.*?\])", code)[2])
+        calls.append(names)
+        killed = len(calls) <= times
+        records = []
+        for n, name in enumerate(names):
+            records.append({"start": name})
+            if killed and (n == 1 or len(names) == 1):
+                break
+            records.append({"path": name, "text": name.upper()})
+        output = "\n".join(_MARK + json.dumps(r) for r in records)
+        return ExecResult(ok=not killed, exit_code=-9 if killed else 0, output=output,
+                          timed_out=False, duration_s=0.1, truncated=False,
+                          sandbox="bwrap")  # fmt: skip
 
     return run, calls
-
-
-def _marks(*records):
-    from dsstar.data.profiler.isolated import _MARK
-
-    return "\n".join(_MARK + json.dumps(r) for r in records)
 
 
 def test_a_profile_killed_from_outside_is_made_again_not_blamed_on_the_file(tmp_path, monkeypatch):
     from dsstar.data.profiler import isolated
 
-    first = _marks({"start": "a.csv"}, {"path": "a.csv", "text": "A"}, {"start": "b.csv"})
-    second = _marks({"start": "b.csv"}, {"path": "b.csv", "text": "B"},
-                    {"start": "c.csv"}, {"path": "c.csv", "text": "C"})  # fmt: skip
-    run, calls = _killed_then([first, second])
+    run, calls = _killed_outside(times=1)
     monkeypatch.setattr(isolated, "run_script", run)
     texts = profiler.profile_files(tmp_path, ["a.csv", "b.csv", "c.csv"])
-    assert texts == {"a.csv": "A", "b.csv": "B", "c.csv": "C"}
-    assert len(calls) == 2 and "'data/a.csv'" not in calls[1]  # a.csv was finished
+    assert texts == {"a.csv": "A.CSV", "b.csv": "B.CSV", "c.csv": "C.CSV"}
+    assert calls == [["a.csv", "b.csv", "c.csv"], ["b.csv", "c.csv"]]  # a.csv was finished
 
 
 def test_a_profile_killed_from_outside_every_time_is_not_kept(tmp_path, monkeypatch):
@@ -367,16 +371,18 @@ def test_a_profile_killed_from_outside_every_time_is_not_kept(tmp_path, monkeypa
     from dsstar.data.sources import DataFile
     from dsstar.storage import Store
 
-    killed = _marks({"start": "a.csv"})
-    run, calls = _killed_then([killed] * 10)
+    run, calls = _killed_outside(times=100)
     monkeypatch.setattr(isolated, "run_script", run)
-    text = profiler.profile_files(tmp_path, ["a.csv"])["a.csv"]
-    assert len(calls) == 1 + isolated.OUTSIDE_RETRIES
-    assert profiler.failure("a.csv", text).startswith(profiler.KILLED_OUTSIDE)
-    assert profiler.transient("a.csv", text)
+    texts = profiler.profile_files(tmp_path, ["a.csv", "b.csv"])
+    assert texts["a.csv"] == "A.CSV"  # finished before each kill
+    # The run that finished a.csv does not count: then b.csv alone, killed each time.
+    assert calls == [["a.csv", "b.csv"]] + [["b.csv"]] * (1 + isolated.OUTSIDE_RETRIES)
+    text = texts["b.csv"]
+    assert profiler.failure("b.csv", text).startswith(profiler.KILLED_OUTSIDE)
+    assert profiler.transient("b.csv", text)
 
     catalog = Catalog(Store(str(tmp_path / "store")), str(tmp_path))
-    file = DataFile(path="a.csv", size=1, format="csv", sha256="0" * 64)
-    assert catalog.profiles([file], lambda _: {"a.csv": text}) == {"a.csv": text}
-    again = catalog.profiles([file], lambda _: {"a.csv": "File: a.csv\nrows: 1"})
-    assert again == {"a.csv": "File: a.csv\nrows: 1"}  # profiled again: nothing was kept
+    file = DataFile(path="b.csv", size=1, format="csv", sha256="0" * 64)
+    assert catalog.profiles([file], lambda _: {"b.csv": text}) == {"b.csv": text}
+    again = catalog.profiles([file], lambda _: {"b.csv": "File: b.csv\nrows: 1"})
+    assert again == {"b.csv": "File: b.csv\nrows: 1"}  # profiled again: nothing was kept

@@ -40,6 +40,8 @@ def analyze_files(
         preload()  # litellm's import overlaps the profiling and the first analyses
     progress.emit("stage", name="analyze", total=len(files), cached=len(results))
     plan = analysis_plan(spec, source, files, results, misses)
+    if plan.unprofiled:  # each is analyzed alone: said, never billed silently
+        progress.emit("unprofiled", count=len(plan.unprofiled), reasons=plan.unprofiled)
     window, spec_dict = _window(spec), asdict(spec)
     done = _Counter(len(misses))
     analyze = analysis_task(spec)
@@ -79,9 +81,15 @@ def analyze_files(
     take(_bounded(analyzer, alone, window, done, stopped=lambda: spent.stopped))
     if stops or len(results) < len(files):  # the ceiling was reached: the rest never started
         stop = stops[0] if stops else OverBudget("the ceiling was reached before every file")
-        stop.analyses = [results[f.path] for f in files if f.path in results]  # kept
+        stop.analyses = [_noted(results[f.path], plan) for f in files if f.path in results]
         raise stop
-    return [results[f.path] for f in files]
+    return [_noted(results[f.path], plan) for f in files]
+
+
+def _noted(record: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """`record`, with why its file's offline profile failed when it did (`profile_error`)."""
+    reason = plan.unprofiled.get(record["path"])
+    return record if reason is None else {**record, "profile_error": reason}
 
 
 def _batches(

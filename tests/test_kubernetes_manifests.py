@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -28,6 +27,8 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 from prefect.utilities.templating import apply_values
 from prefect_kubernetes.worker import KubernetesWorkerJobConfiguration
+
+from dsstar.execution.sandbox.uids import SLOT_FOLDERS, slot_folder
 
 REPO = Path(__file__).resolve().parents[1]
 KUBE = REPO / "deployments" / "kubernetes"
@@ -209,9 +210,11 @@ def assert_job_runs_the_default_sandbox(job: dict) -> None:
     # Every dsstar pod of a node takes its scripts' uids from one set of slot locks: the uids
     # are the node's, and two pods' scripts under one uid would share RLIMIT_NPROC.
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    assert mounts.keys() == {"/tmp", "/tmp/dsstar-uids"}
+    # The folder is the one dsstar locks on any host, so dsstar on the node itself shares it.
+    slots = str(SLOT_FOLDERS[0])
+    assert mounts.keys() == {"/tmp", slots}
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes[mounts["/tmp/dsstar-uids"]]["hostPath"]["path"] == "/var/lib/dsstar/uid-slots"
+    assert volumes[mounts[slots]]["hostPath"]["path"] == slots
     assert pod["automountServiceAccountToken"] is False
     assert pod["serviceAccountName"] == "dsstar-flow-run"
     assert job["metadata"]["namespace"] == "dsstar"
@@ -342,9 +345,7 @@ def podman_flags(container: dict, pod: dict) -> list[str]:
         if "emptyDir" in volume:
             flags += ["--tmpfs", f"{mount['mountPath']}:notmpcopyup"]
         else:  # the node's uid slots: here the host's own, which its dsstar processes lock
-            slots = Path(tempfile.gettempdir()) / "dsstar-uids"
-            slots.mkdir(mode=0o700, exist_ok=True)
-            flags += ["-v", f"{slots}:{mount['mountPath']}"]
+            flags += ["-v", f"{slot_folder()}:{mount['mountPath']}"]
     return flags
 
 

@@ -317,3 +317,101 @@ def test_one_sandbox_process_runs_a_batch_and_each_file_fails_alone(tmp_path) ->
     # the hanging file ran alone (and hung again).
     assert calls.runs == 2
     assert records[0]["source"] == "script" and records[0]["script_from"] == "daily/day_001.csv"
+
+
+def three_folder_lake(root: Path, count: int) -> Path:
+    """Three like folders of `count` CSVs each, one schema per folder."""
+    for name, column in (("daily", "temp"), ("hourly", "wind"), ("weekly", "rain")):
+        folder = root / name
+        folder.mkdir(parents=True)
+        for n in range(1, count + 1):
+            rows = "\n".join(f"{name}{n:03d},s{k},{n * 10 + k}.5" for k in range(3))
+            (folder / f"part_{n:03d}.csv").write_text(f"when,station,{column}\n{rows}\n")
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_describes_at_once_from_other_temp_folders_each_make_the_estimated_calls(
+    env, llm, tmp_path
+):
+    """Two dsstar processes on one machine, with their own TMPDIR, HOME and storage, describe
+    one like-file lake at the same time: the sandbox uids are the machine's, so neither
+    kills the other's scripts, each profiles every file and makes the calls the estimate
+    gave (counted per run at the model server), and neither reports a profile failure."""
+    llm.default("analyzer", pandas_script)
+    lake = three_folder_lake(tmp_path / "lake", 60)
+    estimate = describe(lake, "--estimate")
+    assert estimate["files"] == 180 and estimate["groups"] == 3 and estimate["calls"] == 3
+    assert estimate["unprofiled"] == []
+
+    procs = []
+    for side in ("a", "b"):
+        home, temp = tmp_path / side / "home", tmp_path / side / "tmp"
+        home.mkdir(parents=True)
+        temp.mkdir()
+        (tmp_path / side / "work").mkdir()
+        side_env = {
+            **os.environ,
+            "HOME": str(home),
+            "TMPDIR": str(temp),
+            "DSSTAR_STORAGE": str(tmp_path / side / "storage"),  # each describes cold
+            "DSSTAR_WORK_DIR": str(tmp_path / side / "work"),
+            "DSSTAR_DATABASE_URL": f"sqlite:///{tmp_path / side / 'ledger.db'}",
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "dsstar", "describe", "--data", str(lake), "--json"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=side_env,
+            )  # fmt: skip
+        )
+    payloads = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=800)
+        assert proc.returncode == 0, err[-3000:]
+        payloads.append(json.loads(out))
+
+    per_run: dict[str, int] = {}
+    for call in llm.calls("analyzer"):
+        per_run[call["run"]] = per_run.get(call["run"], 0) + 1
+    assert sorted(per_run.values()) == [estimate["calls"]] * 2, per_run
+    for payload in payloads:
+        assert payload["unprofiled"] == []
+        assert len(payload["files"]) == 180
+        assert all(f["error"] is None for f in payload["files"])
+        assert not any("not profiled" in (f["description"] or "") for f in payload["files"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_files_without_a_profile_are_counted_and_listed_by_the_estimate_and_the_describe(
+    env, llm, tmp_path
+):
+    """Tables that cannot be parsed have no shape to share: each costs a call of its own,
+    which the estimate counts, and both the estimate and the describe list them with why."""
+
+    def sizes(request: dict) -> str:
+        path = re.search(r"`(data/[^`]+)`", text_of(request)).group(1)
+        return "Print its size.\n\n" + fence(
+            f"import os\nprint({path!r}, os.path.getsize({path!r}))"
+        )
+
+    llm.default("analyzer", sizes)
+    lake = daily_lake(tmp_path / "lake", 3)
+    for n in range(3):  # a footer that promises more bytes than the file has
+        (lake / "daily" / f"broken_{n}.parquet").write_bytes(b"PAR1" + b"x" * 20 + b"PAR1")
+    estimate = describe(lake, "--estimate")
+    broken = {f"daily/broken_{n}.parquet" for n in range(3)}
+    assert {item["path"] for item in estimate["unprofiled"]} == broken
+    assert all("Parquet" in item["reason"] for item in estimate["unprofiled"])
+    assert estimate["calls"] == 5  # the like CSVs, stations.csv, and each broken file
+    text = dsstar("describe", "--data", str(lake), "--estimate")
+    assert "not profiled   3 files have no offline profile" in text.stdout, text.stderr[-2000:]
+
+    payload = describe(lake)
+    assert len(llm.calls("analyzer")) == estimate["calls"]
+    assert {item["path"] for item in payload["unprofiled"]} == broken
+    assert all("Parquet" in item["reason"] for item in payload["unprofiled"])

@@ -1,5 +1,6 @@
 """Tests for the LLM-free file profiler, on small real files written to tmp_path."""
 
+import ast
 import json
 import sqlite3
 import tarfile
@@ -323,3 +324,65 @@ def test_listing_a_lake_does_not_import_the_readers():
     code = "import sys, dsstar.data.catalog, dsstar.data.profiler; print('pandas' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def _killed_outside(times: int):
+    """A stand-in for run_script: the first `times` scripts finish their first file, start
+    the next (or start their only one) and are killed from outside (SIGKILL, no cap hit);
+    later ones profile every file they are given."""
+    import re
+
+    from dsstar.data.profiler.isolated import _MARK
+    from dsstar.execution.sandbox import ExecResult
+
+    calls: list[list[str]] = []
+
+    def run(code, **kwargs):
+        names = ast.literal_eval(re.search(r"profile_batch\((\[.*?\]), (\[.*?\])", code)[2])
+        calls.append(names)
+        killed = len(calls) <= times
+        records = []
+        for n, name in enumerate(names):
+            records.append({"start": name})
+            if killed and (n == 1 or len(names) == 1):
+                break
+            records.append({"path": name, "text": name.upper()})
+        output = "\n".join(_MARK + json.dumps(r) for r in records)
+        return ExecResult(ok=not killed, exit_code=-9 if killed else 0, output=output,
+                          timed_out=False, duration_s=0.1, truncated=False,
+                          sandbox="bwrap")  # fmt: skip
+
+    return run, calls
+
+
+def test_a_profile_killed_from_outside_is_made_again_not_blamed_on_the_file(tmp_path, monkeypatch):
+    from dsstar.data.profiler import isolated
+
+    run, calls = _killed_outside(times=1)
+    monkeypatch.setattr(isolated, "run_script", run)
+    texts = profiler.profile_files(tmp_path, ["a.csv", "b.csv", "c.csv"])
+    assert texts == {"a.csv": "A.CSV", "b.csv": "B.CSV", "c.csv": "C.CSV"}
+    assert calls == [["a.csv", "b.csv", "c.csv"], ["b.csv", "c.csv"]]  # a.csv was finished
+
+
+def test_a_profile_killed_from_outside_every_time_is_not_kept(tmp_path, monkeypatch):
+    from dsstar.data.catalog import Catalog
+    from dsstar.data.profiler import isolated
+    from dsstar.data.sources import DataFile
+    from dsstar.storage import Store
+
+    run, calls = _killed_outside(times=100)
+    monkeypatch.setattr(isolated, "run_script", run)
+    texts = profiler.profile_files(tmp_path, ["a.csv", "b.csv"])
+    assert texts["a.csv"] == "A.CSV"  # finished before each kill
+    # The run that finished a.csv does not count: then b.csv alone, killed each time.
+    assert calls == [["a.csv", "b.csv"]] + [["b.csv"]] * (1 + isolated.OUTSIDE_RETRIES)
+    text = texts["b.csv"]
+    assert profiler.failure("b.csv", text).startswith(profiler.KILLED_OUTSIDE)
+    assert profiler.transient("b.csv", text)
+
+    catalog = Catalog(Store(str(tmp_path / "store")), str(tmp_path))
+    file = DataFile(path="b.csv", size=1, format="csv", sha256="0" * 64)
+    assert catalog.profiles([file], lambda _: {"b.csv": text}) == {"b.csv": text}
+    again = catalog.profiles([file], lambda _: {"b.csv": "File: b.csv\nrows: 1"})
+    assert again == {"b.csv": "File: b.csv\nrows: 1"}  # profiled again: nothing was kept

@@ -17,6 +17,7 @@ from dsstar import sandbox_names
 from dsstar.errors import ConfigError
 from dsstar.execution.sandbox import Limits, pool, resolve_mode, run_script, sweep_stale
 from dsstar.execution.sandbox import modes as sandbox_modes
+from dsstar.execution.sandbox import supervise as sandbox_supervise
 from dsstar.inputs.preflight import check_isolation
 from dsstar.settings import Settings
 
@@ -293,3 +294,75 @@ def test_concurrent_scripts_get_their_own_uid_and_folder(data, mode, tmp_path):
     for r in results:
         uid, mine, listing = r.stdout.split(maxsplit=2)
         assert uid == mine and listing.strip() == "['data', 'mine', 'script.py']"
+
+
+@pytest.fixture
+def own_uids(monkeypatch):
+    """Scripts run as uids from 1,750,000, which no other test uses."""
+    from dsstar.execution.sandbox import uid_range
+
+    monkeypatch.setenv("DSSTAR_EXEC_UID_BASE", "1750000")
+    uid_range.cache_clear()
+    yield uid_range()
+    uid_range.cache_clear()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
+def test_a_script_killed_from_outside_runs_again(data, tmp_path, own_uids):
+    """Another process SIGKILLs the script's uid once (as a dsstar that shared it did): the
+    script was not at fault, so it runs again and finishes."""
+    import threading
+
+    from dsstar.execution.sandbox.supervise import kill_uid
+
+    killed: list[int] = []
+
+    def kill_once() -> None:
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            for uid in own_uids:
+                if sandbox_supervise.scan(uid)[0]:
+                    kill_uid(uid)
+                    killed.append(uid)
+                    return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_once)
+    killer.start()
+    result = run("import time\ntime.sleep(2)\nprint('finished')\n", data, "auto", tmp_path,
+                 warm=False)  # fmt: skip
+    killer.join()
+    assert killed and result.ok and result.stdout.strip() == "finished", result.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
+def test_a_script_the_kernel_kills_at_its_cpu_cap_is_not_run_again(data, tmp_path):
+    """RLIMIT_CPU's hard limit ends a busy script with SIGKILL: that is its own cap."""
+    result = run("while True:\n    pass\n", data, "auto", tmp_path, cpu_s=1, timeout_s=30,
+                 warm=False)  # fmt: skip
+    assert result.exit_code == -signal.SIGKILL and "cpu" in result.limits_hit, result.output
+    assert not result.killed_outside
+    assert "CPU time" in result.output
+
+
+def test_outside_kills_are_retried_a_bounded_number_of_times_and_never_while_stopping(
+    monkeypatch, tmp_path
+):
+    import dsstar.execution.sandbox as sandbox
+    from dsstar.execution import stopping
+    from dsstar.execution.sandbox import ExecResult
+
+    runs: list[int] = []
+
+    def killed(*args, **kwargs):
+        runs.append(1)
+        return ExecResult(ok=False, exit_code=-9, output="", timed_out=False, duration_s=0.1,
+                          truncated=False, sandbox="bwrap")  # fmt: skip
+
+    monkeypatch.setattr(sandbox, "_run_once", killed)
+    assert sandbox.run_script("x", data_dir=tmp_path, limits=LIMITS).killed_outside
+    assert len(runs) == 1 + sandbox.OUTSIDE_RETRIES
+    runs.clear()
+    monkeypatch.setattr(stopping, "requested", lambda: signal.SIGTERM)
+    sandbox.run_script("x", data_dir=tmp_path, limits=LIMITS)
+    assert len(runs) == 1  # the stop killed it: not run again

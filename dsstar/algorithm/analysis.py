@@ -129,9 +129,11 @@ def analysis_plan(
 
 
 def describe_records(analyses: list[dict[str, Any]], source: DataSource) -> list[dict[str, Any]]:
-    """What `describe` returns: one record per file, then the entries left out of the view."""
+    """What `describe` returns: one record per file, then the entries left out of the view.
+    `profile_error`: why the file's offline profile failed in this describe, if it did."""
     described = [
         {k: item[k] for k in ("path", "format", "description", "source", "error")}
+        | {"profile_error": item.get("profile_error")}
         for item in analyses
     ]
     return described + [r | {"source": "skipped"} for r in source.skipped_records()]

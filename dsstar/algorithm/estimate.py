@@ -3,9 +3,9 @@
 The files are listed and grouped by shape exactly as the analysis does (offline profiles,
 from the catalog or made in the sandbox), so the calls counted are the analyzer calls the
 describe would make: one per shape with no description yet, and none for files the catalog
-knows. Input tokens are the analyzer's prompts counted with the model's tokenizer; a reply
-is assumed to be `REPLY_TOKENS` long. Debugger calls, made only when a script fails, are not
-counted.
+knows; a file whose profile failed is a group of its own, counted, and listed. Input tokens
+are the analyzer's prompts counted with the model's tokenizer; a reply is assumed to be
+`REPLY_TOKENS` long. Debugger calls, made only when a script fails, are not counted.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ class Estimate:
     output_tokens: int
     cost_usd: float | None
     model: str
+    # Files whose offline profile failed ({"path", "reason"}): each is counted as a call.
+    unprofiled: list[dict[str, str]]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +67,7 @@ def estimate_describe(data: str, settings: Settings) -> Estimate:
             output_tokens=replies,
             cost_usd=_rounded(price(model, tokens, replies)),
             model=model,
+            unprofiled=[{"path": p, "reason": r} for p, r in plan.unprofiled.items()],
         )
     finally:
         source.close()

@@ -22,8 +22,8 @@ from dsstar.algorithm import member_runner
 from dsstar.algorithm.runtime import Calls
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.catalog import Catalog
-from dsstar.data.profiler import ProfileLimits, profile_files
-from dsstar.data.shapes import column_names, group_by_shape
+from dsstar.data.profiler import ProfileLimits, failure, profile_files
+from dsstar.data.shapes import column_names, group_by_shape, shape_key
 from dsstar.data.sources import DataFile
 from dsstar.text import digest
 
@@ -45,12 +45,24 @@ _RUNNER_SOURCE = Path(member_runner.__file__).read_text(encoding="utf-8")
 class Plan:
     """What a cold or partly warm analysis does: the files the analyzer is asked about (one
     per shape that has no script yet), and each other missing file with the path of the
-    file whose script is to describe it."""
+    file whose script is to describe it. `unprofiled`: why each structured file has no shape
+    to share (its offline profile failed, or names no structure: the file could not be
+    read); such a file is analyzed alone, and reported by describe and its estimate."""
 
     analyze: list[DataFile] = field(default_factory=list)
     members: list[tuple[DataFile, str]] = field(default_factory=list)
     groups: int = 0
     profiles: dict[str, str] = field(default_factory=dict)
+    unprofiled: dict[str, str] = field(default_factory=dict)
+
+
+def _why_alone(path: str, profile: str) -> str:
+    """Why a structured file's profile names no structure: the profiler's failure, or the
+    file's (a reader's error)."""
+    found = failure(path, profile) or next(
+        (line for line in profile.split("\n") if line.startswith("could not parse")), None
+    )
+    return (found or "its profile names no columns, keys, sheets or tables")[:300]
 
 
 def shares_script(record: dict[str, Any] | None) -> bool:
@@ -93,6 +105,9 @@ def plan_analysis(
     by_path = {f.path: f for f in files}
     todo = {f.path for f in missing}
     plan = Plan(profiles=profiles)
+    for file in files:
+        if shape_key(file.path, file.format, profiles[file.path])[0] == "alone":
+            plan.unprofiled[file.path] = _why_alone(file.path, profiles[file.path])
     groups = group_by_shape((f.path, f.format, profiles[f.path]) for f in files)
     plan.groups = len(groups)
     for group in groups:

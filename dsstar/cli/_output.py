@@ -118,6 +118,8 @@ class LiveProgress:
             self.state["where"] = f"analyzed {event['done']}/{event['total']} files"
             if event["done"] == event["total"]:
                 where = self.state["where"]
+        elif kind == "unprofiled":
+            where = f"{event['count']} files have no offline profile: each is analyzed alone"
         elif kind == "llm":
             self.state["agent"] = event["label"]
         elif kind == "llm_done":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from typing import Annotated, Any
 
 import typer
@@ -84,9 +85,12 @@ def describe(
         )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
+    unprofiled = [
+        {"path": f["path"], "reason": f["profile_error"]} for f in files if f.get("profile_error")
+    ]
     if as_json:
         keys = ("path", "format", "description", "error")
-        payload = {"files": [{k: f.get(k) for k in keys} for f in files]}
+        payload = {"files": [{k: f.get(k) for k in keys} for f in files], "unprofiled": unprofiled}
         sys.stdout.write(json_line(payload))
         return
     out = console()
@@ -94,6 +98,21 @@ def describe(
         heading(out, shown(f"{f['path']} ({f['format']})"))
         text = f["description"] or f"skipped: {f['error']}"
         out.print(shown(text), markup=False, highlight=False)
+    if unprofiled:
+        heading(out, "not profiled")
+        out.print(shown(unprofiled_summary(unprofiled)), markup=False, highlight=False)
+
+
+def unprofiled_summary(unprofiled: list[dict[str, str]]) -> str:
+    """The files with no shape to share (their offline profile failed or names no
+    structure), counted by reason, the three commonest named."""
+    reasons = Counter(item["reason"] for item in unprofiled)
+    common = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
+    more = f"; {len(reasons) - 3} other reasons" if len(reasons) > 3 else ""
+    return (
+        f"{len(unprofiled):,} files have no offline profile to group them by, so each is"
+        f" analyzed on its own ({common}{more})"
+    )
 
 
 def _print_estimate(data: str, offline: bool, as_json: bool, **flags: Any) -> None:
@@ -127,6 +146,8 @@ def _print_estimate(data: str, offline: bool, as_json: bool, **flags: Any) -> No
         f" (replies assumed {REPLY_TOKENS} tokens)",
         f"cost           {cost}",
     ]
+    if found.unprofiled:
+        lines.append(f"not profiled   {unprofiled_summary(found.unprofiled)}")
     console().print("\n".join(lines), markup=False, highlight=False)
 
 

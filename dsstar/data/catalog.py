@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dsstar.data.formats import definition_sources, generation
-from dsstar.data.profiler import detect_format
+from dsstar.data.profiler import detect_format, transient
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.errors import StorageError
 from dsstar.storage import Store
@@ -157,7 +157,8 @@ class Catalog:
         missing = [f for f in files if keys[f.path] not in found]
         fresh = compute(missing) if missing else {}
         self.computed += len(fresh)
-        self._write_many({keys[path]: text for path, text in fresh.items()})
+        kept = {path: text for path, text in fresh.items() if not transient(path, text)}
+        self._write_many({keys[path]: text for path, text in kept.items()})
         return {f.path: found.get(keys[f.path], fresh.get(f.path, "")) for f in files}
 
     # -- analyzer records ------------------------------------------------------------------

@@ -13,24 +13,30 @@ from dsstar.data.formats import definition_sources
 from dsstar.data.profiler import _detect
 from dsstar.data.profiler._detect import ARCHIVE_KINDS, FORMATS, archive_kind, detect_format
 from dsstar.data.profiler.isolated import (
+    KILLED_OUTSIDE,
     ProfileLimits,
+    failure,
     library_source,
     profile_files,
     script_source,
+    transient,
 )
 
 __all__ = [
     "ARCHIVE_KINDS",
     "FORMATS",
+    "KILLED_OUTSIDE",
     "MAX_ROWS",
     "ProfileLimits",
     "archive_kind",
     "detect_format",
     "detector_sources",
+    "failure",
     "library_source",
     "profile_file",
     "profile_files",
     "script_source",
+    "transient",
 ]
 
 

@@ -16,9 +16,20 @@ from functools import cache
 from pathlib import Path
 
 from dsstar.data.formats import BUILTIN_MODULES, plugin_sources
-from dsstar.execution.sandbox import Limits, run_script
+from dsstar.execution import stopping
+from dsstar.execution.sandbox import OUTSIDE_RETRIES, Limits, run_script
 
-__all__ = ["ProfileLimits", "library_source", "profile_files", "script_source"]
+__all__ = [
+    "KILLED_OUTSIDE",
+    "ProfileLimits",
+    "failure",
+    "library_source",
+    "profile_files",
+    "script_source",
+    "transient",
+]
+
+KILLED_OUTSIDE = "the profiler was killed from outside"  # a transient failure's reason
 
 # Their sources make the sandboxed script; they are read from disk, not imported, since
 # they import pandas and this module is loaded by every command that lists a lake. The format
@@ -105,13 +116,28 @@ def _parse(output: str) -> tuple[dict[str, str], str | None]:
     return done, started
 
 
+def failure(path: str, text: str) -> str | None:
+    """Why `path`'s offline profile `text` could not be made; None for a profile."""
+    head = f"File: {path}\nnot profiled: "
+    return text[len(head) :].split("\n", 1)[0] if text.startswith(head) else None
+
+
+def transient(path: str, text: str) -> bool:
+    """Whether `path`'s profile failed for a reason outside the file (another process killed
+    the profiler): such a text is not kept, and the next run profiles the file again."""
+    return (failure(path, text) or "").startswith(KILLED_OUTSIDE)
+
+
 def _run_batch(
     mount_dir: Path, paths: list[str], limits: ProfileLimits, mode: str, work_root: Path | None
 ) -> dict[str, str]:
     """Profile `paths`; when the script dies (time, memory), the file it was on gets the
-    reason and the rest go on in a fresh script."""
+    reason and the rest go on in a fresh script. Killed from outside (not by its caps), the
+    script is not the file's fault: the files left run again, up to OUTSIDE_RETRIES times
+    in a row with none finished."""
     results: dict[str, str] = {}
     pending = list(paths)
+    kills = 0
     while pending:
         # Each result is at most max_chars characters, up to 3 bytes each in UTF-8.
         sandbox_limits = Limits(
@@ -121,11 +147,19 @@ def _run_batch(
         )
         code = script_source(pending, limits)
         result = run_script(code, data_dir=mount_dir, limits=sandbox_limits, mode=mode,
-                            work_root=work_root)  # fmt: skip
+                            work_root=work_root, outside_retries=0)  # fmt: skip
         done, stuck = _parse(result.output)
         results.update(done)
         rest = [p for p in pending if p not in done]
         if not rest:
+            break
+        if result.killed_outside:
+            kills = 0 if done else kills + 1
+            if kills <= OUTSIDE_RETRIES and not stopping.requested():
+                pending = rest
+                continue
+            why = f"{KILLED_OUTSIDE} ({kills} times in a row); profiled again by the next run"
+            results.update({p: f"File: {p}\nnot profiled: {why}" for p in rest})
             break
         if stuck is None:  # it died before the first file: nothing will work, say why
             reason = _tail(result.output) or "the profiling script failed to start"

@@ -18,6 +18,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from dsstar.execution import stopping
 from dsstar.execution.sandbox import pool
 from dsstar.execution.sandbox.backends import Backend
 from dsstar.execution.sandbox.host import environment, interpreter_reachable
@@ -38,18 +39,13 @@ from dsstar.execution.sandbox.staging import (
     sweep_stale,
     write_etc,
 )
-from dsstar.execution.sandbox.supervise import (
-    kill_tree,
-    kill_uid,
-    result,
-    uid_range,
-    uid_slot,
-    watch,
-)
+from dsstar.execution.sandbox.supervise import kill_tree, kill_uid, result, watch
 from dsstar.execution.sandbox.types import ExecResult, Limits
+from dsstar.execution.sandbox.uids import uid_range, uid_slot
 
 __all__ = [
     "MODES",
+    "OUTSIDE_RETRIES",
     "Backend",
     "ExecResult",
     "Limits",
@@ -62,6 +58,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+OUTSIDE_RETRIES = 2  # runs again of a script another process killed (see run_script)
+
 
 def run_script(
     code: str,
@@ -70,8 +68,22 @@ def run_script(
     limits: Limits,
     mode: str = "auto",
     work_root: Path | None = None,
+    outside_retries: int = OUTSIDE_RETRIES,
 ) -> ExecResult:
-    """Run `code` as a script with `data_dir` mounted read-only at `data/`."""
+    """Run `code` as a script with `data_dir` mounted read-only at `data/`. A script killed
+    from outside (`ExecResult.killed_outside`) runs again, up to `outside_retries` times,
+    unless this process is stopping: the kill was not the script's doing."""
+    for _ in range(outside_retries):
+        done = _run_once(code, data_dir, limits, mode, work_root)
+        if not done.killed_outside or stopping.requested():
+            return done
+        log.warning("a script was killed from outside the sandbox's limits: running it again")
+    return _run_once(code, data_dir, limits, mode, work_root)
+
+
+def _run_once(
+    code: str, data_dir: Path, limits: Limits, mode: str, work_root: Path | None
+) -> ExecResult:
     mode = resolve_mode(mode)
     isolated = backend(mode).isolates
     sweep_once(work_root)

@@ -151,14 +151,17 @@ def _reap(main_pid):
     status = None
     while True:
         try:
-            pid, code = os.waitpid(-1, 0)
+            pid, code, usage = os.wait4(-1, 0)
         except ChildProcessError:
             return status
         except InterruptedError:
             continue
         if pid == main_pid:
             if os.WIFSIGNALED(code):
-                return {"signal": os.WTERMSIG(code)}
+                # Its CPU time tells the kernel's SIGKILL at the CPU cap from a kill by another
+                # process (the host then runs the script again).
+                cpu = round(usage.ru_utime + usage.ru_stime, 3)
+                return {"signal": os.WTERMSIG(code), "cpu_s": cpu}
             return {"exit": os.WEXITSTATUS(code)}
 
 

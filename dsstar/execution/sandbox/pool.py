@@ -27,8 +27,9 @@ from dsstar.execution.sandbox.boot import HEADER
 from dsstar.execution.sandbox.host import environment, is_root
 from dsstar.execution.sandbox.modes import boot_argv, isolates
 from dsstar.execution.sandbox.staging import new_dir, remove, sweep_once, write_etc
-from dsstar.execution.sandbox.supervise import kill_uid, result, uid_range, watch
+from dsstar.execution.sandbox.supervise import kill_uid, result, watch
 from dsstar.execution.sandbox.types import ExecResult, Limits
+from dsstar.execution.sandbox.uids import uid_range
 
 __all__ = ["Zygote", "get", "kill_group", "shutdown", "spawn"]
 

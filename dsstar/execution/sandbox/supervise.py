@@ -1,83 +1,38 @@
 """The host side of one script: its uid, the watchdog over its process tree, its output.
 
-Each running script owns a dedicated unprivileged host uid (a slot held with flock, so
-concurrent scripts of any dsstar process never share one). Everything the script starts runs
-under that uid, so the uid *is* the process tree: RLIMIT_NPROC caps its processes, a
-watchdog sums its resident memory, and `kill -9 -1` run as that uid ends every last process,
+Each running script owns a dedicated unprivileged host uid (uids.py: held machine-wide, so
+concurrent scripts of any dsstar process on the host never share one). Everything the script
+starts runs under that uid, so the uid *is* the process tree: RLIMIT_NPROC caps its processes,
+a watchdog sums its resident memory, and `kill -9 -1` run as that uid ends every last process,
 setsid grandchildren included.
 """
 
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import select
 import signal
 import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from functools import cache
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from dsstar.execution.sandbox.host import is_root
 from dsstar.execution.sandbox.shared import held_bytes
 from dsstar.execution.sandbox.types import ExecResult, Limits
-from dsstar.settings import Settings
 
 __all__ = [
-    "UID_SLOTS",
     "kept_figures",
     "kill_tree",
     "kill_uid",
     "result",
-    "uid_range",
-    "uid_slot",
+    "scan",
     "watch",
 ]
 
-UID_SLOTS = 256
 _TICK_S = 0.1
-
-
-@cache
-def uid_range() -> range:
-    """The host uids scripts run as: far from real accounts and the usual subordinate ranges
-    by default (DSSTAR_EXEC_UID_BASE)."""
-    base = Settings().exec_uid_base
-    return range(base, base + UID_SLOTS)
-
-
-@contextmanager
-def uid_slot() -> Iterator[int | None]:
-    """Hold a dedicated uid for one script (None when dsstar is not root)."""
-    if not is_root():
-        yield None
-        return
-    folder = Path(tempfile.gettempdir()) / "dsstar-uids"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    while True:
-        for slot in range(UID_SLOTS):
-            fd = os.open(folder / str(slot), os.O_CREAT | os.O_RDWR, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            uid = uid_range()[slot]
-            try:
-                if scan(uid)[0]:
-                    kill_uid(uid)  # left by a process that was killed mid-script
-                yield uid
-                return
-            finally:
-                os.close(fd)  # releases the lock
-        time.sleep(0.05)  # every slot busy: wait for one
 
 
 def scan(uid: int, pids: list[int] | None = None) -> tuple[int, int]:
@@ -268,7 +223,9 @@ def result(
         hits.add("processes")
     if "No space left on device" in both or "File too large" in both:
         hits.add("disk")
-    if exit_code == -signal.SIGXCPU:
+    # The CPU cap's soft and hard limits are one: the kernel sends SIGKILL, not SIGXCPU.
+    at_cap = report.get("cpu_s", 0) >= limits.cpu_seconds - 0.5
+    if exit_code == -signal.SIGXCPU or (exit_code == -signal.SIGKILL and at_cap):
         hits.add("cpu")
     if facts["timed_out"]:
         hits.add("timeout")
@@ -283,7 +240,12 @@ def result(
             f" {limits.figures} files and {limits.figures_mb:g} MB, regular files only."
         )
     if exit_code is not None and exit_code < 0 and not hits:
-        output += f"\n[dsstar] the script was terminated by {signal.Signals(-exit_code).name}."
+        output += f"\n[dsstar] the script was terminated by {signal.Signals(-exit_code).name}"
+        output += (
+            ", which none of its limits sent (another process, or the machine out of memory)."
+            if exit_code == -signal.SIGKILL
+            else "."
+        )
     return ExecResult(
         ok=exit_code == 0 and not facts["timed_out"] and "memory" not in facts["hits"],
         exit_code=exit_code,

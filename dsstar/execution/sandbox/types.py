@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+import signal
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -96,6 +97,12 @@ class ExecResult:
     # Figure files the script saved: {'name' (relative), 'bytes', 'data' (base64)}, bounded
     # by Limits.figures and figures_mb.
     figures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def killed_outside(self) -> bool:
+        """Whether a SIGKILL that none of its caps sent ended the script (another process,
+        the kernel's out-of-memory killer): not the script's fault, so worth running again."""
+        return self.exit_code == -signal.SIGKILL and not self.timed_out and not self.limits_hit
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

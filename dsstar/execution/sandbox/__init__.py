@@ -1,11 +1,12 @@
 """Run untrusted, LLM-written Python scripts in a sandbox.
 
 Each script gets a fresh working directory (a tmpfs capped with /tmp at `disk_mb`) with the
-input files read-only under `data/` (all of them, or only those it is given: `files`), an allowlisted environment, a minimal /etc, no network,
-and runs as a dedicated unprivileged host uid with caps on processes, tree memory, CPU, wall
-time and output. Modes are backends in one table (modes.py): `bwrap` and `unshare` isolate
-(same layout, same guarantees); `none` keeps only the limits, the environment and the uid, and
-is used only when asked for. `register` adds a backend (see backends.Backend).
+input files read-only under `data/` (all of them, or only those it is given: `files`), an
+allowlisted environment, a minimal /etc, no network, and runs as a dedicated unprivileged
+host uid with caps on processes, tree memory, CPU, wall time and output. Modes are backends
+in one table (modes.py): `bwrap` and `unshare` isolate (same layout, same guarantees); `none`
+keeps only the limits, the environment and the uid, and is used only when asked for.
+`register` adds a backend (see backends.Backend).
 
 Scripts start warm (forked from a pool interpreter with pandas imported, see pool.py) when
 they can, else cold; both give the same result.

@@ -292,6 +292,37 @@ def test_a_like_file_the_script_fails_on_gets_its_own_call(env, llm, tmp_path):
     assert "File: data/daily/day_003.csv" in files["daily/day_003.csv"]["description"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_member_named_as_code_describes_itself_alone(env, llm, tmp_path):
+    """A like file whose name closes the string it is written into, then reads another
+    file: the name stays a string, the script sees its own file alone, and no description
+    (nor a byte-identical copy's in another lake) holds the other file's rows."""
+    llm.default("analyzer", pandas_script)
+    lake = tmp_path / "lake"
+    (lake / "logs").mkdir(parents=True)
+    (lake / "hr").mkdir()
+    (lake / "hr" / "pay.csv").write_text("name,salary\nalice,SECRET-PAY-93731\n")
+    for name, row in (("day_01.csv", "d1,s1,1.5"), ("day_02.csv", "d2,s2,2.5")):
+        (lake / "logs" / name).write_text(f"day,station,temp\n{row}\n")
+    (lake / ATTACK).write_text("day,station,temp\nd9,s9,9.5\n")
+
+    files = {f["path"]: f for f in describe(lake)["files"]}
+    assert set(files) == {"hr/pay.csv", "logs/day_01.csv", "logs/day_02.csv", ATTACK}
+    for path, file in files.items():
+        if path != "hr/pay.csv":
+            assert "SECRET" not in file["description"], path
+    assert "9.5" in files[ATTACK]["description"] and files[ATTACK]["error"] is None
+    assert not [c for c in llm.calls() if "SECRET" in json.dumps(c["messages"])]
+
+    copy = tmp_path / "copy"
+    (copy / "logs").mkdir(parents=True)
+    (copy / ATTACK).write_bytes((lake / ATTACK).read_bytes())
+    llm.reset().default("analyzer", pandas_script)
+    assert "SECRET" not in json.dumps(describe(copy))
+    assert not [c for c in llm.calls() if "SECRET" in json.dumps(c["messages"])]
+
+
 class SandboxCalls:
     """`Calls` with the real sandbox and no model: like files' scripts never ask one."""
 

@@ -3,6 +3,7 @@ with the tasks' caching, retries and run names. What to ask and when lives in th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dsstar import progress
@@ -65,7 +66,7 @@ class TaskCalls:
         progress.emit("llm_done", **reply)
         return reply["text"]
 
-    def execute(self, label: str, code: str) -> ExecResult:
+    def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         label = clean(label)
         progress.emit("execute", label=label)
         return ExecResult.from_dict(
@@ -79,5 +80,6 @@ class TaskCalls:
                 work_dir=self.spec.work_dir,
                 max_parallel=self.spec.max_parallel,
                 slot_wait=self.spec.slot_wait,
+                files=None if files is None else list(files),
             )
         )

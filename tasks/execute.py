@@ -16,9 +16,9 @@ __all__ = ["execute"]
 
 
 def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
-    return "exec-{}-{}-{}".format(
-        key_part(params["run_id"]), key_part(params["label"]), digest(params["code"])
-    )
+    files = params.get("files")
+    code = digest(params["code"]) if files is None else digest(params["code"], files)
+    return "exec-{}-{}-{}".format(key_part(params["run_id"]), key_part(params["label"]), code)
 
 
 @task(
@@ -38,9 +38,11 @@ def execute(
     work_dir: str | None = None,
     max_parallel: int = 1,
     slot_wait: float = 600.0,
+    files: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run `code` in the sandbox with the data folder mounted read-only at `data/`. At most
-    `max_parallel` scripts run at once; a slot is waited for `slot_wait` seconds at most."""
+    """Run `code` in the sandbox with the data folder mounted read-only at `data/` (only
+    `files` of it, when given). At most `max_parallel` scripts run at once; a slot is waited
+    for `slot_wait` seconds at most."""
     with slot("exec", max_parallel, run_id, slot_wait):
         result = run_script(
             code,
@@ -48,5 +50,6 @@ def execute(
             limits=Limits(**limits),
             mode=sandbox,
             work_root=Path(work_dir) if work_dir else None,
+            files=files,
         )
     return result.to_dict()

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from scenarios import describe_script, two_rounds
+from scenarios import describe_script, fence, two_rounds
 
 from dsstar.data.catalog import Catalog
 from dsstar.data.sources import DataSource
@@ -233,3 +234,55 @@ def test_the_catalog_lives_in_s3_storage_too(env, s3, tmp_path):
     assert sum("/roots/" in key for key in written) == 1
     assert describe(lake, "--offline") == first
     assert objects() == written
+
+
+SECRET = "alice,SECRET-PAY-4417"
+
+
+def every_file_script(request: dict) -> str:
+    """An analyzer reply whose script prints every file under data/, not only its own."""
+    return fence(
+        """
+import os
+for folder, _, names in sorted(os.walk("data")):
+    for name in sorted(names):
+        path = os.path.join(folder, name)
+        print("==", path)
+        print(open(path, errors="replace").read())
+"""
+    )
+
+
+@pytest.mark.slow
+def test_a_description_is_made_from_its_file_alone(env, llm, tmp_path):
+    """A description is reused by any lake holding the same file: it must hold nothing of
+    the other files of the lake it was made in, whatever the analyzer's script reads."""
+    lake_a = tmp_path / "lake_a"
+    (lake_a / "hr").mkdir(parents=True)
+    (lake_a / "shared").mkdir()
+    (lake_a / "hr" / "pay.csv").write_text(f"name,pay\n{SECRET}\n")
+    (lake_a / "shared" / "rates.csv").write_text("currency,rate\nEUR,1.08\n")
+    llm.default("analyzer", every_file_script)
+    described = {f["path"]: f["description"] for f in describe(lake_a)}
+    assert "EUR,1.08" in described["shared/rates.csv"]
+    assert "SECRET" not in described["shared/rates.csv"]
+    assert "EUR" not in described["hr/pay.csv"]
+
+    # Lake B holds only a byte-identical copy of the shared file: its description comes
+    # from the catalog, and neither it nor any prompt of a run over B holds A's other file.
+    lake_b = tmp_path / "lake_b"
+    (lake_b / "shared").mkdir(parents=True)
+    shutil.copy(lake_a / "shared" / "rates.csv", lake_b / "shared" / "rates.csv")
+    llm.reset().default("analyzer", every_file_script)
+    llm.default("planner", lambda request: "Read the EUR rate from rates.csv.")
+    rates = "import pandas as pd\nprint(pd.read_csv('data/shared/rates.csv'))\n"
+    llm.default("coder", lambda request: fence(rates))
+    llm.default("verifier", lambda request: "Yes")
+    llm.default("finalyzer", lambda request: fence("print('1.08')"))
+    done = dsstar("run", "--data", str(lake_b), "--question", "The EUR rate?", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["answer"] == "1.08"
+    assert llm.calls("analyzer") == []  # known by content and path
+    assert {c["agent"] for c in llm.calls()} >= {"planner", "coder", "verifier", "finalyzer"}
+    assert not [c["agent"] for c in llm.calls() if "SECRET" in json.dumps(c["messages"])]
+    assert "SECRET" not in json.dumps(describe(lake_b))

@@ -107,3 +107,46 @@ def test_a_registered_magic_is_tried_after_the_built_in_ones_and_before_any_name
     finally:
         unregister("stamp")
     assert detect_format(str(tmp_path / "reading.csv")) != "stamp"
+
+
+def test_a_format_names_the_files_its_analysis_sees_besides_the_file(tmp_path):
+    """A shapefile is read with its parts: a format says which (`needs`), and the analysis
+    of a .shp sees those of them in the lake, and nothing else; their content keys its
+    description too."""
+    from dataclasses import asdict
+
+    from dsstar.algorithm import analysis
+    from dsstar.algorithm.spec import RunSpec
+    from dsstar.execution.sandbox import Limits, run_script
+    from dsstar.settings import Settings
+
+    lister = (
+        "import os\nprint(sorted(os.path.join(d, n) for d, _, ns in os.walk('data') for n in ns))"
+    )
+
+    class Calls:
+        def ask(self, agent, label, messages):
+            return f"```python\n{lister}\n```"
+
+        def execute(self, label, code, files=None):
+            return run_script(code, data_dir=lake, limits=Limits(timeout_s=30), files=files)
+
+    register(Format("shape", (".shp",), needs=lambda p: [p[:-4] + ".shx", p[:-4] + ".dbf"]))
+    try:
+        lake = tmp_path / "lake"
+        (lake / "roads").mkdir(parents=True)
+        for name in ("roads/roads.shp", "roads/roads.dbf", "roads/other.csv"):
+            (lake / name).write_text(f"{name}\n")
+        files = {f.path: f for f in DataSource(str(lake), tmp_path / "cache").files()}
+        shp = asdict(files["roads/roads.shp"])
+        assert shp["needs"] == (("roads/roads.dbf", files["roads/roads.dbf"].sha256),)
+        assert files["roads/other.csv"].needs == ()
+        spec = RunSpec.from_settings(
+            Settings(model="openai/gpt-4o-mini"), "t", str(tmp_path / "s"), lake
+        )
+        record = analysis.analyze_file(Calls(), shp, spec)
+        assert record["description"] == "['data/roads/roads.dbf', 'data/roads/roads.shp']"
+        other = {**shp, "needs": (("roads/roads.dbf", "0" * 64),)}
+        assert analysis.config_key(other, spec) != analysis.config_key(shp, spec)
+    finally:
+        unregister("shape")

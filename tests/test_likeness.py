@@ -109,6 +109,39 @@ def test_a_script_that_does_not_name_its_file_describes_no_member() -> None:
     assert for_member(globbing, "daily/day_01.csv", "daily/day_07.csv") is None
 
 
+# A member's name as an attacker writes it: a string that closes the literal it is put in.
+ATTACK = (
+    'logs/zz" if print(open("data"+chr(47)+"hr"+chr(47)+"pay.csv").read()) else '
+    '"data"+chr(47)+"logs"+chr(47)+"day_02.csv'
+)
+
+
+def test_a_member_name_enters_the_script_as_a_literal_never_as_code() -> None:
+    code = 'import pandas as pd\npath = "data/logs/day_01.csv"\nprint(pd.read_csv(path))\n'
+    rewritten = for_member(code, "logs/day_01.csv", ATTACK)
+    assert rewritten == code.replace('"data/logs/day_01.csv"', repr(f"data/{ATTACK}"))
+    namespace: dict = {}
+    exec(rewritten.split("\n")[1], namespace)  # the assignment alone: a string, nothing run
+    assert namespace["path"] == f"data/{ATTACK}"
+    parts = "p = os.path.join('data', 'logs', 'day_01.csv')"
+    assert for_member(parts, "logs/day_01.csv", "lo'gs/a\\b\n.csv") == (
+        "p = os.path.join('data', \"lo'gs\", 'a\\\\b\\n.csv')"
+    )
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'print(f"data/logs/day_01.csv")',  # braces in an f-string are code
+        "p = b'data/logs/day_01.csv'",  # a bytes literal holds no quote unescaped
+        "p = 'data/logs/day_01.csv'  # day_01.csv\nprint(f\"{p} data/logs/day_01.csv\")",
+    ],
+)
+def test_a_name_that_cannot_be_written_where_the_path_stood_gets_its_own_call(code) -> None:
+    assert for_member(code, "logs/day_01.csv", ATTACK) is None
+    assert for_member(code, "logs/day_01.csv", "logs/day_02.csv") is not None
+
+
 def test_an_output_naming_the_origin_or_missing_its_columns_does_not_fit() -> None:
     profiles = {
         "daily/day_01.csv": CSV_PROFILE.format(rows=1),
@@ -259,48 +292,80 @@ def test_a_like_file_the_script_fails_on_gets_its_own_call(env, llm, tmp_path):
     assert "File: data/daily/day_003.csv" in files["daily/day_003.csv"]["description"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_member_named_as_code_describes_itself_alone(env, llm, tmp_path):
+    """A like file whose name closes the string it is written into, then reads another
+    file: the name stays a string, the script sees its own file alone, and no description
+    (nor a byte-identical copy's in another lake) holds the other file's rows."""
+    llm.default("analyzer", pandas_script)
+    lake = tmp_path / "lake"
+    (lake / "logs").mkdir(parents=True)
+    (lake / "hr").mkdir()
+    (lake / "hr" / "pay.csv").write_text("name,salary\nalice,SECRET-PAY-93731\n")
+    for name, row in (("day_01.csv", "d1,s1,1.5"), ("day_02.csv", "d2,s2,2.5")):
+        (lake / "logs" / name).write_text(f"day,station,temp\n{row}\n")
+    (lake / ATTACK).write_text("day,station,temp\nd9,s9,9.5\n")
+
+    files = {f["path"]: f for f in describe(lake)["files"]}
+    assert set(files) == {"hr/pay.csv", "logs/day_01.csv", "logs/day_02.csv", ATTACK}
+    for path, file in files.items():
+        if path != "hr/pay.csv":
+            assert "SECRET" not in file["description"], path
+    assert "9.5" in files[ATTACK]["description"] and files[ATTACK]["error"] is None
+    assert not [c for c in llm.calls() if "SECRET" in json.dumps(c["messages"])]
+
+    copy = tmp_path / "copy"
+    (copy / "logs").mkdir(parents=True)
+    (copy / ATTACK).write_bytes((lake / ATTACK).read_bytes())
+    llm.reset().default("analyzer", pandas_script)
+    assert "SECRET" not in json.dumps(describe(copy))
+    assert not [c for c in llm.calls() if "SECRET" in json.dumps(c["messages"])]
+
+
 class SandboxCalls:
     """`Calls` with the real sandbox and no model: like files' scripts never ask one."""
 
     def __init__(self, data_dir: Path, limits: dict) -> None:
-        self.data_dir, self.limits, self.runs = data_dir, limits, 0
+        self.data_dir, self.limits, self.runs = data_dir, limits, []
 
     def ask(self, agent: str, label: str, messages: list) -> str:
         raise AssertionError(f"no model call for like files, got {label}")
 
-    def execute(self, label: str, code: str):
+    def execute(self, label: str, code: str, files=None):
         from dsstar.execution.sandbox import Limits, run_script
 
-        self.runs += 1
-        return run_script(code, data_dir=self.data_dir, limits=Limits(**self.limits))
+        self.runs.append(files)
+        return run_script(code, data_dir=self.data_dir, limits=Limits(**self.limits), files=files)
 
 
-def test_one_sandbox_process_runs_a_batch_and_each_file_fails_alone(tmp_path) -> None:
-    """In a batch, a script that exits hard, raises or hangs on one file costs that file
-    alone its description; the others are described from one sandbox run."""
+def test_each_like_file_runs_alone_over_its_own_file(tmp_path) -> None:
+    """A like file's script sees that file alone under data/: one that reads another file
+    of the lake, exits hard, raises or hangs costs that file alone its description."""
     from dsstar.algorithm.likeness import describe_members
     from dsstar.algorithm.spec import RunSpec
     from dsstar.settings import Settings
 
-    lake = daily_lake(tmp_path / "lake", 6)
+    lake = daily_lake(tmp_path / "lake", 7)
     code = (
         "import os, time, pandas as pd\n"
         "path = 'data/daily/day_001.csv'\n"
+        "if path.endswith('3.csv'): print(open('data/daily/stations.csv').read())\n"
         "if path.endswith('4.csv'): os._exit(3)\n"
         "if path.endswith('5.csv'): raise ValueError('no')\n"
         "if path.endswith('6.csv'): time.sleep(60)\n"
         "df = pd.read_csv(path)\n"
         "print('File:', path, 'Columns:', ', '.join(df.columns), df['temp'].max())\n"
     )
-    profiles = {f"daily/day_00{n}.csv": CSV_PROFILE.format(rows=n) for n in range(1, 7)}
+    profiles = {f"daily/day_00{n}.csv": CSV_PROFILE.format(rows=n) for n in range(1, 8)}
     origin = {
         "path": "daily/day_001.csv",
         "script": code,
         "description": "File: data/daily/day_001.csv Columns: day, station, temp 12.5",
     }
-    files = [{"path": f"daily/day_00{n}.csv", "format": "csv"} for n in range(2, 7)]
-    # The batch's time bound covers the interpreter's start and pandas' import in the sandbox
-    # too: 3 s was passed on a loaded machine before the first file was reported.
+    files = [{"path": f"daily/day_00{n}.csv", "format": "csv"} for n in range(2, 8)]
+    # The time bound covers the interpreter's start and pandas' import in the sandbox too,
+    # which took over 3 s on a loaded machine; only the hanging file waits it out.
     spec = RunSpec.from_settings(
         Settings(model="openai/gpt-4o-mini", exec_timeout=8), "t", str(tmp_path / "s"), lake
     )
@@ -308,14 +373,13 @@ def test_one_sandbox_process_runs_a_batch_and_each_file_fails_alone(tmp_path) ->
     records = describe_members(calls, files, origin, spec, profiles)
     assert [r and r["description"] for r in records] == [
         "File: data/daily/day_002.csv Columns: day, station, temp 22.5",
-        "File: data/daily/day_003.csv Columns: day, station, temp 32.5",
+        None,  # stations.csv is not in its view
         None,
         None,
         None,
+        "File: data/daily/day_007.csv Columns: day, station, temp 72.5",
     ]
-    # The hang used the batch's time too: the batch reported the four files before it, and
-    # the hanging file ran alone (and hung again).
-    assert calls.runs == 2
+    assert calls.runs == [[f["path"]] for f in files]  # one script per file, over that file
     assert records[0]["source"] == "script" and records[0]["script_from"] == "daily/day_001.csv"
 
 

@@ -366,3 +366,33 @@ def test_outside_kills_are_retried_a_bounded_number_of_times_and_never_while_sto
     monkeypatch.setattr(stopping, "requested", lambda: signal.SIGTERM)
     sandbox.run_script("x", data_dir=tmp_path, limits=LIMITS)
     assert len(runs) == 1  # the stop killed it: not run again
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_script_given_files_sees_those_files_alone(data, mode, tmp_path, warm):
+    """A file's analysis sees its own file under data/: not the rest of the lake, not the
+    folder the lake is mounted from, and never a path that leads out of the data."""
+    (data / "sub" / "secret.csv").write_text("name,pay\nalice,SECRET-PAY-1\n")
+    code = (
+        "import os\n"
+        "for top in ('data', '/.data'):\n"
+        "    for folder, _, names in os.walk(top):\n"
+        "        for name in names:\n"
+        "            path = os.path.join(folder, name)\n"
+        "            try:\n"
+        "                print(path, open(path, errors='replace').read().strip())\n"
+        "            except OSError as exc:\n"
+        "                print(path, 'refused', type(exc).__name__)\n"
+        "open('data/sub/notes.txt', 'w')\n"
+    )
+    limits = Limits(**{**vars(LIMITS), "warm": warm})
+    wanted = ["sub/notes.txt", "../data/table.csv", "/etc/hosts", "sub/missing.csv"]
+    result = run_script(
+        code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path, files=wanted
+    )
+    assert "data/sub/notes.txt hello" in result.output, result.output
+    if mode != "none":  # read-only (mode none may keep root's uid, which no mode bars)
+        assert not result.ok and "Read-only file system" in result.output, result.output
+    assert "SECRET" not in result.output and "table.csv" not in result.output
+    assert "localhost" not in result.output and "missing" not in result.output
+    assert (data / "sub" / "notes.txt").read_text() == "hello"

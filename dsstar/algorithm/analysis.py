@@ -5,7 +5,8 @@ is repaired from its tracebacks alone. When every attempt fails, the built-in pr
 description stands in, marked as such. Each description goes into the catalog at once, keyed
 by the file's content and by everything else that makes it (`config_key`), so a run stopped
 half-way keeps every finished description and no later run pays for it again. Of like files,
-one is analyzed and its script describes the others (`dsstar.algorithm.likeness`).
+one is analyzed and its script describes the others (`dsstar.algorithm.likeness`). Every
+script of a file's analysis sees that file alone under `data/` (`dsstar.algorithm.scope`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dsstar.algorithm import agents
 from dsstar.algorithm.likeness import Plan, plan_analysis
 from dsstar.algorithm.repair import run_with_repair
 from dsstar.algorithm.runtime import Calls
+from dsstar.algorithm.scope import Scoped, own_files
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.catalog import Catalog, save_analysis
 from dsstar.data.profiler import ProfileLimits, profile_files
@@ -37,6 +39,9 @@ __all__ = [
 ]
 
 ERROR_CHARS = 2000  # of a failed analysis's output, kept with its record
+# Descriptions made while an analyzer's script saw the whole lake may hold other files' rows:
+# a key of its own makes every file described afresh, from itself alone.
+_SCOPE = "own file"
 
 
 def _request(file: dict[str, Any]) -> list[dict[str, str]]:
@@ -47,18 +52,23 @@ def config_key(file: dict[str, Any], spec: RunSpec) -> str:
     """What, besides the file's content, makes its analysis: path, prompt, models and limits,
     but not the run: every run over an unchanged file reuses the first description. Only
     what changes a reply counts (model, temperature): a moved gateway or a longer timeout
-    does not make a description stale."""
+    does not make a description stale. The files a format needs besides the file (their
+    paths and content) count too: its script reads them."""
     models = {
         name: (spec.llm[name]["model"], spec.llm[name].get("temperature"))
         for name in ("analyzer", "debugger", "summarizer")
     }
-    return digest(file["path"], _request(file), models, spec.limits)
+    needs = [list(pair) for pair in file.get("needs") or ()]
+    return digest(
+        file["path"], _request(file), models, spec.limits, _SCOPE, *([needs] if needs else [])
+    )
 
 
 def analyze_file(calls: Calls, file: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
     """Describe one file (see the module's docstring); returns its catalog record. `calls`
     must run scripts without keeping figures: an analyzer prints, any chart it saves is
-    dropped."""
+    dropped. Its scripts, the debugger's included, see `file` alone under `data/`."""
+    calls = Scoped(calls, own_files(file))
     sandbox_path = f"data/{file['path']}"
     code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", _request(file)))
     script = run_with_repair(

@@ -3,23 +3,29 @@ the others (`dsstar.data.shapes`), run in the sandbox with no model call.
 
 The analyzer writes the path it was given into its script, in whatever form (a literal,
 `os.path.join` parts, `Path("data/x") / "y.csv"`). A member's script is that script with
-every form of the origin's path rewritten to the member's; it runs over the same `data/`
-view as every script. The member is described by it only when the run succeeds, prints
-something, never names the origin (a script that globs or lists its folder could describe
-another file), and names the columns the origin's output named; otherwise the member gets
-its own analyzer call. A script that does not name its file at all describes no member.
+every form of the origin's path rewritten to the member's, inside its string literals only
+(`for_member`); it runs alone in the sandbox and sees only the member under `data/`, as the
+analyzer's script sees only its own file (`dsstar.algorithm.scope`). The member is described
+by it only when the run succeeds, prints something, never names the origin (a script that
+globs or lists its folder could describe another file), and names the columns the origin's
+output named; otherwise the member gets its own analyzer call. A script that does not name
+its file at all describes no member, nor does one whose member path cannot be written as a
+literal where the origin's stood.
 """
 
 from __future__ import annotations
 
-import json
+import ast
+import io
 import re
+import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from dsstar.algorithm import member_runner
 from dsstar.algorithm.runtime import Calls
+from dsstar.algorithm.scope import own_files
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.catalog import Catalog
 from dsstar.data.profiler import ProfileLimits, failure, profile_files
@@ -37,8 +43,7 @@ __all__ = [
     "shares_script",
 ]
 
-MAX_BATCH = 64  # like files whose scripts run in one sandbox process, at most
-_RUNNER_SOURCE = Path(member_runner.__file__).read_text(encoding="utf-8")
+MAX_BATCH = 64  # like files described by one task, at most
 
 
 @dataclass
@@ -131,7 +136,13 @@ def for_member(code: str, origin: str, member: str) -> str | None:
     """The origin's script with every form of its path rewritten to the member's: each run
     of two or more path parts (`data/x/y.csv`, `data/x`, `y/day_01.csv`), the file name, and
     each other differing part as a string literal (`os.path.join("data", "x", ...)`); None
-    when the script does not name its file, so that it cannot be told to read another."""
+    when the script does not name its file, so that it cannot be told to read another.
+
+    Only string literals are rewritten, each as a literal again: kept as written when the
+    new text needs no escape, else `repr` of its value. An f-string or bytes literal holds
+    the member's path only when it needs no escape there; else, and whenever the rewritten
+    script is not the origin's with other strings, None: the member's name never becomes
+    code, and the member gets its own analyzer call."""
     if origin == member:
         return code
     # Scripts see the files under data/: `data/x` is a run of parts as much as `x/y.csv`.
@@ -141,15 +152,90 @@ def for_member(code: str, origin: str, member: str) -> str | None:
     n = len(old)
     runs = [(i, j) for i in range(n) for j in range(i + 2, n + 1)] + [(n - 1, n)]
     swaps = {"/".join(old[i:j]): "/".join(new[i:j]) for i, j in runs}
-    for before, after in zip(old[:-1], new[:-1], strict=True):
-        for quote in "'\"":
-            swaps[f"{quote}{before}{quote}"] = f"{quote}{after}{quote}"
     swaps = {before: after for before, after in swaps.items() if before != after}
+    parts = {b: a for b, a in zip(old[:-1], new[:-1], strict=True) if b != a}
+    added = [a for b, a in zip(old, new, strict=True) if b != a]
     # One pass, the longest form first: a rewritten path is never rewritten again.
-    pattern = "|".join(
-        re.escape(b) if b[0] in "'\"" else _token(b) for b in sorted(swaps, key=len, reverse=True)
-    )
-    return re.sub(pattern, lambda m: swaps[m.group(0)], code) if swaps else code
+    pattern = re.compile("|".join(_token(b) for b in sorted(swaps, key=len, reverse=True)))
+    rewrite = _Rewrite(lambda text: pattern.sub(lambda m: swaps[m.group(0)], text), parts, added)
+    try:
+        rewritten = rewrite.script(code)
+        same = rewritten is not None and _skeleton(rewritten) == _skeleton(code)
+    except (SyntaxError, ValueError, tokenize.TokenError):
+        return None
+    return rewritten if same else None
+
+
+@dataclass
+class _Rewrite:
+    """The rewriting of one script's string literals (see `for_member`)."""
+
+    swap: Callable[[str], str]  # the path forms in a text, rewritten
+    parts: dict[str, str]  # a literal that is one differing path part -> the member's part
+    added: list[str]  # the member's path parts that differ from the origin's
+
+    def script(self, code: str) -> str | None:
+        starts = [0]
+        for line in code.splitlines(keepends=True):
+            starts.append(starts[-1] + len(line))
+        edits = []
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.STRING:
+                text = self.literal(tok.string)
+            elif tok.type == _FSTRING_MIDDLE:  # Python 3.12 splits f-strings into tokens
+                text = self.in_place(tok.string, ascii_only=False)
+            else:
+                continue
+            if text is None:
+                return None
+            if text != tok.string:
+                edits.append((starts[tok.start[0] - 1] + tok.start[1], len(tok.string), text))
+        for at, length, text in reversed(edits):
+            code = code[:at] + text + code[at + length :]
+        return code
+
+    def literal(self, token: str) -> str | None:
+        """A string literal rewritten: a literal of the new value."""
+        prefix = token[: len(token) - len(token.lstrip("rRuUbBfF"))]
+        if set(prefix.lower()) & {"f", "b"}:  # code between braces, or bytes: edited in place
+            return self.in_place(token, ascii_only="b" in prefix.lower())
+        value = ast.literal_eval(token)
+        changed = self.parts.get(value) or self.swap(value)
+        if changed == value:
+            return token
+        if not _plain(changed, ascii_only=False):
+            return repr(changed)
+        body = token[len(prefix) :]
+        quote = body[:3] if body[:3] in ('"""', "'''") else body[0]
+        return f"{prefix}{quote}{changed}{quote}"  # as the script wrote it: no escape is due
+
+    def in_place(self, text: str, *, ascii_only: bool) -> str | None:
+        """`text` with the paths rewritten where they stand; None when the member's parts
+        would need an escape there."""
+        changed = self.swap(text)
+        if changed == text or all(_plain(a, ascii_only=ascii_only) for a in self.added):
+            return changed
+        return None
+
+
+_FSTRING_MIDDLE = getattr(tokenize, "FSTRING_MIDDLE", -1)
+_ESCAPED = frozenset("'\"\\{}")
+
+
+def _plain(text: str, *, ascii_only: bool) -> bool:
+    """Whether `text` reads as itself inside any string literal: no quote, backslash,
+    brace, line break or other unprintable character."""
+    return text.isprintable() and not _ESCAPED & set(text) and (text.isascii() or not ascii_only)
+
+
+def _skeleton(code: str) -> str:
+    """The script's syntax tree with every string's value left out: two scripts that differ
+    only in what their strings hold have the same skeleton."""
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+            node.value, node.kind = type(node.value)(), None
+    return ast.dump(tree)
 
 
 def _fits(output: str, origin: dict[str, Any], member: str, profiles: dict[str, str]) -> bool:
@@ -175,57 +261,28 @@ def describe_members(
     profiles: dict[str, str],
 ) -> list[dict[str, Any] | None]:
     """The catalog record of each of `files` described by `origin`'s script, with no model
-    call; None for a file the script does not fit (see the module's docstring). The scripts
-    run in one sandbox process, each in a child of its own (`member_runner`); a file whose
-    report is missing (the batch was cut short) or cut runs alone, as any script does."""
-    codes = {f["path"]: for_member(origin["script"], origin["path"], f["path"]) for f in files}
-    jobs = [(path, code) for path, code in codes.items() if code is not None]
-    reports = _run_batch(calls, jobs, origin["path"], spec) if len(jobs) > 1 else {}
+    call; None for a file the script does not fit (see the module's docstring). Each
+    file's script runs alone, over that file alone: what one prints is its own file's."""
     records: list[dict[str, Any] | None] = []
     for file in files:
-        code, report = codes[file["path"]], reports.get(file["path"])
+        code = for_member(origin["script"], origin["path"], file["path"])
         if code is None:
             records.append(None)
             continue
-        if report is None:
-            result = calls.execute(f"analysis {file['path']} (script of {origin['path']})", code)
-            report = {"status": 0 if result.ok else 1, "output": result.output}
-        output = report["output"].strip()
-        fits = report["status"] == 0 and output and _fits(output, origin, file["path"], profiles)
+        label = f"analysis {file['path']} (script of {origin['path']})"
+        result = calls.execute(label, code, files=own_files(file))
+        output = result.output.strip()
+        fits = result.ok and output and _fits(output, origin, file["path"], profiles)
         records.append(_record(file, origin, code, output, spec) if fits else None)
     return records
 
 
 def batch_size(origin: dict[str, Any], spec: RunSpec) -> int:
-    """How many like files of `origin` run in one sandbox process: as many as fit in one
-    script's output (`output_bytes`) if each prints twice what the origin printed, quoted
-    as JSON, and at most `MAX_BATCH`."""
+    """How many like files of `origin` one task describes: as many as fit in one script's
+    output (`output_bytes`) if each prints twice what the origin printed, quoted as JSON,
+    and at most `MAX_BATCH`; so a task's result stays small."""
     each = 3 * (2 * len(origin.get("description") or "") + 500)
     return max(1, min(MAX_BATCH, spec.limits["output_bytes"] // each))
-
-
-def _run_batch(
-    calls: Calls, jobs: list[tuple[str, str]], origin: str, spec: RunSpec
-) -> dict[str, dict[str, Any]]:
-    """path -> {"status", "output"} of each job the batch reported whole."""
-    cap = max(1000, spec.limits["output_bytes"] // (3 * len(jobs)))
-    script = (
-        _RUNNER_SOURCE
-        + f"\nmain(json.loads({json.dumps(jobs)!r}), {float(spec.limits['timeout_s'])}, {cap})\n"
-    )
-    result = calls.execute(f"analysis of {len(jobs)} like files (script of {origin})", script)
-    wanted, reports = {path for path, _ in jobs}, {}
-    for line in result.output.splitlines():
-        if not line.startswith(member_runner.MARK):
-            continue
-        try:
-            report = json.loads(line[len(member_runner.MARK) :])
-        except ValueError:
-            continue
-        path = report.get("path") if isinstance(report, dict) else None
-        if path in wanted and path not in reports and not report.get("truncated"):
-            reports[path] = {"status": report.get("status"), "output": str(report.get("output"))}
-    return reports
 
 
 def _record(

@@ -10,7 +10,7 @@ flow's do, so either runtime finds what the other described; like files are each
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,11 +74,13 @@ class LocalRuntime:
         self.replies.append({"agent": agent, "label": label, **reply.to_dict()})
         return reply.text
 
-    def execute(self, label: str, code: str) -> ExecResult:
+    def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         self.labels.append(label)
-        return self._run(code, self.spec.limits)
+        return self._run(code, self.spec.limits, files)
 
-    def _run(self, code: str, limits: dict[str, Any]) -> ExecResult:
+    def _run(
+        self, code: str, limits: dict[str, Any], files: Sequence[str] | None = None
+    ) -> ExecResult:
         work_dir = self.spec.work_dir
         return run_script(
             code,
@@ -86,6 +88,7 @@ class LocalRuntime:
             limits=Limits(**limits),
             mode=self.spec.sandbox,
             work_root=Path(work_dir) if work_dir else None,
+            files=files,
         )
 
     # -- steps 0 to 2 ------------------------------------------------------------------------
@@ -148,6 +151,6 @@ class _WithoutFigures:
     def ask(self, agent: str, label: str, messages: list[Message]) -> str:
         return self.runtime.ask(agent, label, messages)
 
-    def execute(self, label: str, code: str) -> ExecResult:
+    def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         self.runtime.labels.append(label)
-        return self.runtime._run(code, {**self.runtime.spec.limits, "figures": 0})
+        return self.runtime._run(code, {**self.runtime.spec.limits, "figures": 0}, files)

@@ -7,6 +7,7 @@ process, without Prefect. Nothing here imports Prefect.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,8 +32,9 @@ class Calls(Protocol):
         "planner r01"): a runtime that caches keys its cache on it."""
         ...
 
-    def execute(self, label: str, code: str) -> ExecResult:
-        """Run `code` in the sandbox with the data files under `data/`."""
+    def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
+        """Run `code` in the sandbox with the data files under `data/`: all of them, or only
+        `files` (paths relative to the data root; see `dsstar.algorithm.scope`)."""
         ...
 
 

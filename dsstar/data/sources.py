@@ -11,13 +11,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from fsspec.core import url_to_fs
 
+from dsstar.data.formats import by_name
 from dsstar.data.lake import ArchiveLimits, DataRoot, Skipped, build_view
 from dsstar.data.lake.archives import sha256_of
 from dsstar.data.profiler import detect_format
@@ -44,6 +45,8 @@ class DataFile:
     size: int
     format: str
     sha256: str
+    # (path, sha256) of the files its format says a reader opens with it (`Format.needs`)
+    needs: tuple[tuple[str, str], ...] = ()
 
     @property
     def sandbox_path(self) -> str:
@@ -54,6 +57,20 @@ class DataFile:
 def _identify(path: Path, relative: str) -> tuple[str, str]:
     """A file's sha256 and format, read from the file itself."""
     return sha256_of(path), detect_format(str(path))
+
+
+def _with_needs(files: list[DataFile]) -> list[DataFile]:
+    """Each file with the files of the lake its format says a reader opens with it."""
+    hashes = {f.path: f.sha256 for f in files}
+    found = []
+    for file in files:
+        fmt = by_name(file.format)
+        wanted = fmt.needs(file.path) if fmt is not None and fmt.needs is not None else ()
+        needs = tuple(
+            (p, hashes[p]) for p in dict.fromkeys(wanted) if p in hashes and p != file.path
+        )
+        found.append(replace(file, needs=needs) if needs else file)
+    return found
 
 
 class DataSource:
@@ -125,7 +142,7 @@ class DataSource:
             files.append(DataFile(path=relative, size=p.stat().st_size, format=found, sha256=sha))
         if not files:
             raise DataError(f"no files found under {self.url}{_skipped_reasons(self.skipped)}")
-        return files
+        return _with_needs(files)
 
     def skipped_records(self) -> list[dict[str, Any]]:
         """The skipped entries in the shape of `describe --json` files, error stated."""

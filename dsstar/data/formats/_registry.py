@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,6 +57,10 @@ class Format:
     # (path, rows) -> [(table name or None, pandas frame)]; None: no data contract.
     tables: Ref | None = None
     document: bool = False  # documentation: its own text goes whole into the prompts
+    # (path relative to the data root) -> the paths of the files a reader opens with it (a
+    # shapefile's .shx and .dbf): those in the lake are all a file's analysis sees besides
+    # the file itself. None: the file alone.
+    needs: Callable[[str], Iterable[str]] | None = None
     origin: str | None = field(default=None, compare=False)  # the module that registered it
 
     @property

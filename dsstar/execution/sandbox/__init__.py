@@ -1,11 +1,12 @@
 """Run untrusted, LLM-written Python scripts in a sandbox.
 
 Each script gets a fresh working directory (a tmpfs capped with /tmp at `disk_mb`) with the
-input files read-only under `data/`, an allowlisted environment, a minimal /etc, no network,
-and runs as a dedicated unprivileged host uid with caps on processes, tree memory, CPU, wall
-time and output. Modes are backends in one table (modes.py): `bwrap` and `unshare` isolate
-(same layout, same guarantees); `none` keeps only the limits, the environment and the uid, and
-is used only when asked for. `register` adds a backend (see backends.Backend).
+input files read-only under `data/` (all of them, or only those it is given: `files`), an
+allowlisted environment, a minimal /etc, no network, and runs as a dedicated unprivileged
+host uid with caps on processes, tree memory, CPU, wall time and output. Modes are backends
+in one table (modes.py): `bwrap` and `unshare` isolate (same layout, same guarantees); `none`
+keeps only the limits, the environment and the uid, and is used only when asked for.
+`register` adds a backend (see backends.Backend).
 
 Scripts start warm (forked from a pool interpreter with pandas imported, see pool.py) when
 they can, else cold; both give the same result.
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from dsstar.execution import stopping
@@ -68,27 +71,38 @@ def run_script(
     limits: Limits,
     mode: str = "auto",
     work_root: Path | None = None,
+    files: Sequence[str] | None = None,
     outside_retries: int = OUTSIDE_RETRIES,
 ) -> ExecResult:
-    """Run `code` as a script with `data_dir` mounted read-only at `data/`. A script killed
-    from outside (`ExecResult.killed_outside`) runs again, up to `outside_retries` times,
-    unless this process is stopping: the kill was not the script's doing."""
+    """Run `code` as a script with `data_dir` mounted read-only at `data/`; with `files`
+    (paths relative to `data_dir`), only those files appear under `data/`, and nothing
+    else of `data_dir` can be read (in a mode that isolates): a file's description is made
+    from that file alone. A path that leads out of `data_dir` is left out.
+
+    A script killed from outside (`ExecResult.killed_outside`) runs again, up to
+    `outside_retries` times, unless this process is stopping: the kill was not its doing."""
     for _ in range(outside_retries):
-        done = _run_once(code, data_dir, limits, mode, work_root)
+        done = _run_once(code, data_dir, limits, mode, work_root, files)
         if not done.killed_outside or stopping.requested():
             return done
         log.warning("a script was killed from outside the sandbox's limits: running it again")
-    return _run_once(code, data_dir, limits, mode, work_root)
+    return _run_once(code, data_dir, limits, mode, work_root, files)
 
 
 def _run_once(
-    code: str, data_dir: Path, limits: Limits, mode: str, work_root: Path | None
+    code: str,
+    data_dir: Path,
+    limits: Limits,
+    mode: str,
+    work_root: Path | None,
+    files: Sequence[str] | None,
 ) -> ExecResult:
     mode = resolve_mode(mode)
     isolated = backend(mode).isolates
     sweep_once(work_root)
     data_dir = Path(data_dir).resolve()
     code = code.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be run
+    only = None if files is None else list(files)
     with uid_slot() as uid:
         if uid is not None and isolated:
             data_dir = readable_data(data_dir, work_root)
@@ -96,11 +110,11 @@ def _run_once(
         if limits.warm:
             zygote, note = pool.get(mode, data_dir, work_root)
             if zygote is not None:
-                warm = zygote.run(code, uid, limits)
+                warm = zygote.run(code, uid, limits, only)
                 if warm is not None:
                     return warm
                 note = zygote.failure
-        return _cold(code, data_dir, limits, mode, isolated, work_root, uid, note)
+        return _cold(code, data_dir, limits, mode, isolated, work_root, uid, note, only)
 
 
 def _cold(
@@ -112,6 +126,7 @@ def _cold(
     work_root: Path | None,
     uid: int | None,
     note: str,
+    files: list[str] | None,
 ) -> ExecResult:
     """A fresh interpreter for one script, in fresh namespaces when the backend isolates."""
     stage = new_dir("exec", work_root)
@@ -120,11 +135,13 @@ def _cold(
         (stage / "script.py").write_text(code, encoding="utf-8")
         write_etc(stage, uid_range())
         spec = {"role": "cold", "uid": uid, "limits": limits.boot(), "status_fd": pipes[2][1]}
+        if files is not None:
+            spec["files"] = files
         cwd, env = None, environment("/sandbox", "/tmp")
         if not isolated:
             uid = uid if interpreter_reachable() else None
             spec["uid"] = uid
-            cwd = _plain_workdir(stage, code, data_dir, work_root, uid)
+            cwd = _plain_workdir(stage, code, data_dir, work_root, uid, files)
             spec["workdir"] = str(cwd)
             env = environment(str(cwd), str(cwd))
         proc = pool.spawn(boot_argv(mode, stage, data_dir, spec), pipes, env, cwd)
@@ -142,19 +159,52 @@ def _cold(
 
 
 def _plain_workdir(
-    stage: Path, code: str, data_dir: Path, work_root: Path | None, uid: int | None
+    stage: Path,
+    code: str,
+    data_dir: Path,
+    work_root: Path | None,
+    uid: int | None,
+    files: list[str] | None,
 ) -> Path:
     """A backend that does not isolate: a host folder owned by the script's uid, data as a
-    read-only copy."""
+    read-only copy (of `files` alone when given; such a backend confines no read, so this
+    only keeps data/ as it is in the other modes)."""
     workdir = stage / "work"
     workdir.mkdir()
     (workdir / "script.py").write_text(code, encoding="utf-8")
-    (workdir / "data").symlink_to(readonly_copy(data_dir, work_root))
+    copy = readonly_copy(data_dir, work_root)
+    if files is None:
+        (workdir / "data").symlink_to(copy)
+    else:
+        _link_files(copy, workdir / "data", files)
     if uid is not None:
         stage.chmod(0o755)
         for path in (workdir, workdir / "script.py"):
             os.chown(path, uid, uid)
     return workdir
+
+
+def _link_files(copy: Path, target: Path, files: list[str]) -> None:
+    """`files` of the read-only copy under `target`, linked (copied across filesystems); a
+    path that leads out of the copy, or is not a file there, is left out."""
+    target.mkdir(mode=0o755)
+    root = copy.resolve()
+    for path in files:
+        source = (root / path).resolve()
+        if Path(path).is_absolute() or root not in source.parents or not source.is_file():
+            continue
+        entry = target / path
+        if entry.exists():
+            continue
+        entry.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        try:
+            os.link(source, entry)
+        except OSError:
+            shutil.copyfile(source, entry)
+            entry.chmod(0o444)
+    for folder in sorted((p for p in target.rglob("*") if p.is_dir()), reverse=True):
+        folder.chmod(0o555)
+    target.chmod(0o555)
 
 
 def _kill(uid: int | None, proc) -> None:  # type: ignore[no-untyped-def]

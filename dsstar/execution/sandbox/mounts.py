@@ -17,7 +17,7 @@ WORK, SCRIPT = "/sandbox", "/sandbox/script.py"
 
 
 def _c(value):
-    return None if value is None else value.encode()
+    return None if value is None else os.fsencode(value)  # a file name may not be UTF-8
 
 
 def _check(ret, what):
@@ -97,11 +97,34 @@ def prepare_workdir(spec, code):
     bind("/.scratch/shm", "/dev/shm", readonly=False)
     _check(LIBC.umount2(b"/.scratch", MNT_DETACH), "umount scratch")
     os.mkdir(WORK + "/data", 0o755)  # owned by root: the script cannot replace it
-    bind("/.data", WORK + "/data")
+    if spec.get("files") is None:
+        bind("/.data", WORK + "/data")
+    else:
+        bind_files(spec["files"])
     with open(SCRIPT, "w", encoding="utf-8", errors="surrogatepass") as handle:
         handle.write(code)
     if uid is not None:
         os.chown(SCRIPT, uid, uid)
+
+
+def bind_files(paths):
+    """Only `paths` (relative to the data root) under data/, each read-only; then the data
+    root is covered with an empty folder, so the script finds no other file of the lake. A
+    path that leads out of the data root, or is not a file there, is left out."""
+    root = "/.data"
+    for path in paths:
+        if os.path.isabs(path) or os.path.normpath(path) != path or path.startswith(".."):
+            continue
+        source = os.path.realpath(os.path.join(root, path))
+        target = os.path.join(WORK, "data", path)
+        if not source.startswith(root + "/") or not os.path.isfile(source):
+            continue
+        if os.path.lexists(target):
+            continue
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        open(target, "a").close()
+        bind(source, target)
+    mount("tmpfs", root, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0555")
 
 
 def _python_under_tmp():

@@ -147,10 +147,16 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None and not self.failure
 
-    def run(self, code: str, uid: int | None, limits: Limits) -> ExecResult | None:
-        """Run one script in a fresh child; None when the pool failed before it started."""
+    def run(
+        self, code: str, uid: int | None, limits: Limits, files: list[str] | None = None
+    ) -> ExecResult | None:
+        """Run one script in a fresh child (with only `files` of the data, when given);
+        None when the pool failed before it started."""
         pipes = [os.pipe() for _ in range(3)]
-        body = json.dumps({"code": code, "spec": {"uid": uid, "limits": limits.boot()}})
+        spec: dict = {"uid": uid, "limits": limits.boot()}
+        if files is not None:
+            spec["files"] = files
+        body = json.dumps({"code": code, "spec": spec})
         try:
             with self.lock:
                 fds = array.array("i", [w for _, w in pipes])

@@ -259,16 +259,25 @@ def pytest_terminal_summary(terminalreporter):
                     terminalreporter.write_line(str(value))
 
 
+# The longest files, collected first so that with `--dist loadfile --no-loadscope-reorder`
+# each starts at once on a worker of its own instead of last, after every other file.
+LONGEST_FIRST = (
+    "test_soak_temporary.py",
+    "test_soak_sqlite.py",
+    "test_soak_postgres.py",
+    "test_container.py",
+    "test_workers.py",
+    "test_bench_run.py",
+    "test_fuzz_replies.py",
+    "test_deployments.py",
+    "test_alerts.py",
+)
+
+
 def pytest_collection_modifyitems(items):
-    """The chaos soaks (tests/test_soak_*.py, one long test each) first, then the container
-    tests (whose image build is long), so that with `--dist loadfile --no-loadscope-reorder`
-    each starts at once on a worker of its own instead of last, after every other file."""
-    items.sort(
-        key=lambda item: (
-            not item.path.name.startswith("test_soak_"),
-            item.path.name != "test_container.py",
-        )
-    )
+    """The longest files first (LONGEST_FIRST), in that order, then the rest as collected."""
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def _utf8(text: str) -> str:

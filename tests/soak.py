@@ -36,15 +36,17 @@ from scenarios import FINAL_ONLY_ANSWER, JOIN, answered, asked, describe_script,
 
 from tasks.slots import RATE_NAME
 
-SLOW = "import time\ntime.sleep(8)\n"  # killed at most 3 s in; a resumed run waits it out
+SLOW = "import time\ntime.sleep(5)\n"  # killed at most 3 s in; a resumed run waits it out
 FAILING = "raise RuntimeError('the first try at the script fails')\n"
 
 # What each backend plays, in this order but for the middle events, which are shuffled: the
 # first run starts on a fresh home, the last one checks that the home still serves.
 EVENTS = {
+    # A failing script and a failed run take no slot on a private server: the two long-lived
+    # servers play them.
     "temporary-server": [
-        "verified", "kill-server", "failing-script", "sigint-llm", "kill-script",
-        "failed-run", "kill-analysis", "concurrent", "verified",
+        "verified", "kill-server", "sigint-llm", "kill-script", "kill-analysis", "concurrent",
+        "verified",
     ],
     "sqlite-server": [
         "verified", "kill-llm", "sigterm-script", "failing-script", "concurrent",
@@ -74,7 +76,7 @@ class Soak:
     llm: FakeLLM
     env: dict[str, str]
     data: Path
-    rng: random.Random
+    rng: random.Random = field(default_factory=random.Random)  # the strike's moment
     kinds: dict[str, str] = field(default_factory=dict)  # run id -> its event
     armed: set[str] = field(default_factory=set)  # run ids whose trap has not fired yet
     planner_at: dict[str, list[float]] = field(default_factory=dict)  # run id -> times
@@ -163,7 +165,7 @@ class Soak:
         proc, started = self.start(run_id, kind)
         if kind in KILLS:
             assert self.fired[run_id].wait(180), f"{kind}: the trap never fired"
-            # Anywhere in the held reply (3 s) or the script's sleep (8 s), past its start.
+            # Anywhere in the held reply (3 s) or the script's sleep (5 s), past its start.
             time.sleep(
                 self.rng.uniform(0.2, 2.5) if kind.endswith("-llm") else self.rng.uniform(1, 3)
             )

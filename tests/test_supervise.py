@@ -75,6 +75,8 @@ def test_the_soaks_together_play_every_kind_of_kill_on_each_kind_of_backend():
     played = {kind for events in EVENTS.values() for kind in events}
     assert KILLS <= played
     for mode, events in EVENTS.items():
-        assert {"failing-script", "failed-run", "concurrent"} <= set(events), mode
+        assert "concurrent" in events, mode
+        if mode != "temporary-server":
+            assert {"failing-script", "failed-run"} <= set(events), mode
         assert any(k.endswith("-llm") or k == "kill-server" for k in events), mode
         assert any(k.endswith("-script") for k in events), mode

@@ -4,7 +4,6 @@ flow run started from parameters (the Prefect UI, the API) still does all three 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -101,17 +100,6 @@ def test_describe_offline_gives_typed_descriptions(env, sales):
         files["orders_2024.csv"].format == "csv"
         and "region_code" in files["orders_2024.csv"].description
     )
-
-
-def test_a_cli_run_probes_the_model_once(env, llm, sales, counted):
-    always_first_time(llm)
-    done = subprocess.run(
-        [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "-q", QUESTION, "--json"],
-        capture_output=True, text=True, timeout=300, env=os.environ.copy(),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["answer"] == ANSWER
-    assert counted["probe"] == 1  # the preflight ran once: in the CLI, not again in the flow
 
 
 def test_a_flow_run_from_parameters_checks_everything_itself(env, llm, sales, counted):

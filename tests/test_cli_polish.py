@@ -136,7 +136,8 @@ def test_progress_lines_in_a_log_and_the_runs_show_report(env, llm, tmp_path, sa
     two_rounds(llm)
     done = dsstar_cli("run", "--data", str(data), "--question", QUESTION)  # stderr: a pipe
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ANSWER
+    assert done.stdout.strip() == ANSWER  # the answer alone on stdout, the rest on stderr
+    assert "verified" in done.stderr and "artifacts:" in done.stderr
     lines = done.stderr.splitlines()
     files = sum(1 for path in data.rglob("*") if path.is_file())
     assert any(line.startswith(f"analyzing {files} files") for line in lines), done.stderr

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from fake_llm import Error
-from scenarios import two_rounds
 
 from dsstar.errors import ConfigError
 from dsstar.inputs.preflight import check_keys
@@ -70,13 +69,6 @@ def test_missing_key_for_the_models_provider(env, llm, sales):
     )  # fmt: skip
     refused(other, env, "ANTHROPIC_API_KEY")
     assert llm.requests == []
-
-
-def test_a_local_server_needs_no_key(env, llm, sales):
-    two_rounds(llm)
-    done = run(sales, env=without("DSSTAR_API_KEY", "OPENAI_API_KEY"))  # --api-base from env
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["status"] == "verified"
 
 
 def test_dsstar_api_key_counts_for_any_provider(monkeypatch):

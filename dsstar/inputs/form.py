@@ -262,7 +262,8 @@ RunForm = create_model(
         _unset_or(str),
         Field(
             None,
-            description="Continue or name a run. Unset: derived from the flow run, so a retry"
+            description="Name a new run, or continue a stored one with its own question, data"
+            " and settings (anything else is refused). Unset: derived from the flow run, so a retry"
             " of the flow run resumes it (and finds its finished work).",
         ),
     ),

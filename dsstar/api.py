@@ -10,9 +10,10 @@ max_rounds=, storage=, ...), then `DSSTAR_*` variables, then defaults: as the CL
 What the CLI has no flag for is refused by every function here, with the variable that sets
 it: secrets (api_key, database_url, a URL with a password in it) come from the environment
 only, and the worker's policy (form_allow, data_roots) from the worker's; a run's
-parameters are recorded in Prefect and run.json, so nothing secret may be one. A run started here is
-stored, recorded in the ledger and shown in the Prefect UI like any other; it talks to the
-configured Prefect API, else to a temporary server that lives as long as this process.
+parameters are recorded in Prefect and run.json, so nothing secret may be one. A run
+started here is stored, recorded in the ledger and shown in the Prefect UI like any other;
+it talks to the configured Prefect API, else to a temporary server that lives as long as
+this process.
 
 Errors: bad input, settings the preflight refuses, a rejected key or model and a run id held
 by another run raise the `UsageError` family of `dsstar.errors` (what exits 2 at the CLI).

@@ -7,9 +7,13 @@ notebook or a script.
 
 Settings are keyword arguments named as the fields of `dsstar.settings.Settings` (model=,
 max_rounds=, storage=, ...), then `DSSTAR_*` variables, then defaults: as the CLI's flags.
-Secrets (API keys, the ledger's URL) come from the environment only. A run started here is
-stored, recorded in the ledger and shown in the Prefect UI like any other; it talks to the
-configured Prefect API, else to a temporary server that lives as long as this process.
+What the CLI has no flag for is refused by every function here, with the variable that sets
+it: secrets (api_key, database_url, a URL with a password in it) come from the environment
+only, and the worker's policy (form_allow, data_roots) from the worker's; a run's
+parameters are recorded in Prefect and run.json, so nothing secret may be one. A run
+started here is stored, recorded in the ledger and shown in the Prefect UI like any other;
+it talks to the configured Prefect API, else to a temporary server that lives as long as
+this process.
 
 Errors: bad input, settings the preflight refuses, a rejected key or model and a run id held
 by another run raise the `UsageError` family of `dsstar.errors` (what exits 2 at the CLI).
@@ -21,12 +25,14 @@ The CLI shares `prepare_run` and `run_prepared` with `ask`, and keeps its printi
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -49,8 +55,34 @@ __all__ = [
 ]
 
 Namer = Callable[[str], str]  # a field's name as the user wrote it: a flag, a keyword
+F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _refusing_kept(fn: F) -> F:
+    """Every public function here: what it is given is refused, with the reason and the
+    variable that sets it, when it is a secret or the worker's policy (the run form's
+    check, `dsstar.inputs.form.kept_out`), before anything starts or is recorded."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        from dsstar.inputs.form import refuse_kept
+
+        refuse_kept(kwargs)  # by name first: runs(api_key=...) is told why, not a TypeError
+        given = signature.bind_partial(*args, **kwargs).arguments
+        values: dict[str, Any] = {}
+        for name, value in given.items():
+            if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                values.update(value)
+            else:
+                values[name] = os.fspath(value) if isinstance(value, os.PathLike) else value
+        refuse_kept(values)
+        return fn(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+@_refusing_kept
 def ask(
     question: str,
     data: str | os.PathLike[str],
@@ -79,6 +111,7 @@ def ask(
     return Answer.from_result(result)
 
 
+@_refusing_kept
 def describe(
     data: str | os.PathLike[str], *, offline: bool = False, **settings: Any
 ) -> list[FileDescription]:
@@ -89,6 +122,7 @@ def describe(
     return [FileDescription.from_dict(f) for f in found]
 
 
+@_refusing_kept
 def runs(limit: int = 20, storage: str | None = None) -> list[RunSummary]:
     """The most recent runs under `storage` (default: DSSTAR_STORAGE), newest first, as
     `dsstar runs list` shows them."""
@@ -109,6 +143,7 @@ class PreparedRun:
     settings: Settings
 
 
+@_refusing_kept
 def prepare_run(
     *,
     question: str,
@@ -152,6 +187,7 @@ def prepare_run(
     return PreparedRun(form.model_copy(update={"run_id": form.run_id or new_run_id()}), built)
 
 
+@_refusing_kept
 def run_prepared(
     prepared: PreparedRun, around: Callable[[], AbstractContextManager[Any]] = nullcontext
 ) -> tuple[dict[str, Any], BaseException | None]:
@@ -191,6 +227,7 @@ def failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[
     return run_result(record, store.uri(f"runs/{run_id}"))
 
 
+@_refusing_kept
 def file_descriptions(
     data: str,
     offline: bool = False,
@@ -266,11 +303,12 @@ def _offline_descriptions(data: str, settings: Settings) -> list[dict[str, Any]]
 
 
 def _settings(name: Namer, **values: Any) -> Settings:
-    """Settings from `values` (None: unset), then DSSTAR_* variables, then defaults."""
-    from dsstar.inputs.form import explain
+    """Settings from `values` (None: unset), then DSSTAR_* variables, then defaults; a name
+    that is no run setting is refused, as `ask` refuses it."""
+    from dsstar.inputs.form import RunOptions, explain
 
     try:
-        return Settings(**{k: v for k, v in values.items() if v is not None})
+        return RunOptions(**{k: v for k, v in values.items() if v is not None}).settings()
     except ValidationError as exc:
         raise UsageError(explain(exc, name)) from exc
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +19,7 @@ from dsstar.execution.scratch import owner
 from dsstar.inputs.form import SECRET_FIELDS
 from dsstar.model.ceiling import Ceiling, spent_line
 from dsstar.records.claim import Claim, claim_run
+from dsstar.records.identity import RunIdentity
 from dsstar.records.ledger import Ledger, RunRow, question_key
 from dsstar.records.record import (
     analysis_objects,
@@ -52,12 +54,23 @@ class Run:
     _round_start: tuple[int, float] = field(default_factory=lambda: (0, time.monotonic()))
 
     @classmethod
-    def start(cls, run_id: str, settings: Settings, params: dict[str, Any]) -> Run:
+    def start(
+        cls,
+        run_id: str,
+        settings: Settings,
+        params: dict[str, Any],
+        given: Collection[str] = (),
+    ) -> Run:
+        """Claim `run_id` and store the run's first run.json. `params` are its question,
+        data and guidelines; `given` the names of the settings its form or flags set, which
+        a stored run under the id must have been started with (see records/identity.py)."""
         check_run_id(run_id)
         store = Store(settings.storage)
         store.check()  # an unreachable bucket fails here, before the first LLM call
-        # Before anything is written: a run id in use, or finished, is refused here.
-        claim = claim_run(store, run_id, str(flow_run.id) if flow_run.id else None)
+        # Before anything is written: a run id in use, finished, or another run's is refused.
+        chosen = settings.model_dump(mode="json", include=set(given) - SECRET_FIELDS)
+        identity = RunIdentity.of(params, chosen)
+        claim = claim_run(store, run_id, str(flow_run.id) if flow_run.id else None, identity)
         record = {
             "run_id": run_id,
             **params,

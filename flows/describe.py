@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
+from pydantic import ValidationError
 
 from dsstar.algorithm.analysis import describe_records
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import open_data
+from dsstar.errors import UsageError
+from dsstar.inputs.form import RunOptions, explain
 from dsstar.model.config import require_model
 from dsstar.settings import Settings
 from dsstar.storage import Store, new_run_id
@@ -21,8 +24,13 @@ __all__ = ["describe", "describe_files"]
 @flow(name="ds-star-describe", task_runner=default_task_runner())
 def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Analyze every file under `data` with the analyzer agent. The descriptions land in the
-    same content-keyed cache that runs use, so a later run over these files reuses them."""
-    settings = Settings(**(options or {}))
+    same content-keyed cache that runs use, so a later run over these files reuses them.
+    `options` are run settings by name, checked as a run form's: a secret or the worker's
+    policy is refused (the flow run's parameters are recorded), so is a name that is none."""
+    try:
+        settings = RunOptions.model_validate(options or {}).settings()
+    except ValidationError as exc:
+        raise UsageError(explain(exc)) from exc
     require_model(settings)
     source = open_data(data, settings)
     spec = RunSpec.from_settings(

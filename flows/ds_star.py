@@ -113,6 +113,7 @@ def _checked_run(
         run_id=run_id or default_run_id(),
         settings=settings,
         params={"question": question, "data": where, "guidelines": guidelines},
+        given=set(form.chosen()),
     )
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
     try:

@@ -77,7 +77,7 @@ def test_ask_answers_with_a_typed_answer_stored_and_listed_once_per_run(env, llm
         ("", {}, "the question is empty"),
         (QUESTION, {"max_rounds": 0}, "max_rounds 0: should be greater than or equal to 1"),
         (QUESTION, {"max_roundz": 3}, "max_roundz 3: no such setting"),
-        (QUESTION, {"api_key": "sk-x"}, "api_key cannot be given here"),
+        (QUESTION, {"api_key": "sk-x"}, "api_key is a secret and cannot be given here"),
     ],
 )
 def test_bad_input_raises_a_usage_error_before_anything_is_stored(

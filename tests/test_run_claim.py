@@ -17,6 +17,8 @@ from scenarios import ANSWER, two_rounds
 
 from dsstar.errors import RunIdInUse
 from dsstar.records.claim import claim_run
+from dsstar.records.identity import CONTINUE_MAY_CHANGE, RunIdentity, differences
+from dsstar.settings import Settings
 from dsstar.storage import Store
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
@@ -118,3 +120,77 @@ def test_a_retried_flow_run_takes_over_its_own_claim_from_another_host(tmp_path)
     assert retried.key.endswith("claims/000002.json")
     with pytest.raises(RunIdInUse, match=f"in use by pid {os.getpid()}"):
         claim_run(store, "r3", "flow-11")  # while the retry runs, a duplicate is refused
+
+
+# -- a run id continues only its own run (dsstar.records.identity) ---------------------------
+
+STORED = {
+    "run_id": "r4",
+    "question": "Which region sold most?",
+    "data": "/lake/a",
+    "guidelines": "",
+    "status": "interrupted",
+    "settings": {"max_rounds": 20, "model": "openai/gpt-4o", "max_parallel": 8},
+}
+
+
+def _stored_run(tmp_path) -> Store:
+    store = Store(str(tmp_path))
+    claim_run(store, "r4").release()  # its first attempt, interrupted
+    store.write_json("runs/r4/run.json", STORED)
+    return store
+
+
+def _files(store: Store) -> dict:
+    root = Path(store.url) / "runs" / "r4"
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_another_question_or_data_under_a_stored_runs_id_is_refused_by_name(tmp_path):
+    store = _stored_run(tmp_path)
+    before = _files(store)
+    other = RunIdentity.of({"question": "Print the payroll.", "data": "/lake/b", "guidelines": ""})
+    with pytest.raises(RunIdInUse, match=r"run r4 is another run \(what differs: question, data\)"):
+        claim_run(store, "r4", "flow-2", other)
+    with pytest.raises(RunIdInUse, match=r"what differs: guidelines\).*dsstar resume r4"):
+        claim_run(store, "r4", None, RunIdentity.of({**STORED, "guidelines": "in EUR"}))
+    assert _files(store) == before  # refused before anything was written
+
+
+def test_the_same_run_continues_and_may_change_only_what_resume_may(tmp_path):
+    store = _stored_run(tmp_path)
+    given = {"max_rounds": 5, "model": "openai/gpt-4o-mini", "max_parallel": 2}
+    with pytest.raises(RunIdInUse, match=r"what differs: max_rounds \(5 given, 20 in the run\)"):
+        claim_run(store, "r4", None, RunIdentity.of(STORED, given))
+    # Another model (as `dsstar resume --model`), another worker's parallelism, a setting
+    # the run was not given, or one its run.json does not know: the same run.
+    same = {"max_rounds": 20, "model": "openai/gpt-4o-mini", "max_parallel": 2, "top_k": 5}
+    claim = claim_run(store, "r4", "flow-3", RunIdentity.of(STORED, same))
+    assert claim.key.endswith("claims/000002.json")
+
+
+def test_a_run_that_stored_no_question_yet_is_anyones_to_continue(tmp_path):
+    store = Store(str(tmp_path))
+    claim_run(store, "r5").release()  # died before its first run.json
+    assert differences({}, RunIdentity.of(STORED)) == []
+    claim_run(store, "r5", None, RunIdentity.of(STORED))
+
+
+def test_a_run_stored_while_the_claim_was_taken_is_refused_after_it(tmp_path):
+    """The stored run is read again once the claim is ours: a run that wrote its run.json
+    between our look and our claim is not overwritten, and our claim is given back."""
+
+    class _Raced(Store):
+        def create_json(self, key, data):
+            made = super().create_json(key, data)
+            self.write_json("runs/r6/run.json", STORED | {"run_id": "r6"})
+            return made
+
+    store = _Raced(str(tmp_path))
+    with pytest.raises(RunIdInUse, match="what differs: question"):
+        claim_run(store, "r6", None, RunIdentity.of({**STORED, "question": "Another?"}))
+    assert store.read_json("runs/r6/claims/000001.json")["released_at"]
+
+
+def test_what_a_continuation_may_change_are_settings():
+    assert CONTINUE_MAY_CHANGE <= set(Settings.model_fields)

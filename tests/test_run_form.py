@@ -147,6 +147,8 @@ def test_a_parameter_outside_the_form_is_refused_with_its_reason():
     with pytest.raises(UsageError) as refused:
         refuse_unknown(fields, RunForm)
     said = str(refused.value)
-    assert "api_key is a secret: a run form never carries one" in said
-    assert "data_roots is the worker's policy: only its DSSTAR_DATA_ROOTS sets it" in said
+    assert "api_key is a secret and cannot be given here" in said
+    assert (
+        "data_roots is the worker's policy and cannot be given here: only DSSTAR_DATA_ROOTS" in said
+    )
     assert "max_round is not a field of the RunForm" in said

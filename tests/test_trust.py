@@ -279,7 +279,7 @@ def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
         shadow = "data /etc/shadow (resolved: /etc/shadow) is not under"
         assert shadow in refusals["shadow"].message
         assert "(resolved: /etc/shadow) is not under" in refusals["link"].message
-        assert "api_key is a secret: a run form never carries one" in refusals["secret"].message
+        assert "api_key is a secret and cannot be given here" in refusals["secret"].message
         # Refused before anything ran: no model call anywhere, nothing stored.
         assert attacker.requests == [] and own.requests == []
         assert not list((tmp_path / "storage").glob("runs/*"))

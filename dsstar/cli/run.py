@@ -75,7 +75,11 @@ def run(
         ),
     ] = None,
     run_id: Annotated[
-        str | None, typer.Option(help="Use this run id instead of a generated one.")
+        str | None,
+        typer.Option(
+            help="Use this run id instead of a generated one. A stored run's id continues that"
+            " run, given its own question, data and settings; anything else is refused."
+        ),
     ] = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,

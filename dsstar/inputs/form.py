@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (
     AllowInfNan,
@@ -42,7 +43,9 @@ __all__ = [
     "default_text",
     "explain",
     "form_parameters",
+    "kept_out",
     "options_form",
+    "refuse_kept",
     "refuse_unknown",
 ]
 
@@ -61,21 +64,72 @@ OPTION_FIELDS = tuple(
 )
 
 
-def refuse_unknown(parameters: dict[str, Any], form: type[BaseModel]) -> None:
-    """Refuse parameters that are not fields of `form`, each with its reason: a secret or
-    the worker's policy is never a form's to set, and anything else is a typo. Prefect's own
-    signature check would fail the run with a list of names and no reason."""
+def kept_out(values: Mapping[str, Any]) -> list[str]:
+    """Why each of `values` (a run's parameters or settings, by name) is never given to a
+    run, where it would be recorded (a flow run's parameters in Prefect, run.json): a secret,
+    the worker's policy, or a URL with a password in it. Empty when every value may be given.
+    The one check of the run form, the form flows and every function of the Python API."""
     why = []
-    for name in sorted(set(parameters) - set(form.model_fields)):
+    for name, value in values.items():
         if name in SECRET_FIELDS:
             why.append(
-                f"{name} is a secret: a run form never carries one; the worker's environment"
-                f" holds it (DSSTAR_{name.upper()})"
+                f"{name} is a secret and cannot be given here: a run's parameters are recorded"
+                f" (in Prefect, in run.json); set DSSTAR_{name.upper()} in the environment of"
+                " the process that runs it (for a deployment: the worker's environment)"
             )
         elif name in WORKER_FIELDS:
-            why.append(f"{name} is the worker's policy: only its DSSTAR_{name.upper()} sets it")
-        else:
-            why.append(f"{name} is not a field of the {form.__name__}")
+            why.append(
+                f"{name} is the worker's policy and cannot be given here: only"
+                f" DSSTAR_{name.upper()} in the worker's environment sets it"
+            )
+        elif name not in _FREE_TEXT and _password_in(value):
+            why.append(
+                f"{name} holds a password ({_masked(value)}) and cannot be given here: a run's"
+                " parameters are recorded (in Prefect, in run.json); credentials come from the"
+                " environment of the process that runs it (DSSTAR_API_KEY, AWS_*, a provider's"
+                " own variables)"
+            )
+    return why
+
+
+def refuse_kept(values: Mapping[str, Any]) -> None:
+    """Raise UsageError naming every value of `values` that `kept_out` refuses."""
+    why = kept_out(values)
+    if why:
+        raise UsageError("; ".join(why))
+
+
+# Free text, not a location: a question may quote a URL without handing it to anything.
+_FREE_TEXT = frozenset({"question", "guidelines"})
+
+
+def _password_in(value: Any) -> bool:
+    if not isinstance(value, str) or "@" not in value:
+        return False
+    try:
+        return bool(urlsplit(value.strip()).password)
+    except ValueError:  # not a URL (an unbalanced bracket, a bad port)
+        return False
+
+
+def _masked(url: str) -> str:
+    """`url` with its password replaced by ***, to name it in a message."""
+    parts = urlsplit(url.strip())
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def refuse_unknown(parameters: dict[str, Any], form: type[BaseModel]) -> None:
+    """Refuse parameters that are not fields of `form`, each with its reason: a secret or
+    the worker's policy is never a form's to set (`kept_out`), and anything else is a typo.
+    Prefect's own signature check would fail the run with a list of names and no reason."""
+    unknown = sorted(set(parameters) - set(form.model_fields))
+    why = kept_out({name: parameters[name] for name in unknown})
+    why += [
+        f"{name} is not a field of the {form.__name__}"
+        for name in unknown
+        if name not in SECRET_FIELDS | WORKER_FIELDS
+    ]
     if why:
         raise UsageError("; ".join(why))
 
@@ -144,10 +198,9 @@ class _Options(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_secrets(cls, values: Any) -> Any:
-        kept = SECRET_FIELDS | WORKER_FIELDS
-        if isinstance(values, dict) and kept & set(values):
-            found = ", ".join(sorted(kept & set(values)))
-            raise ValueError(f"{found} cannot be given here: set it in the worker's environment")
+        why = kept_out(values) if isinstance(values, dict) else []
+        if why:
+            raise ValueError("; ".join(why))
         return values
 
 
@@ -228,7 +281,8 @@ RunForm = create_model(
         _unset_or(str),
         Field(
             None,
-            description="Continue or name a run. Unset: derived from the flow run, so a retry"
+            description="Name a new run, or continue a stored one with its own question, data"
+            " and settings (anything else is refused). Unset: derived from the flow run, so a retry"
             " of the flow run resumes it (and finds its finished work).",
         ),
     ),

@@ -16,6 +16,9 @@ the orchestrator runs one attempt of a flow run at a time, so when the flow run 
 (retried after its worker died, see docs/workers.md) the earlier attempt is known to be
 over, though its claim was never released and its host cannot be asked. Another flow run,
 or a command, under the same id is still refused while the holder may live.
+
+A run id continues only its own run (`identity.py`): a claim asked for with another
+question, data or settings than the stored run's is refused, before anything is written.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 from dsstar.errors import RunIdInUse
 from dsstar.execution.scratch import owner
+from dsstar.records.identity import RunIdentity, refuse_other_run
 from dsstar.records.state import FINISHED, liveness
 from dsstar.storage import Store
 
@@ -51,16 +55,17 @@ class Claim:
             self.store.write_json(self.key, {**current, "released_at": _now()})
 
 
-def claim_run(store: Store, run_id: str, flow_run_id: str | None = None) -> Claim:
+def claim_run(
+    store: Store,
+    run_id: str,
+    flow_run_id: str | None = None,
+    identity: RunIdentity | None = None,
+) -> Claim:
     """Claim `run_id` in `store` for this process, or raise RunIdInUse saying who holds it
-    (a live run) or that it has finished."""
+    (a live run), that it has finished, or (given the `identity` of the run to start) that
+    the stored run is another one."""
     prefix = f"runs/{run_id}"
-    record = _read(store, f"{prefix}/run.json") or {}
-    if record.get("status") in FINISHED:
-        raise RunIdInUse(
-            f"run {run_id} has finished ({record['status']}) under {store.uri(prefix)}; a"
-            " finished run is never overwritten: choose another run id"
-        )
+    record = _refuse_stored(store, run_id, identity)
     claims = [n for n in store.listdir(f"{prefix}/claims") if n.endswith(".json")]
     number = 1
     if claims:
@@ -79,7 +84,27 @@ def claim_run(store: Store, run_id: str, flow_run_id: str | None = None) -> Clai
     key = f"{prefix}/claims/{number:06d}.json"
     if not store.create_json(key, mine):  # another run took this number a moment ago
         raise _in_use(run_id, _read(store, key) or {})
-    return Claim(store, key, mine)
+    claim = Claim(store, key, mine)
+    try:  # a run that held the id a moment ago may have finished, or stored its question
+        _refuse_stored(store, run_id, identity)
+    except RunIdInUse:
+        claim.release()
+        raise
+    return claim
+
+
+def _refuse_stored(store: Store, run_id: str, identity: RunIdentity | None) -> dict[str, Any]:
+    """The stored run.json of `run_id` ({} if none); refused when the run has finished, or
+    is not the one `identity` asks for."""
+    prefix = f"runs/{run_id}"
+    record = _read(store, f"{prefix}/run.json") or {}
+    if record.get("status") in FINISHED:
+        raise RunIdInUse(
+            f"run {run_id} has finished ({record['status']}) under {store.uri(prefix)}; a"
+            " finished run is never overwritten: choose another run id"
+        )
+    refuse_other_run(run_id, record, identity)
+    return record
 
 
 def _in_use(run_id: str, held: dict[str, Any]) -> RunIdInUse:

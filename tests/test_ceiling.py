@@ -109,7 +109,7 @@ def test_calls_in_flight_hold_their_bounds_together() -> None:
     really spent leaves room, and the total never passes the ceiling."""
     meter, ceiling = Meter(), Ceiling(max_cost=0.095)
     in_flight, most, refused = [0], [0], []
-    lock = threading.Lock()
+    lock, three = threading.Lock(), threading.Event()
 
     def call(n: int) -> None:
         try:
@@ -117,6 +117,11 @@ def test_calls_in_flight_hold_their_bounds_together() -> None:
                 with lock:
                     in_flight[0] += 1
                     most[0] = max(most[0], in_flight[0])
+                    if in_flight[0] == 3:
+                        three.set()
+                # The first calls stay in flight until three are (a fixed sleep let the first
+                # finish before the third started on a loaded machine).
+                three.wait(timeout=10)
                 time.sleep(0.05)
                 with lock:
                     in_flight[0] -= 1

@@ -42,11 +42,11 @@ FAILING = "raise RuntimeError('the first try at the script fails')\n"
 # What each backend plays, in this order but for the middle events, which are shuffled: the
 # first run starts on a fresh home, the last one checks that the home still serves.
 EVENTS = {
-    # A failing script and a failed run take no slot on a private server: the two long-lived
-    # servers play them.
+    # On a home that an older dsstar left slots counted in (seed_stuck_counts). A failed run
+    # takes no slot on a private server: the two long-lived servers play it.
     "temporary-server": [
-        "verified", "kill-server", "sigint-llm", "kill-script", "kill-analysis", "concurrent",
-        "verified",
+        "verified", "kill-server", "failing-script", "sigint-llm", "kill-script",
+        "kill-analysis", "concurrent", "verified",
     ],
     "sqlite-server": [
         "verified", "kill-llm", "sigterm-script", "failing-script", "concurrent",
@@ -224,6 +224,22 @@ class Soak:
         )
 
 
+def seed_stuck_counts(env: dict[str, str]) -> None:
+    """What a crash under an older dsstar left in the user's Prefect database: dsstar-exec
+    and dsstar-llm counted full, with no lease anywhere."""
+    code = (
+        "from flows.server import ensure_api\n"
+        "s = ensure_api(); s.wait_ready()\n"
+        "from prefect import get_client\n"
+        "from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate as C\n"
+        "with get_client(sync_client=True) as c:\n"
+        "    for name, size in (('dsstar-exec', 2), ('dsstar-llm', 8)):\n"
+        "        c.create_global_concurrency_limit(C(name=name, limit=size, active_slots=size))\n"
+        "s.stop()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+
+
 def runs_left_running(storage: Path) -> list[str]:
     """Run ids whose run.json still says `running`."""
     left = []
@@ -339,6 +355,8 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
         server = start_prefect_server(server_env, port, tmp_path / "server.log")
         env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
     try:
+        if mode == "temporary-server":
+            seed_stuck_counts(env)  # the first run used to wait forever on dsstar-exec
         seed = int(os.environ.get("SOAK_SEED") or random.SystemRandom().randrange(10**6))
         rng = random.Random(seed)
         soak = Soak(llm, env, data, rng)

@@ -1,8 +1,9 @@
 """Runs never wedge on a concurrency slot: not after a crash, not after many runs, not on a
 PREFECT_HOME that older versions left slots counted in. A wait for a slot says who holds
 it and ends with a stated error; `dsstar limits` frees what is held by processes that are
-gone. The chaos soak plays 30 events on one PREFECT_HOME, on a command's temporary server,
-on a long-lived server over SQLite and on one over PostgreSQL."""
+gone. After a crash, after many runs and on a home with counted slots: the chaos soaks
+(tests/soak.py), on a command's temporary server, on a long-lived server over SQLite and on
+one over PostgreSQL."""
 
 from __future__ import annotations
 
@@ -15,54 +16,16 @@ from pathlib import Path
 
 import pytest
 from processes import stop
-from soak import Soak, base_env, held, limits_state, processes_of
+from soak import Soak, base_env, held, limits_state
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def seed_stuck_counts(env: dict[str, str]) -> None:
-    """What a crash under an older dsstar left in the user's Prefect database: dsstar-exec
-    and dsstar-llm counted full, with no lease anywhere."""
-    code = (
-        "from flows.server import ensure_api\n"
-        "s = ensure_api(); s.wait_ready()\n"
-        "from prefect import get_client\n"
-        "from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate as C\n"
-        "with get_client(sync_client=True) as c:\n"
-        "    for name, size in (('dsstar-exec', 2), ('dsstar-llm', 8)):\n"
-        "        c.create_global_concurrency_limit(C(name=name, limit=size, active_slots=size))\n"
-        "s.stop()\n"
-    )
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
-
-
-# -- the three reproductions, each from a fresh PREFECT_HOME, as a user's first runs ----------
-
-
-@pytest.mark.timeout(900)  # several whole runs, on 2 loaded cores
-def test_kill9_during_scripts_on_a_home_with_stuck_counts_blocks_no_later_run(tmp_path, llm, sales):
-    home = tmp_path / "home"
-    env = base_env(tmp_path, llm, home)
-    seed_stuck_counts(env)  # the machine of the report: full limits, nobody holding them
-    soak = Soak(llm, env, sales)
-    soak.event(0, "verified")  # was: waits forever on dsstar-exec
-    soak.event(1, "kill-script")  # killed while its script runs, then resumed
-    soak.event(2, "verified")
-    assert all(f["exit"] == 0 for f in soak.figures)
-    assert processes_of(home) == []
-
-
-@pytest.mark.timeout(1500)  # several whole runs, on 2 loaded cores
-def test_nine_runs_in_a_row_leave_nothing_held(tmp_path, llm, sales):
-    home = tmp_path / "home"
-    env = base_env(tmp_path, llm, home)
-    soak = Soak(llm, env, sales)
-    for number, kind in enumerate(["verified"] * 4 + ["failing-script"] + ["verified"] * 4):
-        soak.event(number, kind)
-    assert len(soak.figures) == 9
-    assert all(count == 0 for count in held(limits_state(env)).values())
+# -- a stop from outside, from a fresh PREFECT_HOME, as a user's first runs --------------------
+# (a SIGKILL during a script on a home that an older dsstar left slots counted in, and many runs
+# in a row, are events of the chaos soak on a temporary server: tests/soak.py)
 
 
 @pytest.mark.timeout(600)  # several whole runs, on 2 loaded cores

@@ -223,6 +223,7 @@ def test_bench_score_kramabench_workload_against_itself(tmp_path):
     assert json.loads(done.stdout)["summary"]["all"]["score"] == 100
 
 
+@pytest.mark.slow  # a whole run (CLI or flow): not in the quick tier
 def test_bench_score_asks_the_configured_model_to_judge(env, llm, tmp_path):
     llm.default("judge", lambda req: "Yes" if "Space Force" in str(req["messages"]) else "No")
     truth = write_jsonl(tmp_path / "truth.jsonl", [

@@ -139,6 +139,7 @@ def stored_profiles(storage: Path) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow  # a whole run (CLI or flow): not in the quick tier
 def test_describe_offline_profiles_each_file_once(env, tmp_path):
     lake = make_lake(tmp_path / "lake")
     storage = Path(env["DSSTAR_STORAGE"])
@@ -161,6 +162,7 @@ def test_describe_offline_profiles_each_file_once(env, tmp_path):
     assert len(now) == 4 and {k: now[k] for k in written} == written
 
 
+@pytest.mark.slow  # a whole run (CLI or flow): not in the quick tier
 def test_descriptions_are_reused_and_only_changed_files_reanalyzed(env, llm, tmp_path):
     llm.default("analyzer", describe_script)
     lake = make_lake(tmp_path / "lake")
@@ -185,6 +187,7 @@ def test_descriptions_are_reused_and_only_changed_files_reanalyzed(env, llm, tmp
     assert "4" in changed["description"]
 
 
+@pytest.mark.slow  # a whole run (CLI or flow): not in the quick tier
 def test_describe_of_known_files_needs_no_prefect_api(env, llm, tmp_path, monkeypatch):
     """Every file in the catalog: describe answers from it, with no server or flow run."""
     llm.default("analyzer", describe_script)

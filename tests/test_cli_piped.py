@@ -143,6 +143,7 @@ def test_contracts_validate_says_when_there_is_nothing_to_check(env, sales):
     assert f"dsstar contracts accept {sales}" in done.stderr
 
 
+@pytest.mark.slow  # a whole run (CLI or flow): not in the quick tier
 def test_run_warns_before_the_first_call_when_no_file_can_be_read(env, llm, tmp_path):
     junk = tmp_path / "junk"
     junk.mkdir()

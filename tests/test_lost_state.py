@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
+import pytest
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from scenarios import ANSWER, always_first_time
 from tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.slow  # a whole nightly batch through a proxy
 
 
 def test_a_question_whose_completed_state_lost_its_result_is_reported_from_storage(

@@ -6,12 +6,14 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from prefect import Flow
+from prefect import Flow, get_client
+from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 from pydantic import BaseModel
 
+from dsstar.errors import ForbiddenError
 from dsstar.inputs.form import SECRET_FIELDS, WORKER_FIELDS, form_parameters, refuse_unknown
-from dsstar.inputs.trust import check_job_variables
+from dsstar.inputs.trust import check_job_variables, check_retry_policy
 from dsstar.text import clean
 
 __all__ = ["form_flow"]
@@ -24,6 +26,9 @@ class _FormFlow(Flow):
     form: type[BaseModel]
 
     def validate_parameters(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        # Prefect's engine calls this first of the flow's code: from here on no failure of
+        # the run, this check's refusals included, is retried on the flow run's own terms.
+        _keep_retry_policy(self)
         # The names accepted only to be refused arrive with their default (None) when unset.
         given = {
             k: v for k, v in parameters.items() if k in self.form.model_fields or v is not None
@@ -48,6 +53,26 @@ def form_flow(form: type[BaseModel], **options: Any) -> Callable[[Callable[..., 
         return made
 
     return decorate
+
+
+def _keep_retry_policy(flow: Flow) -> None:
+    """Refuse (ForbiddenError) a flow run whose own retry policy (Prefect's `empirical_policy`,
+    which whoever creates a flow run may set) is wider than `flow`'s, after setting it back to
+    the flow's: Prefect's server would retry the refusal itself, and its engine waits in the
+    worker's process for the retry's time, so a delay of days would hold one of the worker's
+    slots. A nested run (a subflow) is created by its parent's process with its flow's policy."""
+    run_id = flow_run.id  # outside any flow run context: the process's own flow run, if any
+    if FlowRunContext.get() is not None or not run_id:
+        return
+    own_delay = int(flow.retry_delay_seconds or 0)
+    with get_client(sync_client=True) as client:
+        policy = client.read_flow_run(run_id).empirical_policy
+        try:
+            check_retry_policy(policy.retries, policy.retry_delay, flow.retries, own_delay)
+        except ForbiddenError:
+            own = {"retries": flow.retries, "retry_delay": own_delay}
+            client.update_flow_run(run_id, empirical_policy=policy.model_copy(update=own))
+            raise
 
 
 def _also_accepting(fn: Callable[..., Any], names: frozenset[str]) -> Callable[..., Any]:

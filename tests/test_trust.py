@@ -193,6 +193,16 @@ def test_a_flow_run_s_job_variables_may_name_and_label_it_only(worker):
         trust.check_job_variables({"env": {"PREFECT_API_URL": "http://elsewhere/api"}})
 
 
+def test_a_flow_run_s_retry_policy_is_its_flow_s_or_narrower():
+    trust.check_retry_policy(None, None, 0, 0)  # unset: the flow's
+    trust.check_retry_policy(1, 5, 2, 10)  # fewer, sooner
+    with pytest.raises(ForbiddenError) as refused:
+        trust.check_retry_policy(50, 1_000_000, 0, 0)
+    message = str(refused.value)
+    assert "empirical_policy.retries=50 (the flow's own: 0)" in message
+    assert "empirical_policy.retry_delay=1000000 (the flow's own: 0)" in message
+
+
 def test_the_cli_user_is_not_limited(monkeypatch):
     monkeypatch.setattr(trust, "_LOCAL_USER", True)
     trust.check_form({"sandbox": "none", "api_base": "http://x/v1"}, Settings())
@@ -292,6 +302,35 @@ def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
         assert attacker.requests, allowed
         auth = {r["headers"].get("authorization") for r in attacker.requests}
         assert auth == {f"Bearer {SECRET}"}
+
+
+@pytest.mark.slow
+def test_a_flow_run_with_its_own_retry_policy_fails_once_and_is_not_retried(tmp_path):
+    """Prefect lets whoever creates a flow run give it retries and a retry delay (its
+    `empirical_policy`); its engine waited in the worker's process for the retry, holding a
+    slot for the 12 days asked. The run is refused at once, its policy set back to the flow's."""
+    lake = tmp_path / "lake"
+    shutil.copytree(EXAMPLE, lake)
+    with FakeLLM() as own, serving(tmp_path, own, DSSTAR_DATA_ROOTS=str(lake)):
+        with get_client(sync_client=True) as client:
+            deployment = client.read_deployment_by_name("ds-star/on-demand")
+            created = client.request(
+                "POST", "/deployments/{id}/create_flow_run",
+                path_params={"id": deployment.id},
+                json={"parameters": {"question": QUESTION, "data": str(lake)},
+                      "empirical_policy": {"retries": 50, "retry_delay": 1_000_000}},
+            ).json()  # fmt: skip
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                flow_run = client.read_flow_run(created["id"])
+                if flow_run.state.is_final() or flow_run.state.name == "AwaitingRetry":
+                    break
+                time.sleep(1)
+    assert flow_run.state.is_failed(), flow_run.state  # not AwaitingRetry for 12 days
+    assert "empirical_policy.retries=50" in flow_run.state.message
+    assert "empirical_policy.retry_delay=1000000" in flow_run.state.message
+    assert flow_run.empirical_policy.retries == 0  # set back to the flow's
+    assert own.requests == []  # before any model call
 
 
 def test_a_form_may_lower_the_budget_never_raise_it():

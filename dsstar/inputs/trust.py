@@ -19,7 +19,10 @@ How the worker starts the run is its pool's, not the run's: a flow run's job var
 per-run overrides of the pool's job template: env, command, image, volumes, ...) would set the
 worker's policy itself (`env: {DSSTAR_FORM_ALLOW: "*"}`). dsstar's pool templates
 (`deployments/*/base-job-template.json`) accept only `RUN_JOB_VARIABLES`; `check_job_variables`
-refuses the rest again when the flow starts, for a pool made without them.
+refuses the rest again when the flow starts, for a pool made without them. Prefect also lets
+whoever creates a flow run give it a retry policy of its own (`empirical_policy`: retries and
+the delay between them, honoured by Prefect's server and engine); `check_retry_policy` refuses
+one wider than the flow's, which would hold a worker's slot in AwaitingRetry for days.
 
 The person at the command line (`dsstar run`, `resume`, `bench run`) started the process
 themselves: the CLI calls `trust_local_user()` and nothing here limits it.
@@ -44,6 +47,7 @@ __all__ = [
     "check_data_location",
     "check_form",
     "check_question_set",
+    "check_retry_policy",
     "hold_data_location",
     "trust_local_user",
 ]
@@ -124,6 +128,30 @@ def check_job_variables(variables: dict[str, Any] | None) -> None:
             + " and ".join(sorted(RUN_JOB_VARIABLES))
             + "; how the worker runs it (command, env, image, volumes, resources) is its work"
             " pool's template (docs/workers.md#who-may-choose-what)"
+        )
+
+
+def check_retry_policy(
+    retries: int | None, retry_delay: float | None, own_retries: int, own_delay: float
+) -> None:
+    """Refuse (ForbiddenError, naming each) a flow run's own retry policy that retries more
+    often, or waits longer between tries, than its flow's (`own_retries`, `own_delay`).
+    Unset (None) is the flow's. Applies to the CLI's user too: the runs it starts carry their
+    flow's policy."""
+    refused = [
+        f"empirical_policy.{name}={value} (the flow's own: {own})"
+        for name, value, own in (
+            ("retries", retries, own_retries),
+            ("retry_delay", retry_delay, own_delay),
+        )
+        if value is not None and value > own
+    ]
+    if refused:
+        raise ForbiddenError(
+            "this flow run's retry policy sets "
+            + ", ".join(refused)
+            + ": how often and how late a failed run is tried again is its flow's, not the"
+            " flow run's (docs/workers.md#who-may-choose-what)"
         )
 
 

@@ -68,4 +68,5 @@ class Progress:
 
     def _tick(self) -> None:
         while not self.stop.wait(EVERY_S):
-            print(self.line(), file=sys.stderr, flush=True)
+            # On a line of its own: pytest's dots on stdout have no newline yet.
+            print(f"\n{self.line()}", file=sys.stderr, flush=True)

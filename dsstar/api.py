@@ -169,7 +169,9 @@ def run_prepared(
     from dsstar.model.llm import preload
     from flows import prefect_api, run_question
 
-    preload()  # litellm's import overlaps the flow run's start
+    # After the flow's own imports: litellm's then fills the waits that follow (a temporary
+    # server getting ready, the Prefect API, the profiler's sandbox) instead of slowing them.
+    preload()
     storage, run_id = prepared.settings.storage, prepared.form.run_id
     try:
         with prefect_api(), around():

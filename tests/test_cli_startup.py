@@ -1,6 +1,8 @@
 """What the `dsstar` command loads before it needs it: help and usage errors import neither
-Prefect nor litellm (seconds of import, paid by every call), and a run starts the contract
-check's table reader beside its preflight instead of after the flow has started."""
+Prefect nor litellm (seconds of import, paid by every call); a run's preflight names the
+provider of a `provider/name` model without litellm (its import then overlaps the flow's
+start), and starts the contract check's table reader beside it instead of after the flow has
+started."""
 
 from __future__ import annotations
 
@@ -47,24 +49,46 @@ def test_help_and_usage_errors_import_neither_prefect_nor_litellm(args, code):
     assert not names & set(HEAVY), sorted(names & set(HEAVY))
 
 
-_READER_RUNNING = """
+_PREPARED = """
 import json, sys, psutil
 from dsstar.api import prepare_run
 
 prepare_run(question="Which region had the highest revenue?", data=sys.argv[1])
 commands = [" ".join(c.cmdline()) for c in psutil.Process().children()]
-print(json.dumps(commands))
+print(json.dumps({"children": commands, "litellm": "litellm" in sys.modules}))
 """
 
 
 @pytest.mark.slow
-def test_a_prepared_run_has_its_contract_reader_started(env, llm, sales):
-    """Once the preflight has passed, the reader that the contract check reads tables with is
-    already running: its imports overlapped the preflight's."""
+def test_a_prepared_run_has_its_reader_started_and_litellm_still_to_import(env, llm, sales):
+    """Once the preflight has passed (the model's server asked, the key accepted), the reader
+    that the contract check reads tables with is already running, and litellm is not yet
+    imported: both load beside the command's own work."""
+    probes: list[bool] = []
+    llm.on_models(lambda: probes.append(True))
     done = subprocess.run(
-        [sys.executable, "-c", _READER_RUNNING, str(sales)],
+        [sys.executable, "-c", _PREPARED, str(sales)],
         capture_output=True, text=True, timeout=300, env=os.environ.copy(),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    commands = json.loads(done.stdout.splitlines()[-1])
-    assert any("dsstar.data.contracts._bounded" in c for c in commands), commands
+    prepared = json.loads(done.stdout.splitlines()[-1])
+    assert any("dsstar.data.contracts._bounded" in c for c in prepared["children"]), prepared
+    assert prepared["litellm"] is False
+    assert probes and not llm.requests  # the preflight asked the server; no chat yet
+
+
+@pytest.mark.parametrize(
+    "model", ["openai/gpt-4o-mini", "openai/served-here", "anthropic/claude-sonnet-4-5",
+              "gemini/gemini-2.5-pro"],
+)  # fmt: skip
+@pytest.mark.parametrize("api_base", [None, "http://127.0.0.1:9/v1"])
+def test_a_provider_is_named_as_litellm_routes_it(model, api_base, monkeypatch):
+    import litellm
+
+    from dsstar.model import llm
+
+    _name, provider, _key, base = litellm.get_llm_provider(model, api_base=api_base)
+    assert llm.provider_of(model, api_base) == (provider, base)
+    monkeypatch.setattr(litellm, "use_litellm_proxy", True)  # then litellm routes it otherwise
+    routed = litellm.get_llm_provider(model, api_base=api_base)
+    assert llm.provider_of(model, api_base) == (routed[1], routed[3])

@@ -92,3 +92,18 @@ def test_a_provider_is_named_as_litellm_routes_it(model, api_base, monkeypatch):
     monkeypatch.setattr(litellm, "use_litellm_proxy", True)  # then litellm routes it otherwise
     routed = litellm.get_llm_provider(model, api_base=api_base)
     assert llm.provider_of(model, api_base) == (routed[1], routed[3])
+
+
+def test_a_second_preload_does_not_wait_for_the_import(monkeypatch):
+    """The analysis asks for litellm again while the first preload still imports it: that
+    call returns at once, so the profiler's sandbox starts beside the import, not after."""
+    import threading
+
+    from dsstar.model import llm
+
+    monkeypatch.setattr(llm, "_preloading", True)  # a first preload started the import...
+    with llm._loading:  # ...which holds this lock until litellm is imported
+        caller = threading.Thread(target=llm.preload, daemon=True)
+        caller.start()
+        caller.join(timeout=10)
+        assert not caller.is_alive()

@@ -56,7 +56,8 @@ _TRANSIENT_STATUS = {408, 409, 425, 429}
 # Retrying cannot fix these, whatever exception class litellm wraps them in.
 _FATAL_STATUS = {400, 401, 403, 404, 422}
 _NO_KEY = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
-_loading = threading.Lock()
+_loading = threading.Lock()  # held while litellm is imported
+_preload_once = threading.Lock()  # only for the flag: a second `preload` never waits
 _preloading = False
 
 
@@ -76,7 +77,7 @@ def preload() -> None:
     done: the seconds of import then overlap its waits on the Prefect server, the sandbox
     and storage, instead of delaying the first request."""
     global _preloading
-    with _loading:
+    with _preload_once:
         if _preloading:
             return
         _preloading = True

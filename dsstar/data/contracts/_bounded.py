@@ -102,9 +102,13 @@ def read_tables_bounded(
 def warm_reader() -> None:
     """Start the reader that `read_tables_bounded` will use (bounds from the environment, as
     that call takes them), if it is not running yet. It imports pandas and pyarrow at once and
-    then waits for requests; it dies with this process."""
-    with _LOCK:
-        _reader(ReadBounds.from_settings())
+    then waits for requests; it dies with this process. One that cannot start is no error
+    here: the check starts its own and reports what stops it."""
+    try:
+        with _LOCK:
+            _reader(ReadBounds.from_settings())
+    except (ValueError, OSError):  # a DSSTAR_READ_* value Settings refuses; no process left
+        pass
 
 
 def _reader(bounds: ReadBounds) -> subprocess.Popen:

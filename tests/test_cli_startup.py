@@ -107,3 +107,12 @@ def test_a_second_preload_does_not_wait_for_the_import(monkeypatch):
         caller.start()
         caller.join(timeout=10)
         assert not caller.is_alive()
+
+
+def test_the_reader_warm_up_leaves_a_bad_read_bound_to_the_check(monkeypatch):
+    """A DSSTAR_READ_MEMORY_MB that Settings refuses is reported where it was before (the
+    contract check's own start of the reader), not by the warm-up beside the preflight."""
+    from dsstar.data.contracts import warm_reader
+
+    monkeypatch.setenv("DSSTAR_READ_MEMORY_MB", "-5")
+    warm_reader()  # no error, no reader

@@ -11,7 +11,13 @@ replies) and the retail question over examples/sales (verifier "No", then "Yes")
   dsstar sent) with httpx and runs the same scripts (analyzer, round and final scripts) with
   `subprocess` in a folder whose data/ holds the files;
 - `dsstar describe --json` of the same files once they are in the catalog (no PREFECT_API_URL);
-- from the start of `dsstar run` to the scripted server's first chat request.
+- from the start of `dsstar run` to the scripted server's first chat request: wall time, and
+  the CPU time (user + system) that the command and the processes it started (a temporary
+  server, readers, sandboxes) had used by then.
+
+With --first-request, only that last measure is taken (a minute instead of several):
+
+    .venv/bin/python benchmarks/overhead.py --first-request --repeat 5 --compare /tmp/base
 
 Every figure is wall time of whole processes, repeated; medians are printed with every value
 and the load average before and after. With --compare DIR, the same measures run
@@ -122,25 +128,27 @@ class Tree:
         return env
 
     def run(self, api: bool) -> dict:
-        """One `dsstar run` on a fresh storage: wall seconds, to the first chat request, the
-        chat requests it sent."""
+        """One `dsstar run` on a fresh storage: wall seconds; to the first chat request, wall
+        seconds and the CPU seconds of the command's process tree; the chat requests sent."""
         storage = Path(tempfile.mkdtemp(prefix="storage-", dir=self.work))
         scripted(self.llm)
         seen: list[float] = []
-        self.llm.intercept(lambda req: seen.append(time.time()) or None)
         started = time.time()
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "dsstar", "run", "--data", str(SALES), "--question", QUESTION,
-             "--json", "--no-reuse"], env=self.env(storage, api), capture_output=True,
-            text=True, timeout=600, cwd=self.work,
+             "--json", "--no-reuse"], env=self.env(storage, api), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=self.work,
         )  # fmt: skip
+        self.llm.intercept(lambda req: None if seen else seen.extend([time.time(), cpu(proc.pid)]))
+        out, err = proc.communicate(timeout=600)
         wall = time.time() - started
         self.llm.intercept(None)
-        result = json.loads(proc.stdout or "{}")
+        result = json.loads(out or "{}")
         if proc.returncode != 0 or result.get("status") != "verified":
-            raise SystemExit(f"dsstar run failed ({self.root}): {proc.stderr[-2000:]}")
+            raise SystemExit(f"dsstar run failed ({self.root}): {err[-2000:]}")
         requests = [r for r in self.llm.requests if r.get("body", {}).get("messages")]
-        return {"wall": wall, "first": seen[0] - started, "requests": requests}
+        first, first_cpu = seen[0] - started, seen[1]
+        return {"wall": wall, "first": first, "first_cpu": first_cpu, "requests": requests}
 
     def describe(self) -> tuple[float, int]:
         """`dsstar describe --json` over the cached storage: wall seconds and chat requests."""
@@ -159,6 +167,31 @@ class Tree:
         if proc.returncode != 0 or not all(f["description"] for f in files):
             raise SystemExit(f"dsstar describe failed ({self.root}): {proc.stderr[-2000:]}")
         return wall, len(self.llm.requests)
+
+
+def cpu(pid: int) -> float:
+    """User + system seconds used so far by process `pid` and its descendants, live ones
+    and those it has waited for (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    stats[int(entry)] = fh.read().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+    children: dict[int, list[int]] = {}
+    for child, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(child)
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        fields = stats.get(current)
+        if fields:  # utime, stime, cutime, cstime
+            total += sum(int(v) for v in fields[11:15]) / tick
+        todo.extend(children.get(current, []))
+    return total
 
 
 def _describe_tree(root: Path) -> str:
@@ -221,15 +254,55 @@ def figures(values: list[float]) -> str:
     )
 
 
+def first_request(repeat: int, compare: list[Path]) -> None:
+    """From `dsstar run` starting to its first chat request, with and without
+    PREFECT_API_URL, for each tree in turn: wall seconds and CPU seconds (user + system)."""
+    from fake_llm import FakeLLM
+
+    print(f"before: {load()}")
+    work = Path(tempfile.mkdtemp(prefix="dsstar-first-"))
+    (work / "prefect").mkdir()
+    server, api_url = start_prefect(work / "prefect")
+    rows: dict[str, dict[str, list[float]]] = {}
+    try:
+        with FakeLLM() as llm:
+            trees = [Tree(root.resolve(), work, llm, api_url) for root in [*compare, REPO]]
+            for turn in range(repeat + 1):  # the first turn warms the temporary servers' home
+                for tree in trees:
+                    for api in (False, True):
+                        measured = tree.run(api)
+                        if turn:
+                            kind = "with PREFECT_API_URL" if api else "no PREFECT_API_URL"
+                            row = rows.setdefault(tree.name, {})
+                            row.setdefault(f"first request, {kind}", []).append(measured["first"])
+                            row.setdefault(f"  CPU by then, {kind}", []).append(
+                                measured["first_cpu"]
+                            )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"after: {load()}")
+    for name, row in rows.items():
+        print(f"\n{name}")
+        for label, values in row.items():
+            print(f"  {label:<36} {figures(values)}")
+    print("\ntarget: first request <= 3 s at low load")
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="measures of each kind (default 3)")
     parser.add_argument("--compare", type=Path, action="append", default=[],
                         help="another checkout to measure the same way, interleaved")  # fmt: skip
+    parser.add_argument("--first-request", action="store_true",
+                        help="measure only the time to the first model request")  # fmt: skip
     parser.add_argument("--plain-loop", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_loop:
         return plain_loop(Path(args.plain_loop[0]), args.plain_loop[1])
+    if args.first_request:
+        return first_request(args.repeat, args.compare)
     from fake_llm import FakeLLM
 
     print(f"before: {load()}")
@@ -260,6 +333,7 @@ def main() -> None:
                         kind = "with PREFECT_API_URL" if api else "no PREFECT_API_URL"
                         row.setdefault(f"run, {kind}", []).append(measured["wall"])
                         row.setdefault(f"first request, {kind}", []).append(measured["first"])
+                        row.setdefault(f"  CPU by then, {kind}", []).append(measured["first_cpu"])
                         requests = measured["requests"]
                     seconds, calls = tree.describe()
                     row.setdefault("cached describe (3 files)", []).append(seconds)

@@ -157,7 +157,8 @@ def prepare_run(
     long for any prompt, or a failed preflight (model, keys, isolation, data, storage) is a
     UsageError of one line that names the setting as `name` writes it (a flag at the CLI).
     Without a run id, a new one is chosen. Starts the temporary Prefect server early, when
-    one will be needed, so that its start overlaps the preflight."""
+    one will be needed, and the contract check's table reader, so that their start-up
+    overlaps the preflight."""
     if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
         raise UsageError(f"{name('data')} {clean(data)}: the path is not valid UTF-8; rename it")
     from dsstar.inputs.form import RunForm, explain
@@ -180,6 +181,9 @@ def prepare_run(
     from flows import start_prefect_api
 
     start_prefect_api()  # its start overlaps the preflight and the imports from here on
+    from dsstar.data.contracts import warm_reader
+
+    warm_reader()  # the contract check's reader: its imports overlap ours, on another core
     from dsstar.inputs.preflight import preflight
     from dsstar.storage import new_run_id
 
@@ -201,7 +205,9 @@ def run_prepared(
     from dsstar.model.llm import preload
     from flows import prefect_api, run_question
 
-    preload()  # litellm's import overlaps the flow run's start
+    # After the flow's own imports: litellm's then fills the waits that follow (a temporary
+    # server getting ready, the Prefect API, the profiler's sandbox) instead of slowing them.
+    preload()
     storage, run_id = prepared.settings.storage, prepared.form.run_id
     try:
         with prefect_api(), around():

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -55,7 +56,8 @@ _TRANSIENT_STATUS = {408, 409, 425, 429}
 # Retrying cannot fix these, whatever exception class litellm wraps them in.
 _FATAL_STATUS = {400, 401, 403, 404, 422}
 _NO_KEY = re.compile(r"missing credentials|api_key client option must be set", re.IGNORECASE)
-_loading = threading.Lock()
+_loading = threading.Lock()  # held while litellm is imported
+_preload_once = threading.Lock()  # only for the flag: a second `preload` never waits
 _preloading = False
 
 
@@ -75,7 +77,7 @@ def preload() -> None:
     done: the seconds of import then overlap its waits on the Prefect server, the sandbox
     and storage, instead of delaying the first request."""
     global _preloading
-    with _loading:
+    with _preload_once:
         if _preloading:
             return
         _preloading = True
@@ -169,9 +171,19 @@ def model_info(model: str) -> dict[str, Any]:
         return {}
 
 
+# litellm routes `P/name` to provider P and keeps the API base given (None: P's own), for
+# each P here, whatever the name (tests/test_cli_startup.py asks litellm to confirm it). Such
+# a model is named without importing litellm: a run's preflight then leaves that import to
+# overlap the run's start (`preload`) instead of waiting for it.
+_PLAIN_PREFIXES = frozenset({"openai", "anthropic", "gemini"})
+
+
 def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | None]:
     """The provider litellm routes `model` to and that provider's default address; raises
     ConfigError, naming the fix, when litellm cannot route it (`gpt-4o-typo`)."""
+    prefix, _, name = model.partition("/")
+    if prefix in _PLAIN_PREFIXES and name and not _proxy_by_default():
+        return prefix, api_base
     try:
         _name, provider, _key, base = _litellm().get_llm_provider(model, api_base=api_base)
     except Exception as exc:  # litellm raises BadRequestError for an unknown bare name
@@ -181,6 +193,12 @@ def provider_of(model: str, api_base: str | None = None) -> tuple[str, str | Non
             " openai/<served-name> with --api-base (--model, DSSTAR_MODEL, --agent-model)."
         ) from exc
     return str(provider), base
+
+
+def _proxy_by_default() -> bool:
+    """Whether litellm sends every model to a LiteLLM proxy (then it routes them otherwise)."""
+    loaded = sys.modules.get("litellm")
+    return "USE_LITELLM_PROXY" in os.environ or bool(getattr(loaded, "use_litellm_proxy", False))
 
 
 def complete(

@@ -17,6 +17,7 @@ from dsstar.data.contracts._book import (
     stored_contracts,
     validate_file,
 )
+from dsstar.data.contracts._bounded import warm_reader
 from dsstar.data.contracts._build import build_suite, gx_version
 from dsstar.data.contracts._docs import build_data_docs
 from dsstar.data.contracts._read import MAX_ROWS, TABULAR_FORMATS, read_tables
@@ -42,4 +43,5 @@ __all__ = [
     "root_key",
     "stored_contracts",
     "validate_file",
+    "warm_reader",
 ]

@@ -8,7 +8,9 @@ than the time bound gets it killed and restarted for the next file. The child se
 canonical frame back as an Arrow IPC stream, which the parent reads as plain columns (no
 pickle crosses the boundary). A file beyond a bound raises `TableSkipped` naming it.
 
-One child serves the whole process (pandas is imported once), one file at a time.
+One child serves the whole process (pandas is imported once), one file at a time. A run
+starts it early (`warm_reader`), so that its imports overlap the run's own start-up on another
+core instead of delaying the first contract check.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 from dsstar.data.contracts._read import MAX_ROWS, Table, TableSkipped, canonical, read_tables
 from dsstar.data.formats import child_environment
 
-__all__ = ["ReadBounds", "read_tables_bounded"]
+__all__ = ["ReadBounds", "read_tables_bounded", "warm_reader"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,18 @@ def read_tables_bounded(
         Table(t["name"], canonical(_frame(blob)), t["truncated"])
         for t, blob in zip(header["tables"], blobs, strict=True)
     ]
+
+
+def warm_reader() -> None:
+    """Start the reader that `read_tables_bounded` will use (bounds from the environment, as
+    that call takes them), if it is not running yet. It imports pandas and pyarrow at once and
+    then waits for requests; it dies with this process. One that cannot start is no error
+    here: the check starts its own and reports what stops it."""
+    try:
+        with _LOCK:
+            _reader(ReadBounds.from_settings())
+    except (ValueError, OSError):  # a DSSTAR_READ_* value Settings refuses; no process left
+        pass
 
 
 def _reader(bounds: ReadBounds) -> subprocess.Popen:
@@ -172,6 +186,7 @@ def _frame(blob: bytes):  # noqa: ANN202 - a pandas DataFrame, imported lazily
 
 def _serve() -> None:
     """The child: one JSON request per line in; a JSON header line and Arrow streams out."""
+    import pandas  # noqa: F401  (every table is read with it: imported before the first request)
     import pyarrow as pa
 
     out = sys.stdout.buffer

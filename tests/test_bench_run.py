@@ -1,11 +1,16 @@
 """`dsstar bench run` end to end on KramaBench's legal domain with a scripted model: the three
 outputs, and a second call that runs no finished task again and resumes the failed one from
-its cache."""
+its cache.
+
+The scripted model reads no data, so the suite's root is a copy of the legal domain without
+its two State MSA folders (52 files each): the workload and the rest of the input (28 files).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,19 +52,32 @@ def script_model(llm, refuse: str | None) -> None:
     llm.default("judge", lambda req: "Yes")
 
 
-def bench(out: Path) -> subprocess.CompletedProcess:
-    argv = ["bench", "run", "--suite", "kramabench", "--root", str(KRAMABENCH), "--domain", "legal",
+@pytest.fixture
+def legal_root(tmp_path) -> Path:
+    """A KramaBench root holding the legal workload and its input less the State MSA folders."""
+    root = tmp_path / "kramabench"
+    (root / "workload").mkdir(parents=True)
+    shutil.copy(LEGAL, root / "workload" / "legal.json")
+    shutil.copytree(KRAMABENCH / "data" / "legal" / "input", root / "data" / "legal" / "input",
+                    ignore=shutil.ignore_patterns("State MSA *"))  # fmt: skip
+    return root
+
+
+def bench(root: Path, out: Path) -> subprocess.CompletedProcess:
+    argv = ["bench", "run", "--suite", "kramabench", "--root", str(root), "--domain", "legal",
             "--limit", "5", "--out", str(out), "--parallel", "2", "--json"]  # fmt: skip
     return subprocess.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
                           text=True, timeout=1200, env=os.environ.copy())  # fmt: skip
 
 
-@pytest.mark.timeout(1800)  # three bench calls; the first analyzes 132 files in the sandbox
+@pytest.mark.timeout(1800)  # three bench calls; the first analyzes the domain's files
 @needs_kramabench
-def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(env, llm, tmp_path):
+def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(
+    env, llm, legal_root, tmp_path
+):
     out = tmp_path / "bench"
     script_model(llm, refuse=FAILS_FIRST)
-    first = bench(out)
+    first = bench(legal_root, out)
     assert first.returncode == 1, first.stderr[-3000:]  # one task failed
     result = json.loads(first.stdout)
     assert result["tasks"] == 5 and result["failed"] == 1, (out / "report.md").read_text()[-3000:]
@@ -74,7 +92,7 @@ def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(env, ll
     first_requests = len(llm.requests)
 
     script_model(llm.reset(), refuse=None)
-    second = bench(out)
+    second = bench(legal_root, out)
     assert second.returncode == 0, second.stderr[-3000:]
     again = llm.requests
     # Only the failed task ran again, and only its refused call was asked again.
@@ -114,5 +132,5 @@ def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(env, ll
     assert {"task_id", "score", "llm_calls", "input_tokens", "output_tokens", "cost_usd",
             "rounds", "seconds", "failure"} <= set(table[0])  # fmt: skip
 
-    third = bench(out)  # everything finished: nothing is asked at all
+    third = bench(legal_root, out)  # everything finished: nothing is asked at all
     assert third.returncode == 0 and len(llm.requests) == len(again)

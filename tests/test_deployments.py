@@ -32,7 +32,6 @@ pytestmark = pytest.mark.slow
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 CHROMIUM = shutil.which("chromium")
-QUESTIONS = ("Top region and manager?", "Top region's manager?", "Who leads the top region?")
 NIGHT = ("Top region tonight?", "Manager of tonight's top region?")  # a ledger history of their own
 
 
@@ -103,6 +102,22 @@ def trigger(parameters: dict, name: str = "ds-star/on-demand"):
     return run_deployment(name, parameters=parameters, timeout=300, poll_interval=1)
 
 
+@pytest.fixture(scope="module")
+def on_demand(served, tmp_path_factory):
+    """One two-round on-demand run triggered through the API, which the tests of its stored
+    records and of its page in the UI both read: the flow run, the model's requests during it
+    and the served ledger's history of its question right after it."""
+    data = tmp_path_factory.mktemp("on-demand") / "sales"
+    shutil.copytree(EXAMPLE, data)
+    two_rounds(served.llm.reset())
+    flow_run = trigger({"question": QUESTION, "data": str(data)})
+    return SimpleNamespace(
+        flow_run=flow_run,
+        requests=list(served.llm.requests),
+        history=served.ledger.history(question_key(QUESTION)),
+    )
+
+
 def retry_from_the_ui(flow_run_id):
     """What the UI's Retry button sends; returns the flow run's final state."""
     with get_client(sync_client=True) as client:
@@ -133,18 +148,17 @@ def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
     assert nightly.parameters["questions_file"].endswith("deployments/questions.yaml")
 
 
-def test_on_demand_run_from_the_api_stores_artifacts_and_ledger_rows(served, llm, data, tmp_path):
-    two_rounds(llm)
-    flow_run = trigger({"question": QUESTION, "data": str(data)})
+def test_on_demand_run_from_the_api_stores_artifacts_and_ledger_rows(served, on_demand, tmp_path):
+    flow_run = on_demand.flow_run
     assert flow_run.state.is_completed(), flow_run.state
 
     run_id = flow_run.name
     run = json.loads((served.root / "storage" / "runs" / run_id / "run.json").read_text())
     assert run["status"] == "verified" and run["answer"] == ANSWER
     assert run["flow_run_id"] == str(flow_run.id)
-    [row] = served.ledger.history(question_key(QUESTION))
+    [row] = on_demand.history
     assert (row.run_id, row.answer, row.rounds) == (run_id, ANSWER, 2)
-    assert len(served.ledger.calls(run_id)) == len(llm.requests)
+    assert len(served.ledger.calls(run_id)) == len(on_demand.requests)
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run.id]))
@@ -214,9 +228,10 @@ def open_page(url: str, path: Path, wait_for: str) -> str:
     return text
 
 
-def test_the_ui_shows_dsstars_lines_and_the_nightly_questions(served, llm, data, tmp_path):
-    two_rounds(llm)
-    flow_run = trigger({"question": QUESTION, "data": str(data)})
+def test_the_ui_shows_dsstars_lines_and_the_nightly_questions(
+    served, on_demand, llm, data, tmp_path
+):
+    flow_run = on_demand.flow_run
     assert flow_run.state.is_completed(), flow_run.state
     # The flow run's Logs tab (its first tab) tells the run: stages, rounds, route, answer.
     logs = open_page(f"/runs/flow-run/{flow_run.id}", tmp_path / "logs.png", "answer (verified")
@@ -227,11 +242,28 @@ def test_the_ui_shows_dsstars_lines_and_the_nightly_questions(served, llm, data,
     assert "round 01: verdict sufficient · ran ok · step 2: Join the best region" in logs
     assert f"answer (verified, 2 rounds): {ANSWER}" in logs
 
-    always_first_time(llm)
+    # The batch's data path is relative to its questions file; the model's log holds this
+    # batch's requests only (the on-demand run's are the module's).
+    always_first_time(llm.reset())
     questions = tmp_path / "questions.yaml"
-    questions.write_text("".join(f"- question: {q}\n  data: {data}\n" for q in NIGHT))
+    questions.write_text("".join(f"- question: {q}\n  data: {data.name}\n" for q in NIGHT))
+    # A storage of its own: its analysis cache starts empty (the other tests filled theirs).
     parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
     first = trigger(parameters, "ds-star-nightly/nightly")
+    assert first.state.is_completed(), first.state
+    files = sorted(p.name for p in data.iterdir())
+    analyzed = sorted(
+        r["messages"][0]["content"].split("`data/")[1].split("`")[0] for r in llm.calls("analyzer")
+    )
+    assert analyzed == files  # once per file, for both questions
+    # The runs are in the batch's storage: the ledger shows them for that storage only.
+    ledger = Ledger(served.ledger.url, str(tmp_path / "storage"))
+    runs = [ledger.history(question_key(q)) for q in NIGHT]
+    assert [[(r.status, r.answer) for r in history] for history in runs] == [
+        [("verified", ANSWER)]
+    ] * len(NIGHT)
+    assert not served.ledger.history(question_key(NIGHT[0]))
+
     second = trigger(parameters, "ds-star-nightly/nightly")
     for night in (first, second):
         assert night.state.is_completed(), night.state
@@ -282,69 +314,33 @@ def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, da
     assert run["status"] == "verified" and run["answer"] == ANSWER
 
 
-def test_a_retried_batch_answers_again_only_the_question_that_failed(served, llm, data, tmp_path):
+def test_a_retried_batch_answers_again_only_the_failed_question_and_repeats_nothing(
+    served, llm, data, tmp_path
+):
     always_first_time(llm)
-    # Questions of their own: the served ledger's history of QUESTIONS is another test's.
+    # Questions of their own: the ledger's history of NIGHT is another test's.
     fine, doomed = "Which region sold the most?", "Which manager leads the weakest region?"
-    # That question's planner is refused for good (a fatal 400, as for a prompt too long).
-    llm.intercept(lambda req: Error(400, "context_length_exceeded") if doomed in text_of(req)
-                  and req["agent"] == "planner" else None)  # fmt: skip
+    # That question's coder is refused for good (503 on every try), after its planner answered.
+    llm.intercept(lambda req: Error(503, "model overloaded") if doomed in text_of(req)
+                  and req["agent"] == "coder" else None)  # fmt: skip
+    # One data path relative to the questions file, one absolute: the same folder.
     questions = tmp_path / "questions.yaml"
-    questions.write_text("".join(f"- question: {q}\n  data: {data.name}\n" for q in (fine, doomed)))
+    questions.write_text(f"- question: {fine}\n  data: {data.name}\n"
+                         f"- question: {doomed}\n  data: {data}\n")  # fmt: skip
     parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
     flow_run = trigger(parameters, "ds-star-nightly/nightly")
     assert flow_run.state.is_failed() and "1 of 2 questions failed" in flow_run.state.message
-    before = len(llm.requests)
-
-    llm.intercept(None)
-    state = retry_from_the_ui(flow_run.id)
-    assert state.is_completed(), state
-    retried = llm.requests[before:]
-    assert retried and all(doomed in text_of(r) for r in retried if r["agent"] != "analyzer")
-    records = [json.loads(p.read_text()) for p in (tmp_path / "storage").glob("runs/*/run.json")]
-    statuses = {(record["question"], record["status"]) for record in records}
-    assert statuses == {(fine, "verified"), (doomed, "verified")}
-
-
-def test_nightly_batch_analyzes_each_file_once(served, llm, data, tmp_path):
-    always_first_time(llm)
-    questions = tmp_path / "questions.yaml"
-    questions.write_text("".join(f"- question: {q}\n  data: {data.name}\n" for q in QUESTIONS))
-    # A storage of its own: its analysis cache starts empty (the other tests filled theirs).
-    parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
-    flow_run = trigger(parameters, "ds-star-nightly/nightly")
-    assert flow_run.state.is_completed(), flow_run.state
-
-    files = sorted(p.name for p in data.iterdir())
-    analyzed = sorted(
-        r["messages"][0]["content"].split("`data/")[1].split("`")[0] for r in llm.calls("analyzer")
-    )
-    assert analyzed == files  # once per file, for three questions
-    # The runs are in the batch's storage: the ledger shows them for that storage only.
-    ledger = Ledger(served.ledger.url, str(tmp_path / "storage"))
-    runs = [ledger.history(question_key(q)) for q in QUESTIONS]
-    assert [[(r.status, r.answer) for r in history] for history in runs] == [
-        [("verified", ANSWER)]
-    ] * 3
-
-
-def test_a_failed_nightly_question_is_retried_without_repeating_answers(
-    served, llm, data, tmp_path
-):
-    two_rounds(llm)
-    coder_outage(llm)  # the question's second coder call fails for good
-    questions = tmp_path / "questions.yaml"
-    questions.write_text(f"- question: {QUESTION}\n  data: {data}\n")
-    parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
-    flow_run = trigger(parameters, "ds-star-nightly/nightly")
-    assert flow_run.state.is_failed() and "1 of 1 questions failed" in flow_run.state.message
     before = list(llm.requests)
-    assert any(r["agent"] == "planner" for r in before)  # the question got that far
+    # The failed question got that far: its planner's answer is kept for the retry.
+    assert any(r["agent"] == "planner" and doomed in text_of(r) for r in before)
 
     llm.intercept(None)
     state = retry_from_the_ui(flow_run.id)
     assert state.is_completed(), state
     retried = llm.requests[len(before) :]
-    assert retried and answered(before) & asked(retried) == set()  # nothing paid twice
-    [record] = [json.loads(p.read_text()) for p in (tmp_path / "storage").glob("runs/*/run.json")]
-    assert record["status"] == "verified" and record["answer"] == ANSWER
+    # Only the failed question is asked again, and none of its answered calls is paid twice.
+    assert retried and all(doomed in text_of(r) for r in retried if r["agent"] != "analyzer")
+    assert answered(before) & asked(retried) == set()
+    records = [json.loads(p.read_text()) for p in (tmp_path / "storage").glob("runs/*/run.json")]
+    outcomes = {(record["question"], record["status"], record["answer"]) for record in records}
+    assert outcomes == {(fine, "verified", ANSWER), (doomed, "verified", ANSWER)}

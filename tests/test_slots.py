@@ -34,7 +34,13 @@ def test_sigterm_then_the_next_run_finishes(tmp_path, llm, sales):
     env = base_env(tmp_path, llm, home)
     soak = Soak(llm, env, sales)
     proc, _ = soak.start("t0", "verified")
-    time.sleep(8)  # as `timeout 120 dsstar run` would, in the middle of the run
+    # As `timeout 120 dsstar run` would, in the middle of the run: once its planner is asked
+    # (its files analyzed, its scripts to come).
+    deadline = time.monotonic() + 180
+    while not soak.planner_at.get("t0"):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the run never asked its planner"
+        time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     code, _, err = soak.finish(proc)
     assert code in (0, 143), err[-2000:]
@@ -51,6 +57,9 @@ with slot("exec", 1, "holder-run"):
     print("holding", flush=True)
     time.sleep(600)
 """
+# The same holder, renewing its lease every second instead of every RENEW_S (15 s): it
+# finds out sooner that its server lost the lease.
+HOLD_RENEWING = "from tasks.slots import _leases\n_leases.RENEW_S = 1.0\n" + HOLD
 
 
 @pytest.fixture
@@ -149,7 +158,7 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
     env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
     server = start_prefect_server(env, port, tmp_path / "server.log")
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", HOLD_RENEWING], stdout=subprocess.PIPE, text=True, env=env
     )
     try:
         assert holder.stdout.readline().strip() == "holding"
@@ -159,14 +168,23 @@ def test_a_server_that_lost_its_leases_does_not_keep_the_slots_counted(tmp_path,
         # count would stay at 1 for good.
         server = start_prefect_server(env, port, tmp_path / "server2.log")
         deadline = time.monotonic() + 60
-        while held(limits_state(env))["dsstar-exec"] and time.monotonic() < deadline:
-            time.sleep(2)
+        while exec_slots_held(env["PREFECT_API_URL"]) and time.monotonic() < deadline:
+            time.sleep(0.5)
         assert held(limits_state(env))["dsstar-exec"] == 0
         assert holder.poll() is None  # the holder goes on, it only stopped counting
     finally:
         holder.kill()
         holder.wait()
         stop(server)
+
+
+def exec_slots_held(api_url: str) -> int:
+    """The dsstar-exec slots the server at `api_url` counts as held, read in this process."""
+    from prefect import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
+        return client.read_global_concurrency_limit_by_name("dsstar-exec").active_slots
 
 
 def test_limits_without_a_server_says_one_thing_and_starts_none(tmp_path):

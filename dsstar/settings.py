@@ -303,6 +303,13 @@ class Settings(BaseSettings):
         str(Path.home() / ".dsstar"),
         description="Where runs are stored: a local folder or a URL such as s3://bucket/prefix.",
     )
+    storage_retry_delay: float = Field(
+        1.0,
+        ge=0,
+        json_schema_extra=CAP,
+        description="Seconds before the first of three retries of a failed storage write; the"
+        " second and third wait 4 and 10 times as long.",
+    )
 
     @field_validator("sandbox")
     @classmethod

@@ -32,7 +32,7 @@ from dsstar.records.record import (
 from dsstar.settings import Settings
 from dsstar.storage import Store, check_run_id, round_key
 from dsstar.views.report import run_result
-from tasks.record import write_objects
+from tasks.record import storage_writer
 
 __all__ = ["Run"]
 
@@ -51,6 +51,7 @@ class Run:
     calls: list[dict[str, Any]] = field(default_factory=list)  # the loop's LLM replies
     analysis_calls: list[dict[str, Any]] = field(default_factory=list)
     claim: Claim | None = None  # this process's hold on the run id (see dsstar.records.claim)
+    storage_retry_delay: float = 1.0  # DSSTAR_STORAGE_RETRY_DELAY
     _round_start: tuple[int, float] = field(default_factory=lambda: (0, time.monotonic()))
 
     @classmethod
@@ -84,7 +85,14 @@ class Run:
             "settings": settings.model_dump(mode="json", exclude=SECRET_FIELDS),
         }
         ledger = Ledger(settings.database_url, store.url)
-        run = cls(run_id=run_id, store=store, record=record, ledger=ledger, claim=claim)
+        run = cls(
+            run_id=run_id,
+            store=store,
+            record=record,
+            ledger=ledger,
+            claim=claim,
+            storage_retry_delay=settings.storage_retry_delay,
+        )
         try:
             run.save({"run.json": record}, "run")
         except BaseException:
@@ -107,7 +115,7 @@ class Run:
 
     def save(self, objects: dict[str, Any], label: str) -> list[str]:
         """Write `objects` (keys relative to the run's folder); returns their URIs."""
-        return write_objects(
+        return storage_writer(self.storage_retry_delay)(
             label, self.store.url, {f"{self.prefix}/{k}": v for k, v in objects.items()}
         )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
+from prefect import Task, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.algorithm.verdict import verdict_label
@@ -16,14 +16,23 @@ from dsstar.text import clean, clean_deep, fenced
 from tasks._common import is_storage_error
 from tasks.keys import artifact_key
 
-__all__ = ["publish_round", "publish_rounds_table", "publish_summary", "write_objects"]
+__all__ = [
+    "publish_round",
+    "publish_rounds_table",
+    "publish_summary",
+    "storage_writer",
+    "write_objects",
+]
+
+# Waits before each retry of a storage write, in units of DSSTAR_STORAGE_RETRY_DELAY.
+_BACKOFF = (1, 4, 10)
 
 
 @task(
     name="store",
     task_run_name="store {label}",
-    retries=3,
-    retry_delay_seconds=[1, 4, 10],
+    retries=len(_BACKOFF),
+    retry_delay_seconds=list(_BACKOFF),
     retry_condition_fn=is_storage_error,
     cache_policy=None,
 )
@@ -36,6 +45,11 @@ def write_objects(label: str, storage: str, objects: dict[str, Any]) -> list[str
         else store.write_json(key, value)
         for key, value in objects.items()
     ]  # fmt: skip
+
+
+def storage_writer(first_delay: float) -> Task:
+    """`write_objects`, its retries waiting `first_delay` seconds, then 4 and 10 times that."""
+    return write_objects.with_options(retry_delay_seconds=[first_delay * k for k in _BACKOFF])
 
 
 def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:

@@ -4,10 +4,13 @@ to a scripted model server."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from fake_llm import Error, text_of
+from conftest import EXAMPLE, dsstar_settings
+from fake_llm import Error, FakeLLM, text_of
 from scenarios import (
     ANSWER,
     FINAL_ONLY_ANSWER,
@@ -19,6 +22,7 @@ from scenarios import (
 )
 
 from dsstar.errors import LLMFatalError
+from dsstar.records.ledger import Ledger, question_key
 from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
@@ -35,17 +39,53 @@ def layout(env: dict, run_id: str) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
-def test_two_round_success_stores_the_whole_layout(env, llm, sales):
-    two_rounds(llm)
-    result = ds_star(question=QUESTION, data=str(sales), run_id="t-two-rounds")
+SECRETS = {
+    "OPENAI_API_KEY": "sk-parent-openai-secret",
+    "AWS_SECRET_ACCESS_KEY": "aws-parent-secret",
+    "GITHUB_TOKEN": "ghp-parent-token",
+}
+# The coder's scripts print their environment first: what generated code can see.
+DUMP = "import os\nfor k, v in sorted(os.environ.items()):\n    print(k, '=', v)\n"
+NOISY = "import sys, warnings\nwarnings.warn('old API')\nprint('note', file=sys.stderr)\n"
 
+
+@pytest.fixture(scope="module")
+def two_round(prefect_server, tmp_path_factory):
+    """One two-round run that the tests below read, each for its own contract. Around the
+    plain two_rounds scenario: secrets in the parent's environment, scripts that print their
+    environment, a finalyzer that also warns and writes to stderr, and a person's "stop"
+    stored for round 00 while the run does not ask a human."""
+    root = tmp_path_factory.mktemp("two-round")
+    sales = root / "sales"
+    shutil.copytree(EXAMPLE, sales)
+    run_id = "t-two-rounds"
+    with FakeLLM() as llm, pytest.MonkeyPatch.context() as patch:
+        env = {
+            **dsstar_settings(llm, root),
+            "DSSTAR_EXEC_TIMEOUT": "60",
+            "DSSTAR_DATA_ROOTS": str(root),
+        }
+        for key, value in {**env, **SECRETS}.items():
+            patch.setenv(key, value)
+        (root / "work").mkdir()
+        guidance = stored(env, run_id) / "rounds" / "00" / "guidance.json"
+        guidance.parent.mkdir(parents=True)
+        guidance.write_text(json.dumps({"choice": "stop", "text": "", "timed_out": False}))
+        llm.script("finalyzer", fence(NOISY + FINAL_ONLY_ANSWER))  # ahead of two_rounds' reply
+        two_rounds(llm, prelude=DUMP)
+        result = ds_star(question=QUESTION, data=str(sales), run_id=run_id)
+    return SimpleNamespace(env=env, llm=llm, result=result, run_id=run_id)
+
+
+def test_two_round_success_stores_the_whole_layout(two_round):
+    env, llm, result, run_id = two_round.env, two_round.llm, two_round.result, two_round.run_id
     assert result["status"] == "verified"
     assert result["answer"] == ANSWER
     assert result["rounds"] == 2
     assert len(result["plan"]) == 2
     assert result["llm_calls"] == len(llm.requests)
     assert result["input_tokens"] > 0 and result["cost_usd"] > 0
-    files = layout(env, "t-two-rounds")
+    files = layout(env, run_id)
     for name in ("run.json", "final/solution.py", "final/answer.json", "final/notebook.ipynb"):
         assert name in files
     for nn in ("00", "01"):
@@ -55,16 +95,14 @@ def test_two_round_success_stores_the_whole_layout(env, llm, sales):
     for data_file in ("orders_2024.csv", "regions.json", "README.md"):
         assert f"analysis/{data_file}/script.py" in files
         assert f"analysis/{data_file}/output.txt" in files
-    run = json.loads((stored(env, "t-two-rounds") / "run.json").read_text())
+    run = json.loads((stored(env, run_id) / "run.json").read_text())
     assert run["status"] == "verified" and run["answer"] == ANSWER
-    assert "sk-test-not-secret" not in (stored(env, "t-two-rounds") / "run.json").read_text()
+    assert "sk-test-not-secret" not in (stored(env, run_id) / "run.json").read_text()
 
 
-def test_requests_carry_attribution_and_the_right_context(env, llm, sales):
-    two_rounds(llm)
-    ds_star(question=QUESTION, data=str(sales), run_id="t-context")
-
-    assert {r["run"] for r in llm.requests} == {"t-context"}
+def test_requests_carry_attribution_and_the_right_context(two_round):
+    llm = two_round.llm
+    assert {r["run"] for r in llm.requests} == {two_round.run_id}
     assert all(r["agent"] for r in llm.requests)
     verifier = text_of(llm.calls("verifier")[0])
     assert "orders.groupby" in verifier  # the code...
@@ -74,6 +112,40 @@ def test_requests_carry_attribution_and_the_right_context(env, llm, sales):
     next_coder = text_of(llm.calls("coder")[1])
     assert 'orders = pd.read_csv("data/orders_2024.csv")' in next_coder  # the base code
     assert "data/regions.json" in next_coder  # and the file descriptions
+
+
+def test_the_runs_ledger_rows_on_sqlite(two_round):
+    """The run's rows in the default SQLite ledger (test_ledger runs one on PostgreSQL)."""
+    env, result, run_id = two_round.env, two_round.result, two_round.run_id
+    assert env["DSSTAR_DATABASE_URL"].startswith("sqlite:///")
+    ledger = Ledger(env["DSSTAR_DATABASE_URL"], env["DSSTAR_STORAGE"])
+    [row] = ledger.history(question_key(QUESTION))
+    assert (row.run_id, row.status, row.answer, row.rounds) == (run_id, "verified", ANSWER, 2)
+    assert row.llm_calls == result["llm_calls"] == len(ledger.calls(run_id))
+    assert row.input_tokens == result["input_tokens"]
+    assert [r.verdict for r in ledger.rounds(run_id)] == [False, True]
+
+
+def test_answer_is_the_final_scripts_stdout_only(two_round):
+    """The finalyzer's script warns and writes to stderr: neither is part of the answer."""
+    assert two_round.result["answer"] == ANSWER
+    final_output = stored(two_round.env, two_round.run_id) / "final/answer.json"
+    assert json.loads(final_output.read_text())["answer"] == ANSWER
+
+
+def test_without_ask_human_stored_guidance_is_ignored(two_round):
+    """A "stop" is stored for round 00, but the run does not ask a human: it goes on."""
+    assert (stored(two_round.env, two_round.run_id) / "rounds/00/guidance.json").exists()
+    assert two_round.result["status"] == "verified" and two_round.result["rounds"] == 2
+
+
+def test_generated_code_sees_no_secrets(two_round):
+    env = two_round.env
+    output = (stored(env, two_round.run_id) / "rounds/00/output.txt").read_text()
+    assert "PATH =" in output  # the script did print its environment
+    for leaked in [*SECRETS.values(), "sk-test-not-secret", env["DSSTAR_API_BASE"]]:
+        assert leaked not in output
+    assert "DSSTAR_" not in output
 
 
 def test_backtrack_drops_the_wrong_step_and_restores_its_base_code(env, llm, sales):
@@ -149,25 +221,6 @@ def test_failing_analyzer_script_is_repaired_from_the_traceback(env, llm, sales)
     assert "orders_2024.csv" in (folder / "script.py").read_text()
 
 
-def test_generated_code_sees_no_secrets(env, llm, sales, monkeypatch):
-    secrets = {
-        "OPENAI_API_KEY": "sk-parent-openai-secret",
-        "AWS_SECRET_ACCESS_KEY": "aws-parent-secret",
-        "GITHUB_TOKEN": "ghp-parent-token",
-    }
-    for key, value in secrets.items():
-        monkeypatch.setenv(key, value)
-    dump = "import os\nfor k, v in sorted(os.environ.items()):\n    print(k, '=', v)\n"
-    two_rounds(llm, prelude=dump)
-    ds_star(question=QUESTION, data=str(sales), run_id="t-secrets")
-
-    output = (stored(env, "t-secrets") / "rounds/00/output.txt").read_text()
-    assert "PATH =" in output  # the script did print its environment
-    for leaked in [*secrets.values(), "sk-test-not-secret", env["DSSTAR_API_BASE"]]:
-        assert leaked not in output
-    assert "DSSTAR_" not in output
-
-
 def test_step_one_wrong_restarts_the_plan(env, llm, sales):
     llm.default("analyzer", describe_script)
     llm.script("planner", "Average the unit prices.", "Compute revenue per region with managers.")
@@ -185,16 +238,6 @@ def test_step_one_wrong_restarts_the_plan(env, llm, sales):
     assert "Steps dropped as wrong" in restart and "1. Average the unit prices." in restart
     assert "Step 1 is wrong!" in restart and "unit prices" in restart
     assert "print('unit prices')" not in text_of(llm.calls("coder")[1])
-
-
-def test_answer_is_the_final_scripts_stdout_only(env, llm, sales):
-    noisy = "import sys, warnings\nwarnings.warn('old API')\nprint('note', file=sys.stderr)\n"
-    llm.script("finalyzer", fence(noisy + FINAL_ONLY_ANSWER))  # ahead of two_rounds' reply
-    two_rounds(llm)
-    result = ds_star(question=QUESTION, data=str(sales), run_id="t-stderr")
-    assert result["answer"] == ANSWER
-    final_output = stored(env, "t-stderr") / "final/answer.json"
-    assert json.loads(final_output.read_text())["answer"] == ANSWER
 
 
 def test_a_single_file_is_all_the_scripts_see(env, llm, sales):

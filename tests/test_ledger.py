@@ -139,6 +139,7 @@ def test_records_history_and_reuse_lookup(database_url):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # SQLite: test_flow_e2e
 def test_a_run_writes_its_ledger_rows(database_url, env, llm, sales, monkeypatch):
     from flows.ds_star import ds_star
 

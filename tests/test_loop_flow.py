@@ -1,5 +1,6 @@
 """The core loop's guidance choices through the real flow: a person's answer stored for a
-round (as a resumed run finds it) steers the flow's planner and router, accepts or stops."""
+round (as a resumed run finds it) steers the flow's planner and router, accepts or stops.
+(That a run which does not ask a human ignores such an answer: test_flow_e2e's two-round run.)"""
 
 from __future__ import annotations
 
@@ -38,13 +39,6 @@ def test_stored_guidance_reaches_the_flows_planner_and_router(env, llm, sales):
     assert text in text_of(llm.calls("router")[0]) and text in text_of(llm.calls("planner")[1])
     stored = json.loads((folder / "rounds" / "00" / "guidance.json").read_text())
     assert stored == {"choice": "guide", "text": text, "timed_out": False}
-
-
-def test_without_ask_human_no_guidance_is_used(env, llm, sales):
-    answered(env, "t-unasked", "stop")
-    two_rounds(llm)
-    result = ds_star(question=QUESTION, data=str(sales), run_id="t-unasked")
-    assert result["status"] == "verified" and result["rounds"] == 2
 
 
 def test_accept_finalizes_the_current_plan(env, llm, sales):

@@ -12,12 +12,24 @@ import sys
 import boto3
 import pytest
 from fake_llm import Error
-from scenarios import ANSWER, answered, asked, coder_outage, two_rounds
+from scenarios import (
+    ANSWER,
+    FINAL_ONLY_ANSWER,
+    JOIN,
+    LOAD,
+    answered,
+    asked,
+    coder_outage,
+    describe_script,
+    fence,
+    two_rounds,
+)
 from tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+BAD = "\ud800"  # a lone surrogate, as a JSON escape in a reply decodes
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
@@ -113,12 +125,24 @@ def test_unreachable_storage_fails_before_the_first_llm_call(env, llm, sales, s3
     assert llm.requests == []
 
 
+def surrogate_two_rounds(llm) -> None:
+    """two_rounds, with a lone surrogate (as a JSON escape in a reply decodes) in every reply."""
+    llm.default("analyzer", lambda req: describe_script(req) + BAD)
+    llm.script("planner", f"Load the orders {BAD}.", f"Join the regions {BAD}.")
+    llm.script("coder", fence(LOAD) + BAD, fence(JOIN) + BAD)
+    llm.script("verifier", f"No{BAD}", f"Yes{BAD}")
+    llm.script("router", f"Add Step{BAD}")
+    llm.script("finalyzer", fence(FINAL_ONLY_ANSWER) + BAD)
+
+
 def test_llm_outage_then_resume_repeats_no_answered_request(env, llm, sales, s3):
-    two_rounds(llm)
-    coder_outage(llm)
+    """Replies carry lone surrogates: the failed run's record and the resume read them."""
+    surrogate_two_rounds(llm)
+    coder_outage(llm)  # the second coder call gets 503 until the outage ends
     first = run_cli(sales, "--run-id", "outage")
     assert first.returncode == 1
-    assert json.loads(first.stdout)["status"] == "failed"
+    failed = json.loads(first.stdout)
+    assert failed["status"] == "failed" and "transient" in failed["error"]
     before = list(llm.requests)
 
     llm.intercept(None)  # the model server recovers, and is now reached by another name
@@ -166,7 +190,10 @@ def test_sigkill_in_round_one_then_resume(env, llm, sales, s3):
 def test_storage_outage_fails_cleanly_and_resumes(env, llm, sales, s3, moto_port, monkeypatch):
     proxy = TcpProxy(moto_port)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    # A failing write is still retried (3 times by Prefect, each try 5 times by s3fs), with
+    # less waiting: no second attempt by botocore, 0.05 s (not 1, 4, 10 s) between Prefect's.
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    monkeypatch.setenv("DSSTAR_STORAGE_RETRY_DELAY", "0.05")
     two_rounds(llm)
 
     def outage(request):

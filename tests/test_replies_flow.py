@@ -1,5 +1,6 @@
 """Hostile replies and outputs through the whole flow: lone surrogates, invalid file names,
-empty answers, unclear routing, megabyte outputs and escape sequences on the terminal."""
+empty answers, unclear routing, megabyte outputs and escape sequences on the terminal. (A run
+whose replies carry surrogates, failed by an outage and resumed: test_operate.)"""
 
 from __future__ import annotations
 
@@ -176,26 +177,3 @@ def test_plain_output_carries_no_escape_sequences(env, llm, sales):
     assert b"\x1b" not in shown.stdout and b"\x07" not in shown.stdout
     as_json = json.loads(cli("runs", "show", "t-esc", "--json").stdout)
     assert as_json["answer"].endswith("Northeast") and "\x1b" in as_json["answer"]  # exact
-
-
-def test_a_run_with_surrogates_that_exhausts_retries_resumes(env, llm, sales):
-    from scenarios import answered, asked, coder_outage
-
-    llm.default("analyzer", lambda req: describe_script(req) + BAD)
-    llm.script("planner", f"Load the orders {BAD}.", f"Join the regions {BAD}.")
-    llm.script("coder", fence(LOAD) + BAD, fence(JOIN) + BAD)
-    llm.script("verifier", f"No{BAD}", f"Yes{BAD}")
-    llm.script("router", f"Add Step{BAD}")
-    llm.script("finalyzer", fence(FINAL_ONLY_ANSWER) + BAD)
-    coder_outage(llm)  # the second coder call gets 503 until the outage ends
-    first = cli("run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "t-r")
-    assert first.returncode == 1
-    assert "transient" in json.loads(first.stdout)["error"]
-    before = list(llm.requests)
-
-    llm.intercept(None)
-    second = cli("resume", "t-r", "--json")
-    assert second.returncode == 0, second.stderr
-    result = json.loads(second.stdout)
-    assert result["status"] == "verified" and result["answer"] == ANSWER
-    assert answered(before) & asked(llm.requests[len(before) :]) == set()

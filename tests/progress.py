@@ -61,9 +61,10 @@ class Progress:
             elapsed = int(now - self.started)
             if not self.total:
                 return f"[pytest {elapsed // 60}:{elapsed % 60:02d}] collecting the tests"
+            failed = f" ({', '.join(sorted(self.failed)[:5])})" if self.failed else ""
             return (
                 f"[pytest {elapsed // 60}:{elapsed % 60:02d}] {self.done} of {self.total} tests"
-                f" done, {len(self.failed)} failed; running: {running or 'nothing'}"
+                f" done, {len(self.failed)} failed{failed}; running: {running or 'nothing'}"
             )
 
     def _tick(self) -> None:

@@ -80,6 +80,9 @@ POOLS = {
     "docker": (DockerWorker, {"name", "labels"}, {"env"}),
     "kubernetes": (KubernetesWorker, {"name"}, set()),
 }
+# Variables that carry the pool's Secret blocks (Prefect's server accepts a block reference
+# only in a variable's default): each allows its default alone.
+PINNED = {"docker": {"openai_api_key", "database_url"}}
 
 
 def template(kind: str) -> dict:
@@ -114,7 +117,13 @@ def test_every_default_job_variable_is_refused_or_without_effect(kind):
     pool = template(kind)
     defaults = worker.get_default_base_job_template()["variables"]["properties"]
     assert set(defaults) <= set(HOSTILE), set(defaults) - set(HOSTILE)  # a new one: judge it
-    assert set(pool["variables"]["properties"]) == allowed
+    pinned = PINNED.get(kind, set())
+    assert set(pool["variables"]["properties"]) == allowed | pinned
+    for name in pinned:
+        variable = pool["variables"]["properties"][name]
+        assert variable["enum"] == [variable["default"]], name
+        with pytest.raises(ValidationError, match=name):
+            server_check(pool, {name: "{{ prefect.blocks.secret.another-teams-key }}"})
     baseline = rendered(worker, pool, {})
     for name in sorted(set(defaults) - allowed):
         with pytest.raises(ValidationError, match=name):
@@ -127,6 +136,15 @@ def test_every_default_job_variable_is_refused_or_without_effect(kind):
         assert {k for k in baseline if changed[k] != baseline[k]} <= {name, "job_manifest"}
     with pytest.raises(ValidationError, match="name"):
         server_check(pool, {"name": INJECTED_NAME})
+
+
+@pytest.mark.parametrize("kind", POOLS)
+def test_the_server_accepts_the_template(kind):
+    """A work pool made from the template is accepted by Prefect's server, whose check wants
+    every placeholder of the job to name a variable (a Secret block only in a default)."""
+    from prefect.server.schemas.actions import WorkPoolCreate
+
+    WorkPoolCreate(name=f"dsstar-{kind}", type=kind, base_job_template=template(kind))
 
 
 def test_the_docker_env_a_server_would_refuse_is_refused_by_the_flow_too():

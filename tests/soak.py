@@ -7,9 +7,9 @@ replies are chosen by the run id each request carries (X-DSStar-Run), so a resum
 the same kind of replies as before, with the trap disarmed.
 
 Each backend (a command's temporary server, a long-lived server on SQLite, one on PostgreSQL)
-plays its own fixed list of events, `EVENTS[mode]`; together the lists play every kind of
-event, and each list has a kill during a model call, a kill during a script, a failing script,
-a failed run and concurrent runs. The order of a list's middle events and the moment of each
+plays its own fixed list of six events, `EVENTS[mode]`; together the lists play every kind of
+event, each list has a kill during a model call, a kill during a script and concurrent runs,
+and each long-lived server also plays a failing script and a failed run. The order of a list's middle events and the moment of each
 kill after its trap fired are random, drawn from a seed that the soak prints (set SOAK_SEED to
 play the same soak again, SOAK_EVENTS=kill-server,verified to play chosen events).
 """
@@ -40,21 +40,18 @@ SLOW = "import time\ntime.sleep(5)\n"  # killed at most 3 s in; a resumed run wa
 FAILING = "raise RuntimeError('the first try at the script fails')\n"
 
 # What each backend plays, in this order but for the middle events, which are shuffled: the
-# first run starts on a fresh home, the last one checks that the home still serves.
+# first run starts on a fresh home, the last one (verified) checks that the home still serves.
 EVENTS = {
     # On a home that an older dsstar left slots counted in (seed_stuck_counts). A failed run
     # takes no slot on a private server: the two long-lived servers play it.
     "temporary-server": [
-        "verified", "kill-server", "failing-script", "sigint-llm", "kill-script",
-        "kill-analysis", "concurrent", "verified",
+        "kill-server", "sigint-llm", "kill-script", "kill-analysis", "concurrent", "verified",
     ],
     "sqlite-server": [
-        "verified", "kill-llm", "sigterm-script", "failing-script", "concurrent",
-        "sigterm-llm", "failed-run", "verified",
+        "failing-script", "sigterm-script", "concurrent", "sigterm-llm", "failed-run", "verified",
     ],
     "postgres-server": [
-        "verified", "kill-script", "sigint-llm", "failing-script", "kill-llm", "concurrent",
-        "failed-run", "verified",
+        "kill-llm", "kill-script", "failing-script", "concurrent", "failed-run", "verified",
     ],
 }  # fmt: skip
 SERVER_APP = "prefect.server.api.server:create_app"  # a command's temporary server

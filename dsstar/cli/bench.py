@@ -99,7 +99,10 @@ def run(
         check_isolation(settings)
         # A typo'd model or a bad key: once, not once per task.
         check_models(settings, used_models(settings))
-        chosen = _tasks(suite, tasks, data, truth, root, domain, task_ids, limit)
+        from dsstar.bench import TaskSource
+
+        source = TaskSource(tasks=tasks, data=data, truth=truth, root=root, domain=domain)
+        chosen = _tasks(suite, source, task_ids, limit)
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
@@ -150,12 +153,12 @@ def score_command(
 
     Example: dsstar bench score --suite dabstep --answers submission.jsonl --truth truth.jsonl
     """
-    from dsstar.bench import score_files
+    from dsstar.bench import get, score_files
 
     try:
         settings = load_settings(model=model, api_base=api_base)
         grader = None
-        if suite == "kramabench" and judge and (settings.model or settings.agent_models):
+        if get(suite).uses_judge and judge and (settings.model or settings.agent_models):
             from dsstar.bench.judge import LLMJudge
 
             grader = LLMJudge(settings)
@@ -171,29 +174,10 @@ def score_command(
     raise typer.Exit(EXIT_OK)
 
 
-def _tasks(
-    suite: str,
-    tasks: Path | None,
-    data: Path | None,
-    truth: Path | None,
-    root: Path | None,
-    domain: str | None,
-    ids: list[str] | None,
-    limit: int | None,
-) -> list:
-    from dsstar.bench import dabstep_tasks, kramabench_tasks, select
+def _tasks(suite: str, source: Any, ids: list[str] | None, limit: int | None) -> list:
+    from dsstar.bench import get, select
 
-    if suite == "dabstep":
-        if not tasks or not data:
-            raise UsageError("--suite dabstep needs --tasks and --data")
-        found = dabstep_tasks(tasks, data, truth)
-    elif suite == "kramabench":
-        if not root or not domain:
-            raise UsageError("--suite kramabench needs --root and --domain")
-        found = kramabench_tasks(root, domain)
-    else:
-        raise UsageError(f"unknown suite {suite!r}; use dabstep or kramabench")
-    chosen = select(found, ids, limit)
+    chosen = select(get(suite).tasks(source), ids, limit)
     if not chosen:
         raise UsageError("no tasks to run")
     return chosen

@@ -3,6 +3,7 @@ in dsstar.bench.registry), their official scoring rules, and the outputs of a be
 (submission, scores, report). Free of Prefect: flows/bench.py runs the tasks."""
 
 from dsstar.bench.dabstep_suite import dabstep_tasks
+from dsstar.bench.dacode_suite import dacode_tasks
 from dsstar.bench.kramabench_suite import kramabench_tasks
 from dsstar.bench.registry import Suite, TaskSource, get, names
 from dsstar.bench.report import agent_totals, reasoning_trace, table_rows, write_outputs
@@ -15,6 +16,7 @@ __all__ = [
     "TaskSource",
     "agent_totals",
     "dabstep_tasks",
+    "dacode_tasks",
     "get",
     "kramabench_tasks",
     "load_records",

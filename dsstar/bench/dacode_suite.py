@@ -207,11 +207,13 @@ def _score_part(
 ) -> dict[str, Any]:  # fmt: skip
     gold = Path(truth["gold"])
     config = truth["eval"].get("config") or {}
-    answers = folder or Path("/nonexistent")
     if func == "compare_text":
         golds = list(spec["number"]) if "number" in spec else [gold / PurePosixPath(f).name
                                                                 for f in _files(spec)]  # fmt: skip
         return {"score": dacode_text.compare_text(_answers_text(record, folder), golds, options)}
+    if folder is None or not folder.is_dir():
+        return {"score": 0.0, "error": "no answer folder: the task delivered no files"}
+    answers = folder
     names = _files(spec)
     if not names:
         return {"score": 0.0, "error": f"{func}: the eval config names no file"}

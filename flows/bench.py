@@ -22,7 +22,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar import progress
 from dsstar.algorithm.verdict import ANSWERED
-from dsstar.bench import BenchTask, agent_totals, score, table_rows, write_outputs
+from dsstar.bench import BenchTask, agent_totals, get, score, table_rows, write_outputs
 from dsstar.bench.report import render_report
 from dsstar.errors import DSStarError
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
@@ -86,7 +86,8 @@ def ds_star_bench(
     """Run a benchmark's tasks with DS-STAR and write submission.jsonl, scores.json, report.md.
 
     Args:
-        suite: "dabstep" or "kramabench" (picks the scoring rules).
+        suite: A registered suite (dsstar.bench.registry): "dabstep", "kramabench" or
+            "dacode"; it picks the scoring rules and what a run hands to them.
         tasks: The tasks (BenchTask fields), truth included where known.
         bench_id: Prefix of the tasks' run ids; the same id resumes the same runs.
         out: Folder for the three output files.
@@ -103,13 +104,16 @@ def ds_star_bench(
     store = Store(settings.storage)
     ledger = Ledger(settings.database_url, store.url)
     specs = [BenchTask(**task) for task in tasks]
+    rules = get(suite)
     judge = _judge(suite, settings, Path(out))
     outcomes: dict[str, dict[str, Any]] = {}
     pending = []
     for task in specs:
         record = _stored(store, task_run_id(bench_id, task.task_id))
         if record and record.get("status") in FINISHED:
-            outcomes[task.task_id] = _outcome(task, record, store, ledger)
+            outcomes[task.task_id] = _outcome(task, record, store, ledger) | {
+                "collected": rules.collect(task, record, store, Path(out))
+            }
         else:
             pending.append(task)
     progress.emit("bench_start", total=len(specs), done=len(outcomes))
@@ -139,7 +143,9 @@ def ds_star_bench(
             if returned.get("status") == "failed":  # its run.json says why, when it got that far
                 record = record | {"status": "failed"}
                 record.setdefault("error", returned.get("error"))
-            outcomes[task.task_id] = _outcome(task, record, store, ledger)
+            outcomes[task.task_id] = _outcome(task, record, store, ledger) | {
+                "collected": rules.collect(task, record, store, Path(out))
+            }
             _announce(suite, task, outcomes[task.task_id], judge, skipped=False)
 
     ordered = [outcomes[task.task_id] for task in specs]
@@ -147,7 +153,7 @@ def ds_star_bench(
 
 
 def _judge(suite: str, settings: Settings, out: Path) -> Any:
-    if suite != "kramabench" or not (settings.model or settings.agent_models):
+    if not get(suite).uses_judge or not (settings.model or settings.agent_models):
         return None
     from dsstar.bench.judge import LLMJudge
 
@@ -193,10 +199,16 @@ def _outcome(
             "solution": solution, "agents": agents}  # fmt: skip
 
 
+def _answer_record(outcome: dict[str, Any]) -> dict[str, Any]:
+    """What the scorer reads of a task's run: its answer, and what the suite collected."""
+    return {"task_id": outcome["task_id"], "agent_answer": outcome.get("answer"),
+            **(outcome.get("collected") or {})}  # fmt: skip
+
+
 def _task_score(suite: str, task: BenchTask, outcome: dict[str, Any], judge: Any) -> float | None:
     if task.truth is None:
         return None
-    answers = [{"task_id": task.task_id, "agent_answer": outcome.get("answer")}]
+    answers = [_answer_record(outcome)]
     return score(suite, answers, [task.truth], judge)["tasks"][0]["score"]
 
 
@@ -222,7 +234,7 @@ def _publish(
 ) -> dict[str, Any]:
     """Score, write the three files, and show the table and the report in the Prefect UI."""
     truths = [task.truth for task in specs if task.truth is not None]
-    answers = [{"task_id": o["task_id"], "agent_answer": o.get("answer")} for o in outcomes]
+    answers = [_answer_record(o) for o in outcomes]
     scores = score(suite, answers, truths, judge) if truths else None
     if judge is not None:
         judge.save()

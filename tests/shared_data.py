@@ -40,3 +40,20 @@ DABSTEP = _dabstep()
 needs_kramabench = pytest.mark.skipif(
     not KRAMABENCH.exists(), reason="KramaBench's legal domain is not on this machine"
 )
+
+
+def _dacode() -> Path:
+    """shared/bench/dacode beside the checkout or above it, else the machine's shared folder."""
+    here = Path(__file__).resolve()
+    for parent in [*here.parents[1:], Path("/work")]:
+        if (parent / "shared" / "bench" / "dacode").is_dir():
+            return parent / "shared" / "bench" / "dacode"
+    return here.parents[2] / "shared" / "bench" / "dacode"
+
+
+# DA-Code's slice: 14 tasks, their source folders and gold files.
+DACODE = _dacode()
+
+needs_dacode = pytest.mark.skipif(
+    not DACODE.exists(), reason="DA-Code's slice is not on this machine"
+)

@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-__all__ = ["agent_totals", "reasoning_trace", "table_rows", "write_outputs"]
+__all__ = ["agent_totals", "group_rows", "reasoning_trace", "table_rows", "write_outputs"]
 
 
 def reasoning_trace(plan: list[str], solution: str | None) -> str:
@@ -82,6 +82,35 @@ def _markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+GROUPED_BY = {"category": "Per category", "task": "Per task group", "domain": "Per domain",
+              "level": "Per level (difficulty)", "answer_type": "Per answer type"}  # fmt: skip
+
+
+def group_rows(outcomes: list[dict[str, Any]], scores: dict[str, Any] | None) -> dict[str, list]:
+    """For each field the scored rows carry (category, level...), one row per value: tasks,
+    score in percent, LLM calls, tokens and cost of those tasks' runs."""
+    by_task = {o["task_id"]: o for o in outcomes}
+    rows = (scores or {}).get("tasks", [])
+    tables: dict[str, list] = {}
+    for key, title in GROUPED_BY.items():
+        values = sorted({str(row[key]) for row in rows if key in row})
+        if not values:
+            continue
+        table = []
+        for value in values:
+            chosen = [row for row in rows if str(row.get(key)) == value]
+            runs = [by_task.get(row["task_id"], {}) for row in chosen]
+            table.append({
+                key: value, "tasks": len(chosen),
+                "score": round(100 * sum(r["score"] for r in chosen) / len(chosen), 2),
+                **{name: sum(run.get(name) or 0 for run in runs)
+                   for name in ("llm_calls", "input_tokens", "output_tokens")},
+                "cost_usd": round(sum(run.get("cost_usd") or 0.0 for run in runs), 6),
+            })  # fmt: skip
+        tables[title] = table
+    return tables
+
+
 def render_report(
     title: str,
     outcomes: list[dict[str, Any]],
@@ -102,6 +131,11 @@ def render_report(
         "```json\n"
         + json.dumps((scores or {}).get("summary", "no truth given"), indent=2)
         + "\n```\n",
+        *[
+            part
+            for title, table in group_rows(outcomes, scores).items()
+            for part in (f"## {title}\n", _markdown_table(table))
+        ],  # fmt: skip
         "## Per agent (input tokens per call is the mean prompt size)\n",
         _markdown_table([{"agent": name, **usage} for name, usage in agents.items()]),
         "## Per task\n",

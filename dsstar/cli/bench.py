@@ -1,5 +1,5 @@
-"""`dsstar bench run` and `dsstar bench score`: accuracy, cost and tokens on DABStep and
-KramaBench."""
+"""`dsstar bench run` and `dsstar bench score`: accuracy, cost and tokens on DABStep,
+KramaBench and DA-Code (each suite a module of dsstar.bench that registers itself)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ from dsstar.errors import DSStarError, UsageError
 __all__ = ["bench"]
 
 bench = typer.Typer(
-    help="Benchmarks: run DABStep or KramaBench tasks with DS-STAR, or score a submission.",
+    help="Benchmarks: run DABStep, KramaBench or DA-Code tasks with DS-STAR, or score answers.",
     no_args_is_help=True,
 )
 app.add_typer(bench, name="bench")
 
-SuiteOpt = Annotated[str, typer.Option("--suite", help="dabstep or kramabench.")]
+SuiteOpt = Annotated[str, typer.Option("--suite", help="dabstep, kramabench or dacode.")]
 
 
 @bench.command("run")
@@ -46,7 +46,11 @@ def run(
         Path | None, typer.Option(help="DABStep: answers JSONL (task_id, answer).")
     ] = None,
     root: Annotated[
-        Path | None, typer.Option(help="KramaBench: the repository root (workload/, data/).")
+        Path | None,
+        typer.Option(
+            help="KramaBench: the repository root (workload/, data/). DA-Code: a folder with "
+            "tasks.jsonl, eval.jsonl, source/ and gold/, or the repository's da_code/."
+        ),
     ] = None,
     domain: Annotated[str | None, typer.Option(help="KramaBench: the domain, e.g. legal.")] = None,
     out: Annotated[
@@ -76,7 +80,8 @@ def run(
 ) -> None:
     """Answer a benchmark's tasks with DS-STAR (one run each), then score and report.
 
-    Writes OUT/submission.jsonl (DABStep's format), OUT/scores.json and OUT/report.md. Running
+    Writes OUT/submission.jsonl (DABStep's format), OUT/scores.json and OUT/report.md; DA-Code
+    also OUT/answers/TASK_ID/ (the files each run delivered, DA-Code's output layout). Running
     the same command again skips finished tasks and resumes failed ones.
 
     Example: dsstar bench run --suite kramabench --root KramaBench --domain legal --limit 5
@@ -91,15 +96,18 @@ def run(
                      "max_debug_attempts": max_debug_attempts, "exec_timeout": exec_timeout,
                      "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
         settings = load_settings(**overrides)
+        from dsstar.bench import TaskSource
         from dsstar.inputs.preflight import check_isolation, used_models
         from dsstar.model.config import require_model
         from dsstar.model.reachability import check_models
 
+        # The tasks first: a wrong folder is told before any model is asked.
+        source = TaskSource(tasks=tasks, data=data, truth=truth, root=root, domain=domain)
+        chosen = _tasks(suite, source, task_ids, limit)
         require_model(settings)
         check_isolation(settings)
         # A typo'd model or a bad key: once, not once per task.
         check_models(settings, used_models(settings))
-        chosen = _tasks(suite, tasks, data, truth, root, domain, task_ids, limit)
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
@@ -122,11 +130,18 @@ def run(
 @bench.command("score")
 def score_command(
     suite: SuiteOpt,
-    answers: Annotated[Path, typer.Option(help="JSONL with task_id and agent_answer.")],
+    answers: Annotated[
+        Path,
+        typer.Option(
+            help="JSONL with task_id and agent_answer; DA-Code: a folder per task id (its files, "
+            "chart data under dabench/)."
+        ),
+    ],
     truth: Annotated[
         Path,
         typer.Option(
-            help="JSONL of task_id, answer (+ answer_type for KramaBench; a workload .json works)."
+            help="JSONL of task_id, answer (+ answer_type for KramaBench; a workload .json "
+            "works); DA-Code: the folder with eval.jsonl and gold/ (or da_code/)."
         ),
     ],
     judge: Annotated[
@@ -143,19 +158,22 @@ def score_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Score a submission offline with the suite's official rules.
+    """Score a submission offline with the suite's official rules; nothing is run.
 
     --json prints {"tasks": [{"task_id", "score", ...}], "summary": {...}}; DABStep's summary
-    has easy, hard and all (accuracy in percent).
+    has easy, hard and all (accuracy in percent); DA-Code's all, by_category, by_task and
+    by_hardness.
 
     Example: dsstar bench score --suite dabstep --answers submission.jsonl --truth truth.jsonl
+
+    Example: dsstar bench score --suite dacode --answers output/ --truth da_code/ --json
     """
-    from dsstar.bench import score_files
+    from dsstar.bench import get, score_files
 
     try:
         settings = load_settings(model=model, api_base=api_base)
         grader = None
-        if suite == "kramabench" and judge and (settings.model or settings.agent_models):
+        if get(suite).uses_judge and judge and (settings.model or settings.agent_models):
             from dsstar.bench.judge import LLMJudge
 
             grader = LLMJudge(settings)
@@ -171,29 +189,10 @@ def score_command(
     raise typer.Exit(EXIT_OK)
 
 
-def _tasks(
-    suite: str,
-    tasks: Path | None,
-    data: Path | None,
-    truth: Path | None,
-    root: Path | None,
-    domain: str | None,
-    ids: list[str] | None,
-    limit: int | None,
-) -> list:
-    from dsstar.bench import dabstep_tasks, kramabench_tasks, select
+def _tasks(suite: str, source: Any, ids: list[str] | None, limit: int | None) -> list:
+    from dsstar.bench import get, select
 
-    if suite == "dabstep":
-        if not tasks or not data:
-            raise UsageError("--suite dabstep needs --tasks and --data")
-        found = dabstep_tasks(tasks, data, truth)
-    elif suite == "kramabench":
-        if not root or not domain:
-            raise UsageError("--suite kramabench needs --root and --domain")
-        found = kramabench_tasks(root, domain)
-    else:
-        raise UsageError(f"unknown suite {suite!r}; use dabstep or kramabench")
-    chosen = select(found, ids, limit)
+    chosen = select(get(suite).tasks(source), ids, limit)
     if not chosen:
         raise UsageError("no tasks to run")
     return chosen
@@ -223,6 +222,11 @@ def _report_bench(result: dict[str, Any], as_json: bool) -> None:
         f"{'n/a' if overall is None else f'{overall:.2f} %'} · cost ${result['cost_usd']:.4f}",
         highlight=False,
     )
+    for key, groups in summary.items():  # by_category, by_hardness, by_level...
+        if key.startswith("by_") and isinstance(groups, dict):
+            parts = [f"{name} {group['score']:.1f} % ({group['tasks']})"
+                     for name, group in groups.items()]  # fmt: skip
+            err.print(f"{key.removeprefix('by_')}: " + " · ".join(parts), highlight=False)
     for name in ("submission", "scores", "report"):
         print(result[name])
 

@@ -9,9 +9,10 @@ the same kind of replies as before, with the trap disarmed.
 Each backend (a command's temporary server, a long-lived server on SQLite, one on PostgreSQL)
 plays its own fixed list of six events, `EVENTS[mode]`; together the lists play every kind of
 event, each list has a kill during a model call, a kill during a script and concurrent runs,
-and each long-lived server also plays a failing script and a failed run. The order of a list's middle events and the moment of each
-kill after its trap fired are random, drawn from a seed that the soak prints (set SOAK_SEED to
-play the same soak again, SOAK_EVENTS=kill-server,verified to play chosen events).
+and each long-lived server also plays a failing script and a failed run. The order of a list's
+middle events and the moment of each kill after its trap fired are random, drawn from a seed
+that the soak prints (set SOAK_SEED to play the same soak again, SOAK_EVENTS=kill-server,verified
+to play chosen events).
 """
 
 from __future__ import annotations

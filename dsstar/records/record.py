@@ -5,6 +5,7 @@ totals."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import mimetypes
 from collections.abc import Callable
 from pathlib import PurePosixPath
@@ -19,6 +20,7 @@ from dsstar.storage import analysis_key, round_key
 
 __all__ = [
     "analysis_objects",
+    "changed_outputs",
     "figure_entries",
     "figure_objects",
     "final_objects",
@@ -96,20 +98,37 @@ def output_objects(result: ExecResult) -> dict[str, Any]:
 
 def output_entries(result: ExecResult, uri: Callable[[str], str]) -> list[dict[str, Any]]:
     """How run.json, the `--json` result and `dsstar.ask` list the deliverables: name (relative
-    to the working directory), bytes, uri, media_type and, for a chart, the URI of its
+    to the working directory), bytes, uri, media_type, sha256 and, for a chart, the URI of its
     description (chart)."""
     entries = []
     for item in result.outputs:
+        data = base64.b64decode(item["data"])
         entry = {
             "name": item["name"],
             "bytes": item["bytes"],
             "uri": uri(f"final/outputs/{item['name']}"),
             "media_type": media_type(item["name"]),
+            "sha256": hashlib.sha256(data).hexdigest(),  # tells a changed deliverable
         }
         if isinstance(item.get("chart"), dict):
             entry["chart"] = uri(f"final/charts/{item['name']}.json")
         entries.append(entry)
     return entries
+
+
+def changed_outputs(was: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[str]:
+    """How the deliverables `now` differ from those of an earlier run (`was`), one line per
+    file that is new, gone or changed (by content); empty when they are the same."""
+    before = {e["name"]: e for e in was}
+    after = {e["name"]: e for e in now}
+    lines = [f"{name}: new ({after[name]['bytes']:,} bytes)" for name in after
+             if name not in before]  # fmt: skip
+    lines += [f"{name}: gone" for name in before if name not in after]
+    for name in after.keys() & before.keys():
+        old, new = before[name], after[name]
+        if old.get("sha256") != new.get("sha256") or old["bytes"] != new["bytes"]:
+            lines.append(f"{name}: changed ({old['bytes']:,} -> {new['bytes']:,} bytes)")
+    return sorted(lines)
 
 
 # Suffixes the standard library's mimetypes does not know, or knows differently per system.

@@ -199,3 +199,28 @@ def test_outputs_are_listed_with_media_types_and_compared_night_to_night():
     assert changed_outputs(entries, later) == [
         "new.csv: new (3 bytes)", "out/revenue.png: gone", "result.csv: changed (4 -> 5 bytes)"
     ]  # fmt: skip
+
+
+def test_the_python_api_answer_carries_the_outputs():
+    from dsstar.results import Answer
+    from dsstar.views.report import run_result
+
+    entry = {
+        "name": "revenue.png",
+        "bytes": 10,
+        "uri": "s3://b/runs/r/final/outputs/revenue.png",
+        "media_type": "image/png",
+        "chart": "s3://b/runs/r/final/charts/revenue.png.json",
+    }
+    record = {
+        "run_id": "r",
+        "status": "verified",
+        "answer": "revenue.png",
+        "outputs": [entry],
+        "outputs_error": "1 file(s) the script wrote were not kept (x.csv): ...",
+    }
+    result = run_result(record, "s3://b/runs/r")
+    assert result["outputs"] == [entry] and result["outputs_error"].startswith("1 file(s)")
+    answer = Answer.from_result(result)
+    assert answer.outputs == (entry,) and answer.outputs_error == result["outputs_error"]
+    assert run_result({"run_id": "r", "status": "failed"}, "u")["outputs"] == []

@@ -174,3 +174,52 @@ def _the_ui_shows_the_chart(artifact_id: str, tmp_path) -> None:
         )
         page.screenshot(path=str(tmp_path / "deliverables.png"), full_page=True)
         browser.close()
+
+
+TABLE = """
+import pandas as pd
+orders = pd.read_csv("data/orders_2024.csv").dropna(subset=["units"])
+orders["revenue"] = orders["units"] * orders["unit_price"]
+table = orders.groupby("region_code", as_index=False)["revenue"].sum()
+table.to_csv("revenue.csv", index=False)
+print(table.to_string())
+"""
+
+
+def test_a_nightly_question_whose_deliverable_changed_raises_its_alert(
+    env, llm, sales, tmp_path, monkeypatch
+):
+    from flows import _alert_events
+    from flows.nightly import ds_star_nightly
+
+    events: list[tuple[str, dict]] = []
+    monkeypatch.setattr(
+        _alert_events, "emit_event", lambda event, **kw: events.append((event, kw["payload"]))
+    )
+    llm.default("analyzer", describe_script)
+    llm.default("planner", lambda _: "Write the revenue per region to revenue.csv.")
+    llm.default("coder", lambda _: f"Sure.\n\n```python{TABLE}```\n")
+    llm.default("verifier", lambda _: "The table is written as asked.\n\nYes")
+    final = TABLE + 'print("FINAL ANSWER:", "revenue.csv")\n'
+    llm.default("finalyzer", lambda _: f"The final script:\n\n```python{final}```\n")
+    question_set = tmp_path / "questions.yaml"
+    question = "Write the revenue per region to revenue.csv."
+    question_set.write_text(f"- question: {question}\n  data: {sales}\n")
+
+    [first] = ds_star_nightly(questions_file=str(question_set))
+    assert [o["name"] for o in first["outputs"]] == ["revenue.csv"] and not events
+    with (sales / "orders_2024.csv").open("a") as orders:
+        orders.write("1099,2024-06-30,NE,Widget,100,2.50\n")  # tonight's data has one more order
+    [second] = ds_star_nightly(questions_file=str(question_set))
+    assert second["answer"] == first["answer"] == "revenue.csv"  # the answer is the same...
+    # ...the file it delivers is not (the new order also breaks the data's contract).
+    kinds = [event for event, _ in events]
+    assert kinds.count("dsstar.deliverable.changed") == 1, events
+    assert "dsstar.answer.changed" not in kinds
+    [payload] = [p for event, p in events if event == "dsstar.deliverable.changed"]
+    assert payload["question"] == question and payload["previous_run"] == first["run_id"]
+    assert payload["changed"].startswith("revenue.csv: changed (")
+    assert second["outputs"][0]["uri"] in payload["outputs"]
+    # Each night keeps its own files.
+    assert first["outputs"][0]["uri"] != second["outputs"][0]["uri"]
+    assert first["outputs"][0]["sha256"] != second["outputs"][0]["sha256"]

@@ -50,7 +50,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("runs/<run_id>/final/answer.json", "the answer, the status and the plan"),
     ("runs/<run_id>/final/notebook.ipynb", "every round as notebook cells, then the solution"),
     ("runs/<run_id>/final/outputs/...", "every file the final script wrote: the deliverables"),
-    ("runs/<run_id>/final/charts/...", "<output>.json: a chart among them, read off its figure"),
+    ("runs/<run_id>/final/charts/...", "name.json: the description of each chart among them"),
     ("runs/<run_id>/replies/<label>-<hash>.json", "every model reply, kept as it arrives"),
     ("contracts/<root>/<key>.json", "a file's data contract (Great Expectations suite)"),
     ("contracts/<root>/passed/<key>.json", "the statistics of its last passed validation"),

@@ -224,3 +224,9 @@ def test_the_python_api_answer_carries_the_outputs():
     answer = Answer.from_result(result)
     assert answer.outputs == (entry,) and answer.outputs_error == result["outputs_error"]
     assert run_result({"run_id": "r", "status": "failed"}, "u")["outputs"] == []
+
+
+def test_the_bounds_are_caps_a_form_may_only_lower():
+    from dsstar.caps import is_cap
+
+    assert is_cap("exec_outputs") and is_cap("exec_outputs_mb")

@@ -116,6 +116,9 @@ def _checked_run(
         given=set(form.chosen()),
     )
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
+    if run.record["replies"] != "model":  # the Logs tab says so before anything else
+        story.say("replies: %s, from %s: no model is asked", run.record["replies"],
+                  run.record["recorded_from"])  # fmt: skip
     try:
         if flow_run.id:  # a flow run that kills its worker each time is not resumed forever
             check_crash_loop(flow_run.id, settings.max_crash_retries)

@@ -69,24 +69,26 @@ def _record(store: Store, run_id: str) -> dict[str, Any]:
 
 
 def _change(before: tuple[str, str] | None, after: tuple[str, str] | None) -> str | None:
-    if before == after:
+    """None when a round's output (spaces at the ends of lines aside) and script are as
+    stored; else what differs, in a few words."""
+    if before is None and after is None:
         return None
     if after is None:
         return "not reached by the replay"
     if before is None:
         return "new in the replay (the stored run had no such round)"
-    change = _first_difference(before[0], after[0]) if before[0] != after[0] else ""
+    change = _first_difference(before[0], after[0])
     if before[1] != after[1]:  # a debugger fixed a script that failed only now, say
         change = f"{change}; its script differs too" if change else "its script differs"
-    return change
+    return change or None
 
 
 def _first_difference(before: str, after: str) -> str:
-    """`output line N: was '...', now '...'`, and how many lines differ in all."""
-    old, new = before.splitlines(), after.splitlines()
+    """`output line N: was '...', now '...'`, and how many lines differ in all ("" when none)."""
+    old, new = _lines(before), _lines(after)
     differing = [i for i in range(max(len(old), len(new))) if _line(old, i) != _line(new, i)]
-    if not differing:  # only whitespace at the end of the output
-        return "output differs in trailing whitespace"
+    if not differing:
+        return ""
     first = differing[0]
     more = f" ({len(differing)} lines differ)" if len(differing) > 1 else ""
     return (
@@ -95,8 +97,15 @@ def _first_difference(before: str, after: str) -> str:
     )
 
 
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
 def _line(lines: list[str], index: int) -> str | None:
-    return lines[index].rstrip() if index < len(lines) else None
+    return lines[index] if index < len(lines) else None
 
 
 def _short(text: str | None) -> str:

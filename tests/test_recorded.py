@@ -39,6 +39,16 @@ def test_a_recorded_model_answers_by_label_through_litellm_for_nothing(tmp_path)
         complete(config, ASK, agent="debugger", run_id="r", label="debugger r01 #1")
 
 
+def test_a_run_kept_in_s3_answers_from_its_replies_folder_there(s3):
+    """moto's S3 server: `dsstar replay` of a run stored in a bucket reads its replies there."""
+    store = Store(s3)
+    record = {"agent": "planner", "label": "planner r00", "text": "Load the orders."}
+    store.write_json("runs/a/replies/planner-r00-77aa.json", record)
+    config = LLMConfig(model=f"recorded/{store.uri('runs/a/replies')}")
+    reply = complete(config, ASK, agent="planner", run_id="b", label="planner r00")
+    assert reply.text == "Load the orders."
+
+
 def test_a_recording_file_maps_labels_to_replies_with_or_without_reasoning(tmp_path):
     path = tmp_path / "replies.yaml"
     path.write_text(

@@ -109,6 +109,8 @@ def test_the_demo_answers_with_its_recorded_replies_and_says_where_to_look(env, 
     assert record["replies"] == "recorded"
     assert Path(record["recorded_from"]) == REPO / "examples" / "sales-replies.yaml"
     assert (runs / run_id / "rounds" / "01" / "output.txt").read_text()  # run in the sandbox
+    shown = dsstar("runs", "show", run_id)
+    assert shown.returncode == 0 and "replies: recorded, from " in shown.stdout
 
     # The Prefect UI: the answer card and the Logs tab say so too.
     key = ArtifactFilterKey(any_=[artifact_key(f"{run_id}-answer")])
@@ -116,7 +118,8 @@ def test_the_demo_answers_with_its_recorded_replies_and_says_where_to_look(env, 
     with get_client(sync_client=True) as client:
         (card,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=key))
         assert "**Replies: recorded**" in card.data
-        assert client.read_flow_run(record["flow_run_id"]).state.is_completed()
+        flow_run = client.read_flow_run(record["flow_run_id"])
+        assert flow_run.state.is_completed() and "recorded-replies" in flow_run.tags
         deadline = time.monotonic() + 30  # the server stores logs in batches, a little later
         while True:
             lines = [log.message for log in client.read_logs(log_filter=only_this_run)]

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from dsstar.algorithm.verdict import ANSWERED
 from dsstar.cli._app import (
     EXIT_FAILED,
     EXIT_OK,
@@ -52,17 +53,19 @@ def replay(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Run a stored run again with the replies it recorded, and say what changed.
+    """Run a stored run again with the replies it recorded; say what changed.
 
-    No model is asked: each request gets the reply the stored run received for it (by round
-    and agent). Every script runs again, in the sandbox, on the data as it is now. The replay
-    is a new run (its own id, stored and shown like any other, its replies marked recorded);
-    then each round's output and the answer are compared with the stored ones. A request the
-    stored run never made (a script that fails only now needs the debugger) ends the replay
-    there, as a difference.
+    No model is asked: each request gets the reply the stored run received
+    for it (by round and agent). Every script runs again, in the sandbox, on
+    the data as it is now. The replay is a new run (its own id, stored and
+    shown like any other, its replies marked recorded); then each round's
+    output and the answer are compared with the stored ones. A request the
+    stored run never made (a script that fails only now needs the debugger)
+    ends the replay there, as a difference.
 
-    Exit codes: 0 every round's output and the answer are as stored, 1 something differs
-    (the report says what), 2 no such run or it kept no replies.
+    Exit codes: 0 every round's output and the answer are as stored,
+    1 something differs (the report says what), 2 no such run or it kept
+    no replies.
 
     Example: dsstar replay 20261121-193000-3fa2c1
     """
@@ -131,13 +134,15 @@ def demo(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Answer the example question over examples/sales, with replies recorded from a model.
+    """Answer the example question with replies recorded from a model.
 
-    A whole run, with no model and no key: the ds-star flow analyzes the files, plans, codes
-    and verifies in rounds, runs every script in the sandbox and stores everything, exactly
-    as `dsstar run` does; only the model's replies come from examples/sales-replies.yaml (the
-    model `recorded/<that file>`), and the run says so (CLI, run.json, Prefect UI). Then it
-    says where to look at the run, and how to ask your own question with your model.
+    A whole run over examples/sales, with no model and no key: the ds-star
+    flow analyzes the files, plans, codes and verifies in rounds, runs every
+    script in the sandbox and stores everything, as `dsstar run` does; only
+    the replies come from examples/sales-replies.yaml (the model
+    `recorded/<that file>`), and the run says so (CLI, run.json, Prefect
+    UI). Then it says where to look at the run, and how to ask your own
+    question with your model.
 
     Example: dsstar demo
     """
@@ -160,7 +165,7 @@ def demo(
     report(result, as_json)
     if not as_json:
         _where_to_look(result, ui)
-    raise typer.Exit(EXIT_OK if result.get("answer") is not None else EXIT_FAILED)
+    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED else EXIT_FAILED)
 
 
 def _prefect_ui() -> str:

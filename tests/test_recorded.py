@@ -39,6 +39,25 @@ def test_a_recorded_model_answers_by_label_through_litellm_for_nothing(tmp_path)
         complete(config, ASK, agent="debugger", run_id="r", label="debugger r01 #1")
 
 
+def test_a_run_folder_adds_the_replies_that_made_the_descriptions_it_reused(tmp_path):
+    runs = tmp_path / "runs"
+    kept(runs / "b" / "replies", "planner r00", "Sum revenue per region.", "planner-r00-1.json")
+    attempts = runs / "b" / "analysis" / "orders_2024.csv" / "attempts.json"
+    attempts.parent.mkdir(parents=True)
+    attempts.write_text(json.dumps({"path": "orders_2024.csv", "analyzed_in_run": "a"}))
+    earlier = runs / "a" / "replies"
+    kept(earlier, "analyzer orders_2024.csv", "```python\nprint(1)\n```", "analyzer-1.json")
+    kept(earlier, "debugger analysis orders_2024.csv #1", "```python\nprint(2)\n```", "d.json")
+    kept(earlier, "analyzer regions.json", "not reused by b", "analyzer-2.json")
+    kept(earlier, "planner r00", "another question's plan", "planner-r00-2.json")
+    recording = Recording(str(runs / "b"))
+    assert recording.reply("planner r00").text == "Sum revenue per region."
+    assert recording.reply("analyzer orders_2024.csv").text == "```python\nprint(1)\n```"
+    assert recording.reply("debugger analysis orders_2024.csv #1").text.endswith("print(2)\n```")
+    with pytest.raises(LookupError):
+        recording.reply("analyzer regions.json")
+
+
 def test_a_run_kept_in_s3_answers_from_its_replies_folder_there(s3):
     """moto's S3 server: `dsstar replay` of a run stored in a bucket reads its replies there."""
     store = Store(s3)

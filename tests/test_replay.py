@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from scenarios import ANSWER, two_rounds
+from scenarios import ANSWER, always_first_time, two_rounds
 
 from dsstar.views.report import RESULT_KEYS
 
@@ -29,6 +29,11 @@ def dsstar(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 def test_a_replay_asks_no_model_and_reports_what_changed_with_the_data(env, llm, sales, tmp_path):
+    # An earlier run analyzes the files: the replayed run takes their descriptions from the
+    # catalog, and its replay finds the replies that made them in that run's folder.
+    always_first_time(llm)
+    done = dsstar("run", "--data", str(sales), "--question", "Who manages the best region?")
+    assert done.returncode == 0, done.stderr
     two_rounds(llm)
     probes: list[int] = []
     llm.on_models(lambda: probes.append(1))
@@ -58,7 +63,12 @@ def test_a_replay_asks_no_model_and_reports_what_changed_with_the_data(env, llm,
         (tmp_path / "storage" / "runs" / replayed["run_id"] / "run.json").read_text()
     )
     assert record["replies"] == "recorded"
-    assert record["recorded_from"].endswith(f"runs/{stored['run_id']}/replies")
+    assert record["recorded_from"].endswith(f"runs/{stored['run_id']}")
+    analyzed = json.loads(
+        (tmp_path / "storage" / "runs" / stored["run_id"] / "analysis" / "regions.json"
+         / "attempts.json").read_text()
+    )  # fmt: skip
+    assert analyzed["analyzed_in_run"] != stored["run_id"]  # the case this test is about
 
     # Southwest's orders are worth more now: both rounds' outputs and the answer change.
     orders = sales / "orders_2024.csv"

@@ -6,9 +6,12 @@ headers, and gets replies back. Each reply is looked up by the request's label (
 `X-DSStar-Call` header: `coder 01`, `verifier 00`, `analyzer orders.csv`, ...), never by its
 prompt, so that a recording still answers when the data, and hence the prompts, changed.
 
-`<location>` is a local path or a URL (s3://...) of either
-- a folder of reply records, as a run keeps them under runs/<run_id>/replies/ (each a JSON
-  object with `label` and `text`): `dsstar replay` answers a run again this way; or
+`<location>` is a local path or a URL (s3://...) of
+- a run's folder, runs/<run_id>: the replies it kept under replies/ (each a JSON object with
+  `label` and `text`), and for each file description it took from the catalog, the replies
+  that made it, kept by the run that analyzed the file (`analyzed_in_run` of its
+  analysis/<key>/attempts.json). `dsstar replay` answers a run again this way;
+- a folder of reply records alone, such as runs/<run_id>/replies; or
 - a YAML or JSON file that maps each label to the reply's text (or to an object with `text`
   and, optionally, `reasoning`): a recording written or edited by hand, such as the one
   `dsstar demo` uses (examples/sales-replies.yaml).
@@ -20,6 +23,7 @@ at once (it is not retried), naming the label.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -102,6 +106,9 @@ def recording(location: str) -> Recording:
 def _read(location: str) -> dict[str, RecordedReply]:
     try:
         fs, root = url_to_fs(location)
+        root = root.rstrip("/")
+        if fs.isdir(f"{root}/replies"):
+            return _from_run(fs, root)
         if fs.isdir(root):
             return _from_folder(fs, root)
         text = fs.cat_file(root).decode("utf-8", errors="replace")
@@ -116,6 +123,25 @@ def _read(location: str) -> dict[str, RecordedReply]:
     if not isinstance(loaded, dict):
         raise ConfigError(f"{location} is not a map of labels to replies")
     return {str(label): _reply(value) for label, value in loaded.items()}
+
+
+def _from_run(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, RecordedReply]:
+    """A run's own replies, and those that made the file descriptions it reused."""
+    replies = _from_folder(fs, f"{root}/replies")
+    runs, run_id = root.rsplit("/", 1)
+    for found in fs.glob(f"{root}/analysis/*/attempts.json"):
+        try:
+            kept = json.loads(fs.cat_file(found))
+        except (OSError, json.JSONDecodeError):
+            continue
+        origin, path = kept.get("analyzed_in_run"), kept.get("path")
+        if not origin or not path or origin == run_id or "/" in origin:
+            continue
+        about = re.compile(rf"(analyzer|(debugger|summarizer) analysis) {re.escape(path)}( #\d+)?")
+        for label, reply in _from_folder(fs, f"{runs}/{origin}/replies").items():
+            if about.fullmatch(label):
+                replies.setdefault(label, reply)
+    return replies
 
 
 def _from_folder(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, RecordedReply]:

@@ -18,8 +18,9 @@ _SHOWN = 80  # characters of a differing line shown in the report
 
 
 def recorded_model(store: Store, run_id: str) -> str:
-    """The model that answers with the replies `run_id` kept (see dsstar.model.recorded)."""
-    return f"recorded/{store.uri(f'runs/{run_id}/replies')}"
+    """The model that answers with the replies that made `run_id` (see
+    dsstar.model.recorded): its own, and those of the file descriptions it reused."""
+    return f"recorded/{store.uri(f'runs/{run_id}')}"
 
 
 def compare_runs(store: Store, stored_id: str, replay_id: str) -> dict[str, Any]:

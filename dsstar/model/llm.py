@@ -197,7 +197,10 @@ def count_tokens(model: str, text: str) -> int:
 
 def model_info(model: str) -> dict[str, Any]:
     """litellm's entry for `model` in its price map: prices per token (input, output, input
-    read from the prompt cache) and most output tokens; {} for a model it does not know."""
+    read from the prompt cache) and most output tokens; {} for a model it does not know.
+    A recorded model's replies cost nothing: a cost ceiling can bound it."""
+    if recorded_location(model):
+        return {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
     try:
         return dict(_litellm().get_model_info(model))
     except Exception:  # litellm raises for a model it has not mapped: no price is known
@@ -293,7 +296,7 @@ def complete(
     text, reasoning = clean(message.content or ""), clean(reasoning_of(message))
     usage = getattr(response, "usage", None)
     output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    if max_tokens:
+    if max_tokens and not recorded_location(config.model):  # a recorded reply costs nothing
         text, reasoning, output_tokens = _within_limit(
             response, config.model, text, reasoning, max_tokens
         )

@@ -17,7 +17,9 @@ from dsstar.algorithm.verdict import Status
 from dsstar.errors import OverBudget
 from dsstar.execution.scratch import owner
 from dsstar.inputs.form import SECRET_FIELDS
+from dsstar.inputs.preflight import used_models
 from dsstar.model.ceiling import Ceiling, spent_line
+from dsstar.model.recorded import replies_source
 from dsstar.records.claim import Claim, claim_run
 from dsstar.records.identity import RunIdentity
 from dsstar.records.ledger import Ledger, RunRow, question_key
@@ -81,6 +83,8 @@ class Run:
             "heartbeat_at": _now(),
             **owner(),  # host, pid: `runs list` and `resume` tell a dead run by them
             "flow_run_id": str(flow_run.id) if flow_run.id else None,
+            # Who answers: a model, or replies recorded earlier (never to pass for a model's).
+            **replies_source(used_models(settings)),
             # Secrets never reach storage: the API key and the database URL (which may hold a
             # password) are left out; a resumed run reads them from its environment again.
             "settings": settings.model_dump(mode="json", exclude=SECRET_FIELDS),

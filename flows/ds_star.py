@@ -116,6 +116,10 @@ def _checked_run(
         given=set(form.chosen()),
     )
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
+    if run.record["replies"] != "model":  # the runs list and Logs tab say so at once
+        _tag(_RECORDED_TAG)
+        story.say("replies: %s, from %s: no model is asked", run.record["replies"],
+                  run.record["recorded_from"])  # fmt: skip
     try:
         if flow_run.id:  # a flow run that kills its worker each time is not resumed forever
             check_crash_loop(flow_run.id, settings.max_crash_retries)
@@ -135,6 +139,24 @@ def _checked_run(
         scratch.release(run.run_id)  # this run's data snapshot or staged file
         forget(run.run_id)  # a resume counts what it spent afresh, from its caches
         run.release()  # after run.json holds the outcome: the id may be resumed now
+
+
+# The tag of a flow run answered by recorded replies (dsstar.model.recorded), shown beside
+# its name in the Prefect UI's lists.
+_RECORDED_TAG = "recorded-replies"
+
+
+def _tag(tag: str) -> None:
+    """Add `tag` to this flow run (a run started by the CLI or a form has no say in its tags)."""
+    if not flow_run.id:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            tags = client.read_flow_run(flow_run.id).tags
+            if tag not in tags:
+                client.update_flow_run(flow_run.id, tags=[*tags, tag])
+    except Exception as exc:  # a label, not the run: the run goes on without it
+        story.say("could not tag the flow run %s: %s", tag, exc, level=logging.WARNING)
 
 
 def solve(

@@ -82,6 +82,7 @@ def ask(
                 messages,
                 agent=agent,
                 run_id=run_id,
+                label=label,
                 api_key=api_key,
                 # The output limit the check reserved; without a ceiling, the provider's own.
                 max_tokens=held.output if held else None,

@@ -105,6 +105,11 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
     links = "\n".join(f"- {name}: `{uri}`" for name, uri in uris.items())
     reused = record.get("reused_from")
     origin = f"**Reused the verified solution of run** `{reused}`\n\n" if reused else ""
+    if record.get("replies") in ("recorded", "mixed"):  # never to pass for a model's answer
+        origin += (
+            f"**Replies: recorded** ({record['replies']}), from `{record.get('recorded_from')}`:"
+            " no model was asked\n\n"
+        )
     create_markdown_artifact(
         key=artifact_key(f"{run_id}-answer"),
         markdown=clean(

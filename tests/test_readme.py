@@ -3,7 +3,7 @@
 Every line of a code block tagged `bash` in README.md and docs/index.md is run with bash from
 the repository root, in order, against the scripted model server (other blocks, tagged `sh`,
 show commands that need a real model, server or cluster). Only the set-up is left out: the
-virtual environment and install at the start of the README's first line (the `dsstar run`
+virtual environment and install at the start of the README's first line (the `dsstar demo`
 that follows it is run) and `bash scripts/test`. Afterwards every object the commands stored
 must match the storage layout table.
 """
@@ -40,7 +40,7 @@ def bash_commands(text: str) -> list[str]:
 
 
 def runnable(commands: list[str]) -> list[str]:
-    """The commands less the set-up: the install before the first `dsstar run`, the tests."""
+    """The commands less the set-up: the install before `dsstar demo`, the tests."""
     kept = []
     for command in commands:
         if command == TESTS:
@@ -51,7 +51,7 @@ def runnable(commands: list[str]) -> list[str]:
 
 def test_the_readme_opens_with_the_two_set_up_commands():
     first = bash_commands((REPO / "README.md").read_text())
-    assert first[0].startswith(SETUP + ".venv/bin/dsstar run --data examples/sales --question ")
+    assert first[0] == SETUP + ".venv/bin/dsstar demo"
     assert first[1] == TESTS
 
 
@@ -84,6 +84,8 @@ def test_the_commands_work_as_written(page, llm, tmp_path):
         assert "Traceback" not in done.stderr, command
         if re.search(r"dsstar run\b", command):
             assert ANSWER in done.stdout, command
+        if re.search(r"dsstar demo\b", command):  # answered by its recorded replies
+            assert "Northeast, Ada Park" in done.stdout and "replies: recorded" in done.stderr
         if re.search(r"dsstar (runs list|history)\b", command):
             assert ANSWER in done.stdout, command  # the run above is listed with its answer
         if re.search(r"dsstar (describe|retrieve)\b", command):

@@ -70,7 +70,9 @@ class LocalRuntime:
         self.labels.append(label)
         key = self.api_key or api_key_here()
         config = LLMConfig(**self.spec.llm[agent])
-        reply = complete(config, messages, agent=agent, run_id=self.run_id, api_key=key)
+        reply = complete(
+            config, messages, agent=agent, run_id=self.run_id, label=label, api_key=key
+        )
         self.replies.append({"agent": agent, "label": label, **reply.to_dict()})
         return reply.text
 

@@ -49,15 +49,26 @@ def report(result: dict[str, Any], as_json: bool) -> None:
     colour = {"verified": "green", "accepted": "green", "not_applicable": "green",
               "max_rounds": "yellow", "stopped": "yellow"}  # fmt: skip
     colour = colour.get(result["status"], "red")
+    recorded = result.get("replies") in ("recorded", "mixed")
+    calls = f"{result['llm_calls']} recorded repl{'y' if result['llm_calls'] == 1 else 'ies'}"
     err.print(
         Text.assemble(
             (shown(result["status"]), colour),
             f" · run {shown(result['run_id'])} · {plural(result['rounds'], 'round')} ·"
-            f" {plural(result['llm_calls'], 'LLM call')} ·"
+            f" {calls if recorded else plural(result['llm_calls'], 'LLM call')} ·"
             f" {result['input_tokens']}+{result['output_tokens']} tokens ·"
             f" cost {money(result['cost_usd'])}",
         )
     )
+    if recorded:  # never to pass for a model's answer
+        which = "recorded" if result["replies"] == "recorded" else "some recorded"
+        err.print(
+            Text.assemble(
+                (f"replies: {which}", "yellow"),
+                f" from {shown(result.get('recorded_from') or '?')}; no model was asked"
+                + (" for them" if which != "recorded" else ""),
+            )
+        )
     if result.get("error"):
         err.print(Text.assemble(("error:", "red"), f" {shown(result['error'])}"))
     err.print(Text(f"artifacts: {shown(result['artifacts_uri'])}"))  # Text: never markup

@@ -107,6 +107,21 @@ def run(
 
 def _run_flow(prepared: PreparedRun, as_json: bool) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
+    result = run_flow(prepared, as_json)
+    report(result, as_json)
+    if result["status"] == Status.STOPPED:  # a person chose to stop: not a failure
+        err.print(
+            f"stopped by request after round {result['rounds'] - 1:02d}; everything so far is"
+            f" stored: {invoked()} runs show {prepared.form.run_id}",
+            highlight=False,
+        )
+    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {Status.STOPPED} else EXIT_FAILED)
+
+
+def run_flow(prepared: PreparedRun, as_json: bool, model_errors: bool = True) -> dict[str, Any]:
+    """Run (or resume) the ds-star flow in this process with the live progress line; returns
+    its result. Exits 2 when the run could not start for want of good input, or (with
+    `model_errors`) a model or key was refused (the message says why)."""
     settings, run_id = prepared.settings, prepared.form.run_id
     err.print(f"run {run_id}")  # on stderr at once: the id to resume it by
 
@@ -122,16 +137,10 @@ def _run_flow(prepared: PreparedRun, as_json: bool) -> None:
         stopping.finish()
     if isinstance(error, RunIdInUse):  # run.json is another run's: not this one's result
         fail_usage(str(error), as_json)
-    if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
+    refused = (UsageError, LLMFatalError) if model_errors else UsageError
+    if isinstance(error, refused):  # bad input, a rejected key or model
         fail_usage(str(error).splitlines()[0], as_json, result)
-    report(result, as_json)
-    if result["status"] == Status.STOPPED:  # a person chose to stop: not a failure
-        err.print(
-            f"stopped by request after round {result['rounds'] - 1:02d}; everything so far is"
-            f" stored: {invoked()} runs show {run_id}",
-            highlight=False,
-        )
-    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {Status.STOPPED} else EXIT_FAILED)
+    return result
 
 
 def _terminal_prompt(settings: Settings, live: LiveProgress) -> Any:

@@ -117,6 +117,13 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
             out.print(f"{key}: {shown(record[key])}")
     if record.get("reused_from"):
         out.print(f"reused: the verified solution of run {shown(record['reused_from'])}")
+    if record.get("replies") in ("recorded", "mixed"):  # never to pass for a model's answer
+        out.print(
+            Text(
+                f"replies: {record['replies']}, from {shown(record.get('recorded_from'))};"
+                " no model was asked"
+            )
+        )
     if record.get("error"):
         out.print(Text.assemble(("error:", "red"), f" {shown(record['error'])}"))
     plan = record.get("plan") or []

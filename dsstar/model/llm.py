@@ -24,6 +24,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from dsstar.model.caching import cache_marked, cached_tokens, reasoning_of  # noqa: E402
 from dsstar.model.config import LLMConfig  # noqa: E402
+from dsstar.model.recorded import CALL_HEADER, PROVIDER, recorded_location, recording  # noqa: E402
 from dsstar.text import clean  # noqa: E402
 
 __all__ = [
@@ -68,7 +69,39 @@ def _litellm() -> Any:
 
         litellm.telemetry = False
         litellm.suppress_debug_info = True
+        if not any(p.get("provider") == PROVIDER for p in litellm.custom_provider_map):
+            litellm.custom_provider_map = [
+                *litellm.custom_provider_map,
+                {"provider": PROVIDER, "custom_handler": _recorded_provider(litellm)},
+            ]
     return litellm
+
+
+def _recorded_provider(litellm: Any) -> Any:
+    """litellm's provider for `recorded/<location>` models (see dsstar.model.recorded): the
+    reply recorded for the request's label, with no tokens spent. Built here, where litellm
+    is imported, and registered with it like a provider package would be."""
+    from litellm.llms.custom_llm import CustomLLM, CustomLLMError
+
+    class RecordedProvider(CustomLLM):  # type: ignore[misc]
+        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+            headers = kwargs.get("headers") or {}
+            label = headers.get(CALL_HEADER)
+            if not label:
+                raise CustomLLMError(400, f"a recorded reply is looked up by {CALL_HEADER}")
+            try:
+                reply = recording(model).reply(label)
+            except (LookupError, ConfigError) as exc:  # no retry can find it: a 400
+                raise CustomLLMError(400, str(exc)) from exc
+            response = kwargs["model_response"]
+            response.model = f"{PROVIDER}/{model}"
+            response.choices[0].message.content = reply.text
+            if reply.reasoning:
+                response.choices[0].message.reasoning_content = reply.reasoning
+            response.usage = litellm.Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
+            return response
+
+    return RecordedProvider()
 
 
 def preload() -> None:
@@ -164,7 +197,10 @@ def count_tokens(model: str, text: str) -> int:
 
 def model_info(model: str) -> dict[str, Any]:
     """litellm's entry for `model` in its price map: prices per token (input, output, input
-    read from the prompt cache) and most output tokens; {} for a model it does not know."""
+    read from the prompt cache) and most output tokens; {} for a model it does not know.
+    A recorded model's replies cost nothing: a cost ceiling can bound it."""
+    if recorded_location(model):
+        return {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
     try:
         return dict(_litellm().get_model_info(model))
     except Exception:  # litellm raises for a model it has not mapped: no price is known
@@ -207,6 +243,7 @@ def complete(
     *,
     agent: str,
     run_id: str,
+    label: str = "",
     api_key: str | None = None,
     max_tokens: int | None = None,
 ) -> LLMReply:
@@ -214,7 +251,11 @@ def complete(
 
     With `max_tokens`, the request carries that output limit, and a reply longer than it
     (a server that ignores the limit) is cut to it and counted at it: a ceiling's check
-    reserved that much for this call, and no more may be spent."""
+    reserved that much for this call, and no more may be spent. The request carries the
+    agent, the run and the call's `label` (its round and agent) as headers."""
+    headers = {"X-DSStar-Agent": agent, "X-DSStar-Run": run_id}
+    if label:
+        headers[CALL_HEADER] = label
     kwargs: dict[str, Any] = {
         "model": config.model,
         # A prompt may quote file names or data that cannot be encoded; send what can be.
@@ -222,7 +263,7 @@ def complete(
         "timeout": config.timeout,
         "num_retries": 0,
         "max_retries": 0,
-        "extra_headers": {"X-DSStar-Agent": agent, "X-DSStar-Run": run_id},
+        "extra_headers": headers,
     }
     if config.api_base:
         kwargs["api_base"] = config.api_base
@@ -255,7 +296,7 @@ def complete(
     text, reasoning = clean(message.content or ""), clean(reasoning_of(message))
     usage = getattr(response, "usage", None)
     output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    if max_tokens:
+    if max_tokens and not recorded_location(config.model):  # a recorded reply costs nothing
         text, reasoning, output_tokens = _within_limit(
             response, config.model, text, reasoning, max_tokens
         )
@@ -264,7 +305,7 @@ def complete(
         model=config.model,
         input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         output_tokens=output_tokens,
-        cost_usd=_cost(response),
+        cost_usd=0.0 if recorded_location(config.model) else _cost(response),
         latency_s=round(latency, 3),
         reasoning=reasoning,
         cached_tokens=cached_tokens(usage),

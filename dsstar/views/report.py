@@ -28,6 +28,8 @@ RESULT_KEYS = (
     "reused_from",
     "contracts",
     "outputs",
+    "replies",
+    "recorded_from",
 )
 
 
@@ -40,6 +42,7 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
     for key in ("llm_calls", "input_tokens", "output_tokens"):
         result[key] = record.get(key) or 0
     result["reused_solution"] = bool(record.get("reused_solution"))
+    result["replies"] = record.get("replies") or "model"  # runs stored before it was kept
     contracts = record.get("contracts") or {}
     result["contracts"] = {
         "checked": contracts.get("checked", 0),

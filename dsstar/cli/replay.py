@@ -1,0 +1,197 @@
+"""`dsstar replay` and `dsstar demo`: runs answered by recorded replies.
+
+Both are ordinary runs of the ds-star flow (Prefect, sandbox, storage, ledger) whose model is
+`recorded/<location>` (`dsstar.model.recorded`): litellm serves each request the reply recorded
+for its label, and nothing else differs. `replay` records nothing new about the stored run: it
+starts a new run and compares the two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from dsstar.algorithm.verdict import ANSWERED
+from dsstar.cli._app import (
+    EXIT_FAILED,
+    EXIT_OK,
+    JsonOpt,
+    StorageOpt,
+    app,
+    console,
+    err,
+    fail_usage,
+    flag_name,
+    invoked,
+    load_settings,
+    prefect_quietly,
+)
+from dsstar.cli._output import report
+from dsstar.cli.run import run_flow
+from dsstar.errors import DSStarError
+from dsstar.inputs.form import OPTION_FIELDS
+from dsstar.inputs.questions import PROJECT_DIR, load_questions
+from dsstar.storage import check_run_id
+
+# What a recorded run must not take from the stored settings or the environment: another
+# model or address, a reused solution (whose verdict was never recorded), a person's turn.
+_RECORDED = {"agent_models": {}, "api_base": "", "reuse": False, "ask_human": False}
+
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")]
+
+
+@app.command()
+def replay(
+    run_id: Annotated[str, typer.Argument(help="The stored run to replay.", metavar="RUN_ID")],
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Run a stored run again with the replies it recorded; say what changed.
+
+    No model is asked: each request gets the reply the stored run received
+    for it (by round and agent). Every script runs again, in the sandbox, on
+    the data as it is now. The replay is a new run (its own id, stored and
+    shown like any other, its replies marked recorded); then each round's
+    output and the answer are compared with the stored ones. A request the
+    stored run never made (a script that fails only now needs the debugger)
+    ends the replay there, as a difference.
+
+    Exit codes: 0 every round's output and the answer are as stored,
+    1 something differs (the report says what), 2 no such run or it kept
+    no replies.
+
+    Example: dsstar replay 20261121-193000-3fa2c1
+    """
+    prefect_quietly(verbose)
+    from dsstar.api import prepare_run
+    from dsstar.storage import Store
+    from dsstar.views.replay import compare_runs, recorded_model
+
+    try:
+        check_run_id(run_id)
+        store = Store(load_settings(storage=storage).storage)
+        record = store.read_json(f"runs/{run_id}/run.json")
+        if not store.listdir(f"runs/{run_id}/replies"):
+            fail_usage(f"run {run_id} kept no model replies to replay", as_json)
+        stored = {k: v for k, v in (record.get("settings") or {}).items() if k in OPTION_FIELDS}
+        options = {k: v for k, v in stored.items() if v is not None} | _RECORDED
+        options |= {"model": recorded_model(store, run_id), "storage": store.url}
+        options |= {"max_cost": None, "max_tokens": None}  # a recorded reply costs nothing
+        prepared = prepare_run(
+            **{k: record[k] for k in ("question", "data", "guidelines")},
+            name=flag_name, **options,
+        )  # fmt: skip
+    except FileNotFoundError:
+        fail_usage(f"no run {run_id} under {store.url}", as_json)
+    except DSStarError as exc:
+        fail_usage(str(exc), as_json)
+    err.print(f"replaying run {run_id} with its recorded replies", highlight=False)
+    result = run_flow(prepared, as_json, model_errors=False)
+    compared = compare_runs(store, run_id, result["run_id"])
+    if as_json:
+        sys.stdout.write(json.dumps({**compared, "replay": result}, ensure_ascii=False) + "\n")
+    else:
+        report(result, as_json=False)
+        _say_comparison(compared)
+    raise typer.Exit(EXIT_OK if compared["same"] else EXIT_FAILED)
+
+
+def _say_comparison(compared: dict[str, Any]) -> None:
+    out = console()
+    out.print(
+        f"replay of run {compared['run_id']} (as run {compared['replay_run_id']}):",
+        highlight=False,
+    )
+    for item in compared["rounds"]:
+        said = "same output" if item["same"] else item["change"]
+        out.print(Text(f"  round {item['round']:02d}: {said}"))
+    answer = compared["answer"]
+    out.print(Text(f"  answer: {'same' if answer['same'] else answer['change']}"))
+    verdict = (
+        "same: every round's output and the answer are as stored"
+        if compared["same"]
+        else "changed: see the lines above"
+    )
+    out.print(Text(verdict, style="green" if compared["same"] else "yellow"))
+
+
+# The demo: the example data, its first question, and replies recorded for them.
+EXAMPLES = PROJECT_DIR / "examples"
+DEMO_QUESTIONS = EXAMPLES / "sales-questions.yaml"
+DEMO_REPLIES = EXAMPLES / "sales-replies.yaml"
+
+
+@app.command()
+def demo(
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Answer the example question with replies recorded from a model.
+
+    A whole run over examples/sales, with no model and no key: the ds-star
+    flow analyzes the files, plans, codes and verifies in rounds, runs every
+    script in the sandbox and stores everything, as `dsstar run` does; only
+    the replies come from examples/sales-replies.yaml (the model
+    `recorded/<that file>`), and the run says so (CLI, run.json, Prefect
+    UI). Then it says where to look at the run, and how to ask your own
+    question with your model.
+
+    Example: dsstar demo
+    """
+    prefect_quietly(verbose)
+    from dsstar.api import prepare_run
+
+    ui = _prefect_ui()  # now: a temporary server, started below, sets PREFECT_API_URL
+    if not (DEMO_QUESTIONS.is_file() and DEMO_REPLIES.is_file()):
+        fail_usage(f"the demo needs {EXAMPLES} (a checkout of dsstar, installed with -e)")
+    try:
+        first = load_questions(DEMO_QUESTIONS)[0]
+        prepared = prepare_run(
+            question=first.question, data=first.data, guidelines=first.guidelines,
+            name=flag_name, storage=storage, model=f"recorded/{DEMO_REPLIES}", **_RECORDED,
+        )  # fmt: skip
+    except DSStarError as exc:
+        fail_usage(str(exc), as_json)
+    err.print(f"demo: {first.question}", highlight=False)
+    result = run_flow(prepared, as_json)
+    report(result, as_json)
+    if not as_json:
+        _where_to_look(result, ui)
+    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED else EXIT_FAILED)
+
+
+def _prefect_ui() -> str:
+    """The Prefect UI of the API the user configured ("" when runs go to a temporary server,
+    which has none: its runs are kept in Prefect's database, which `prefect server start`
+    serves)."""
+    ui = os.environ.get("PREFECT_UI_URL") or os.environ.get("PREFECT_API_URL", "")
+    return ui.rstrip("/").removesuffix("/api")
+
+
+def _where_to_look(result: dict[str, Any], ui: str) -> None:
+    me, run_id = invoked(), result["run_id"]
+    prefect = str(Path(sys.executable).parent / "prefect")
+    flow_run = f"/runs/flow-run/{result.get('flow_run_id')}"
+    shown = (
+        f"in the Prefect UI: {ui}{flow_run}"
+        if ui
+        else f"in the Prefect UI: start it with `{prefect} server start`, then open"
+        f" http://127.0.0.1:4200{flow_run}"
+    )
+    err.print(
+        f"\nLook at the run:\n  {me} runs show {run_id}      (every round: plan, code, output,"
+        f" verdict)\n  its stored objects: {result['artifacts_uri']}\n  {shown}\n"
+        f"\nAsk your own question with your model, e.g.:\n"
+        f"  export OPENAI_API_KEY=...\n"
+        f'  {me} run --data PATH --question "..." --model openai/gpt-4o\n'
+        f"(any litellm model: see `{me} run --help` and the README's Models)",
+        highlight=False,
+    )

@@ -1,0 +1,170 @@
+"""Recorded replies: a model that answers each request with the reply recorded for it.
+
+A model named `recorded/<location>` is served by litellm like any other provider (the
+adapter is registered in `dsstar.model.llm`): a run sends it the same requests, with the same
+headers, and gets replies back. Each reply is looked up by the request's label (the
+`X-DSStar-Call` header: `coder 01`, `verifier 00`, `analyzer orders.csv`, ...), never by its
+prompt, so that a recording still answers when the data, and hence the prompts, changed.
+
+`<location>` is a local path or a URL (s3://...) of
+- a run's folder, runs/<run_id>: the replies it kept under replies/ (each a JSON object with
+  `label` and `text`), and for each file description it took from the catalog, the replies
+  that made it, kept by the run that analyzed the file (`analyzed_in_run` of its
+  analysis/<key>/attempts.json). `dsstar replay` answers a run again this way;
+- a folder of reply records alone, such as runs/<run_id>/replies; or
+- a YAML or JSON file that maps each label to the reply's text (or to an object with `text`
+  and, optionally, `reasoning`): a recording written or edited by hand, such as the one
+  `dsstar demo` uses (examples/sales-replies.yaml).
+
+A recorded reply costs nothing and spends no tokens; a request with no recorded reply fails
+at once (it is not retried), naming the label.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+
+import fsspec
+import yaml
+from fsspec.core import url_to_fs
+
+from dsstar.errors import ConfigError
+
+__all__ = [
+    "CALL_HEADER",
+    "PROVIDER",
+    "Recording",
+    "RecordedReply",
+    "recorded_location",
+    "recording",
+    "replies_source",
+]
+
+PROVIDER = "recorded"
+# The header that names a request's label (its round and agent); every request carries it.
+CALL_HEADER = "X-DSStar-Call"
+
+
+@dataclass(frozen=True)
+class RecordedReply:
+    text: str
+    reasoning: str = ""
+
+
+def recorded_location(model: str | None) -> str | None:
+    """Where the replies of `model` are recorded, or None for a model that is asked."""
+    prefix, _, location = (model or "").partition("/")
+    return location if prefix == PROVIDER and location else None
+
+
+def replies_source(models: Iterable[str | None]) -> dict[str, str | None]:
+    """What answers a run whose agents use `models`: `{"replies": "recorded", "recorded_from":
+    location}` when every one of them is a recording (a mix names the first recording and
+    says "mixed"), else `{"replies": "model", "recorded_from": None}`. Kept in run.json and
+    shown by the CLI and in the Prefect UI, so a recorded run never passes for a model's."""
+    locations = [recorded_location(m) for m in models]
+    recorded = [place for place in locations if place]
+    if not recorded:
+        return {"replies": "model", "recorded_from": None}
+    kind = "recorded" if len(recorded) == len(locations) else "mixed"
+    return {"replies": kind, "recorded_from": recorded[0]}
+
+
+class Recording:
+    """The replies recorded at one location, read once, looked up by label."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self._replies: dict[str, RecordedReply] | None = None
+        self._lock = threading.Lock()  # analyses ask from several threads at once
+
+    def reply(self, label: str) -> RecordedReply:
+        """The reply recorded for `label`; LookupError, naming it, when there is none."""
+        with self._lock:
+            if self._replies is None:
+                self._replies = _read(self.location)
+        found = self._replies.get(label)
+        if found is None:
+            raise LookupError(
+                f"no reply is recorded for {label!r} in {self.location}"
+                f" ({len(self._replies)} recorded)"
+            )
+        return found
+
+
+@cache
+def recording(location: str) -> Recording:
+    """The recording at `location`, shared by every request of this process."""
+    return Recording(location)
+
+
+def _read(location: str) -> dict[str, RecordedReply]:
+    try:
+        fs, root = url_to_fs(location)
+        root = root.rstrip("/")
+        if fs.isdir(f"{root}/replies"):
+            return _from_run(fs, root)
+        if fs.isdir(root):
+            return _from_folder(fs, root)
+        text = fs.cat_file(root).decode("utf-8", errors="replace")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"no recorded replies at {location}") from exc
+    except (OSError, ValueError, ImportError) as exc:
+        raise ConfigError(f"cannot read the recorded replies at {location}: {exc}") from exc
+    try:
+        loaded = yaml.safe_load(text) if not root.endswith(".json") else json.loads(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{location} is not a YAML or JSON map of replies: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{location} is not a map of labels to replies")
+    return {str(label): _reply(value) for label, value in loaded.items()}
+
+
+def _from_run(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, RecordedReply]:
+    """A run's own replies, and those that made the file descriptions it reused."""
+    replies = _from_folder(fs, f"{root}/replies")
+    runs, run_id = root.rsplit("/", 1)
+    for found in fs.glob(f"{root}/analysis/*/attempts.json"):
+        try:
+            kept = json.loads(fs.cat_file(found))
+        except (OSError, json.JSONDecodeError):
+            continue
+        origin, path = kept.get("analyzed_in_run"), kept.get("path")
+        if not origin or not path or origin == run_id or "/" in origin:
+            continue
+        about = re.compile(rf"(analyzer|(debugger|summarizer) analysis) {re.escape(path)}( #\d+)?")
+        for label, reply in _from_folder(fs, f"{runs}/{origin}/replies").items():
+            if about.fullmatch(label):
+                replies.setdefault(label, reply)
+    return replies
+
+
+def _from_folder(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, RecordedReply]:
+    """A run's replies/ folder: one JSON record per reply it received. A label asked twice
+    (a resumed run that asked it again of another model) keeps the reply stored last."""
+    found: list[tuple[str, str, RecordedReply]] = []
+    for path in fs.glob(f"{root.rstrip('/')}/*.json"):
+        try:
+            kept = json.loads(fs.cat_file(path))
+        except (OSError, json.JSONDecodeError):
+            continue  # a record cut short by a crash was never used either
+        if isinstance(kept, dict) and "label" in kept and "text" in kept:
+            found.append((_stamp(fs.info(path)), str(kept["label"]), _reply(kept)))
+    return {label: reply for _when, label, reply in sorted(found, key=lambda f: f[0])}
+
+
+def _stamp(info: dict) -> float:
+    """When an object was written: a local file's mtime, an S3 object's LastModified."""
+    when = info.get("mtime") or info.get("LastModified") or info.get("created") or 0
+    return when.timestamp() if hasattr(when, "timestamp") else float(when)
+
+
+def _reply(value: object) -> RecordedReply:
+    if isinstance(value, dict):
+        return RecordedReply(str(value.get("text") or ""), str(value.get("reasoning") or ""))
+    return RecordedReply("" if value is None else str(value))

@@ -1,0 +1,125 @@
+"""A stored run beside its replay: is each round's output, and the answer, as stored?
+
+`dsstar replay RUN_ID` runs a stored run again as a new run, answered by the replies the
+stored run kept (`dsstar.model.recorded`), its scripts executed again on the data as it is
+now. This module compares the two runs' stored objects (rounds/NN/output.txt and code.py,
+run.json's answer and status) and says, briefly, what differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsstar.storage import Store
+
+__all__ = ["compare_runs", "recorded_model"]
+
+_SHOWN = 80  # characters of a differing line shown in the report
+
+
+def recorded_model(store: Store, run_id: str) -> str:
+    """The model that answers with the replies that made `run_id` (see
+    dsstar.model.recorded): its own, and those of the file descriptions it reused."""
+    return f"recorded/{store.uri(f'runs/{run_id}')}"
+
+
+def compare_runs(store: Store, stored_id: str, replay_id: str) -> dict[str, Any]:
+    """How the run `replay_id` compares with `stored_id`: `same` (every round's output and
+    the answer as stored), and per round and for the answer what differs (None when same)."""
+    rounds = []
+    numbers = set(store.listdir(f"runs/{stored_id}/rounds"))
+    numbers |= set(store.listdir(f"runs/{replay_id}/rounds"))
+    for number in sorted(numbers):
+        before = _read(store, f"runs/{stored_id}/rounds/{number}")
+        after = _read(store, f"runs/{replay_id}/rounds/{number}")
+        change = _change(before, after)
+        rounds.append({"round": int(number), "same": change is None, "change": change})
+    stored = store.read_json(f"runs/{stored_id}/run.json")
+    now = _record(store, replay_id)
+    answer = {
+        "stored": stored.get("answer"),
+        "now": now.get("answer"),
+        "stored_status": stored.get("status"),
+        "status": now.get("status"),
+    }
+    answer_same = (answer["stored"], answer["stored_status"]) == (answer["now"], answer["status"])
+    answer["same"] = answer_same
+    answer["change"] = None if answer_same else _answer_change(answer, now.get("error"))
+    return {
+        "run_id": stored_id,
+        "replay_run_id": replay_id,
+        "same": answer_same and all(r["same"] for r in rounds),
+        "rounds": rounds,
+        "answer": answer,
+    }
+
+
+def _read(store: Store, folder: str) -> tuple[str, str] | None:
+    """A round's output and script, or None when the run has no such round."""
+    try:
+        return store.read_text(f"{folder}/output.txt"), store.read_text(f"{folder}/code.py")
+    except FileNotFoundError:
+        return None
+
+
+def _record(store: Store, run_id: str) -> dict[str, Any]:
+    try:
+        return store.read_json(f"runs/{run_id}/run.json")
+    except FileNotFoundError:
+        return {"status": "failed", "error": "the replay stored nothing"}
+
+
+def _change(before: tuple[str, str] | None, after: tuple[str, str] | None) -> str | None:
+    """None when a round's output (spaces at the ends of lines aside) and script are as
+    stored; else what differs, in a few words."""
+    if before is None and after is None:
+        return None
+    if after is None:
+        return "not reached by the replay"
+    if before is None:
+        return "new in the replay (the stored run had no such round)"
+    change = _first_difference(before[0], after[0])
+    if before[1] != after[1]:  # a debugger fixed a script that failed only now, say
+        change = f"{change}; its script differs too" if change else "its script differs"
+    return change or None
+
+
+def _first_difference(before: str, after: str) -> str:
+    """`output line N: was '...', now '...'`, and how many lines differ in all ("" when none)."""
+    old, new = _lines(before), _lines(after)
+    differing = [i for i in range(max(len(old), len(new))) if _line(old, i) != _line(new, i)]
+    if not differing:
+        return ""
+    first = differing[0]
+    more = f" ({len(differing)} lines differ)" if len(differing) > 1 else ""
+    return (
+        f"output line {first + 1}: was {_short(_line(old, first))},"
+        f" now {_short(_line(new, first))}{more}"
+    )
+
+
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _line(lines: list[str], index: int) -> str | None:
+    return lines[index] if index < len(lines) else None
+
+
+def _short(text: str | None) -> str:
+    if text is None:
+        return "(no line)"
+    return repr(text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "...")
+
+
+def _answer_change(answer: dict[str, Any], error: str | None) -> str:
+    def shown(text: str | None) -> str:
+        return "no answer" if text is None else _short(text)
+
+    said = f"was {shown(answer['stored'])} ({answer['stored_status']})"
+    now = f"now {shown(answer['now'])} ({answer['status']})"
+    reason = f": {error.splitlines()[0][:200]}" if error and answer["now"] is None else ""
+    return f"{said}, {now}{reason}"

@@ -79,6 +79,23 @@ def test_what_the_worker_uses_anyway_and_harmless_settings_pass(worker):
     trust.check_form({"sandbox": "none"}, Settings())
 
 
+def test_a_recorded_model_a_form_may_choose_reads_only_under_the_data_roots(worker, tmp_path):
+    # Allowing a form to choose the model does not let it make the worker read any file as
+    # replies (and run the scripts in it): a recording is data, under DSSTAR_DATA_ROOTS.
+    worker.setenv("DSSTAR_FORM_ALLOW", "model,agent_models")
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    (lake / "replies.yaml").write_text("coder r00: print(1)\n")
+    worker.setenv("DSSTAR_DATA_ROOTS", str(lake))
+    for chosen in (
+        {"model": "recorded//etc/passwd"},
+        {"agent_models": {"coder": f"recorded/{tmp_path}/elsewhere.yaml"}},
+    ):
+        with pytest.raises(ForbiddenError, match="recorded replies .* not under"):
+            trust.check_form(chosen, Settings())
+    trust.check_form({"model": f"recorded/{lake}/replies.yaml"}, Settings())
+
+
 def test_data_must_lie_under_the_worker_roots_links_resolved(worker, tmp_path):
     root = tmp_path / "lake"
     (root / "sub").mkdir(parents=True)

@@ -38,6 +38,7 @@ from dsstar.caps import cap_value, is_cap
 from dsstar.data.lake.root import DataRoot, inside
 from dsstar.errors import DataError, ForbiddenError
 from dsstar.locations import is_remote, local_path, normalize_location
+from dsstar.model.recorded import recorded_location
 from dsstar.settings import Settings
 
 __all__ = [
@@ -105,6 +106,11 @@ def check_form(chosen: dict[str, Any], worker: Settings) -> None:
             + ". Leave it unset or lower, or allow it where the worker runs:"
             f" DSSTAR_FORM_ALLOW={names}"
         )
+    # A model the worker lets a form choose may be a recording (recorded/<location>), which
+    # the worker reads and whose scripts it runs: that location is data, under the data roots.
+    models = [chosen.get("model"), *dict(chosen.get("agent_models") or {}).values()]
+    for location in filter(None, map(recorded_location, models)):
+        check_data_location(location, worker, "recorded replies")
 
 
 def check_job_variables(variables: dict[str, Any] | None) -> None:

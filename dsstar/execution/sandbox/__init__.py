@@ -152,7 +152,7 @@ def _cold(
             uid = uid if interpreter_reachable(python) else None
             spec["uid"] = uid
             cwd = _plain_workdir(stage, code, data_dir, work_root, uid, files)
-            env = environment(str(cwd), str(cwd))
+            env = environment(str(cwd), str(_private_tmp(stage, uid)))
             _seed_fonts(stage / "fonts", Path(env["MPLCONFIGDIR"]), uid)
             spec["workdir"] = str(cwd)
         proc = pool.spawn(boot_argv(mode, stage, data_dir, spec), pipes, env, cwd)
@@ -193,6 +193,17 @@ def _plain_workdir(
         for path in (workdir, workdir / "script.py"):
             os.chown(path, uid, uid)
     return workdir
+
+
+def _private_tmp(stage: Path, uid: int | None) -> Path:
+    """Mode 'none': the script's temporary folder (TMPDIR, the libraries' caches), beside its
+    working directory in the stage and removed with it: the working directory holds only
+    what the script wrote there."""
+    tmp = stage / "tmp"
+    tmp.mkdir(mode=0o700)
+    if uid is not None:
+        os.chown(tmp, uid, uid)
+    return tmp
 
 
 def _seed_fonts(source: Path, target: Path, uid: int | None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -77,7 +78,7 @@ def main() -> None:
         " a larger pool interpreter against scripts that use them, e.g. sklearn.linear_model",
     )
     args = parser.parse_args()
-    pool.PRELOAD = (*pool.PRELOAD, *filter(None, args.preload.split(",")))
+    extra = tuple(filter(None, args.preload.split(",")))
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     modes = [m for m in (args.mode or ("bwrap", "unshare")) if _usable(m)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,7 +100,40 @@ def main() -> None:
                     f"  outputs equal: {cold_out == warm_out}"
                 )
             print(f"{mode:8s} pool start (once per data folder): {pool_start:.2f} s")
+            if extra:
+                compare_preload(mode, data, work, extra, args.runs)
             pool.shutdown()
+
+
+def compare_preload(mode: str, data: Path, work: Path, extra: tuple[str, ...], runs: int) -> None:
+    """Warm starts from the pool as it is and from one that also imports `extra`, run in
+    turns so that both see the same load: what a larger pool costs every script, and what it
+    saves the scripts that use those modules."""
+    other = data.parent / "same-data"  # a copy: another data folder, so a second pool
+    if not other.exists():
+        shutil.copytree(data, other)
+    other = other.resolve()
+    own = pool.PRELOAD
+    pool.get(mode, data.resolve(), work)
+    pool.PRELOAD = (*own, *extra)
+    try:
+        pool.get(mode, other, work)
+    finally:
+        pool.PRELOAD = own
+    for label, code in SCRIPTS:
+        times: dict[str, list[float]] = {"as is": [], "preloaded": []}
+        for _ in range(runs):
+            for name, folder in (("as is", data.resolve()), ("preloaded", other)):
+                limits = Limits(timeout_s=60, warm=True)
+                started = time.perf_counter()
+                result = run_script(code, data_dir=folder, limits=limits, mode=mode, work_root=work)
+                times[name].append(time.perf_counter() - started)
+                assert result.ok and result.start == "warm", result
+        plain, more = (statistics.median(times[k]) * 1000 for k in ("as is", "preloaded"))
+        print(
+            f"{mode:8s} {label:27s} warm, pool as is {plain:5.0f} ms;"
+            f" also importing {','.join(extra)}: {more:5.0f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -72,7 +72,9 @@ def run(code, data, mode, tmp_path, warm=True, python=None):
 
 def test_the_stack_is_pinned_in_the_project():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    names = {dep.split(">")[0].split("=")[0].split("[")[0].lower() for dep in project["dependencies"]}
+    names = {
+        dep.split(">")[0].split("=")[0].split("[")[0].lower() for dep in project["dependencies"]
+    }
     assert set(probe.SCRIPT_STACK) <= names
     lock = (REPO / "requirements.lock").read_text().lower()
     assert all(f"\n{name}==" in lock for name in probe.SCRIPT_STACK)

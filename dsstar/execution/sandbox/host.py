@@ -32,7 +32,10 @@ def interpreter_reachable(python: str | None = None) -> bool:
 
     Not so when it lives under /root, as pyenv puts it; mode 'none' then keeps root's uid.
     """
-    here = [sys.executable, sys.prefix] if python is None else [python]
+    if python is None:
+        here = [sys.executable, sys.prefix]
+    else:  # the interpreter and its environment's folder (a venv's bin/..)
+        here = [python, os.path.dirname(os.path.dirname(python))]
     for path in map(os.path.realpath, here):
         for parent in Path(path).parents:
             if not os.stat(parent).st_mode & 0o001:

@@ -123,7 +123,10 @@ class Zygote:
         self.stage = new_dir("pool", work_root)
         try:
             write_etc(self.stage, uid_range())
-            stage_fonts(self.stage / "fonts", python)
+            # matplotlib's font list is built (once per process) while the pool interpreter
+            # imports pandas: the stage is bound live, so the children find it there.
+            fonts = threading.Thread(target=stage_fonts, args=(self.stage / "fonts", python))
+            fonts.start()
             self.conn, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             spec = {"role": "zygote", "preload": list(PRELOAD), "python": resolve_python(python)}
             self.log = open(self.stage.parent / f"{self.stage.name}.log", "w+b")  # noqa: SIM115
@@ -142,6 +145,7 @@ class Zygote:
             if not line:
                 raise RuntimeError(f"the pool interpreter exited: {self._log()}")
             self.loaded = json.loads(line)["ready"]
+            fonts.join()
             self.conn.settimeout(None)
         except BaseException:
             self.close()

@@ -207,7 +207,8 @@ def _private_tmp(stage: Path, uid: int | None) -> Path:
 
 
 def _seed_fonts(source: Path, target: Path, uid: int | None) -> None:
-    """Mode 'none': the boot program's seed_caches, done by the host in the script's folder."""
+    """Mode 'none': the boot program's seed_caches, done by the host in the script's own
+    temporary folder."""
     if not source.is_dir():
         return
     target.mkdir(mode=0o700)

@@ -254,3 +254,41 @@ def test_scripts_run_in_another_interpreter(other_python, data, mode, warm, tmp_
     if mode in ISOLATED:
         denied = run(write, data, mode, tmp_path, warm=warm, python=other_python)
         assert not denied.ok and "Read-only file system" in denied.output
+
+
+def test_a_run_in_another_interpreter_tells_and_uses_its_libraries(
+    other_python, llm, sales, tmp_path, monkeypatch
+):
+    """The whole algorithm (local runtime) with DSSTAR_SCRIPT_PYTHON set: the analyzer's and
+    the coder's prompts name what that environment has, and the scripts import it."""
+    from fake_llm import text_of
+    from scenarios import fence
+
+    from dsstar.algorithm import steps
+    from dsstar.algorithm.local import LocalRuntime
+    from dsstar.data.sources import DataSource
+    from dsstar.execution import scratch
+
+    monkeypatch.setenv("DSSTAR_SCRIPT_PYTHON", other_python)
+    (tmp_path / "work").mkdir()
+    settings = Settings(
+        model="openai/gpt-4o-mini",
+        api_base=llm.base_url,
+        storage=str(tmp_path / "storage"),
+        work_dir=tmp_path / "work",
+        exec_timeout=60,
+    )
+    listing = "import os\nfor d, _, fs in os.walk('data'):\n    print(d, sorted(fs))\n"
+    llm.default("analyzer", lambda req: fence(listing))
+    llm.default("planner", lambda req: "Ask tinylib for the answer.")
+    llm.default("coder", lambda req: fence("import tinylib\nprint('answer', tinylib.ANSWER)"))
+    llm.default("verifier", lambda req: "Yes")
+    llm.default("finalyzer", lambda req: fence("import tinylib\nprint(tinylib.ANSWER)"))
+    source = DataSource(str(sales), scratch.new_dir(settings.work_dir, "env-test"))
+    spec = RunSpec.from_settings(settings, "env-1", settings.storage, source.mount_dir)
+    rt = LocalRuntime(spec, api_key="sk-x")
+    solution = steps.solve(rt, "What does tinylib say?", "", source, settings, spec.budget)
+    assert solution.final.result.stdout.strip() == "42", solution.final.result.output
+    for agent in ("analyzer", "coder"):
+        text = " ".join(text_of(llm.calls(agent)[0]).split())
+        assert "the Python standard library and tinylib 1.4" in text, text

@@ -180,7 +180,11 @@ def test_every_library_imports_and_pyplot_draws_a_png(data, mode, warm, tmp_path
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
     assert lines["backend"].lower() == "agg" and lines["png"] == "True"
     assert lines["coef"] == "3.0"
-    assert lines["written"] == "['./chart.png', './script.py']", result.output
+    # the script's own files and the chart descriptions the sandbox's prelude writes beside
+    # them: no cache of any library
+    assert lines["written"] == "['./.dsstar-charts.jsonl', './chart.png', './script.py']", (
+        result.output
+    )
     assert "generated new fontManager" not in result.output  # the shipped font list served
     assert [f["name"] for f in result.figures] == ["chart.png"]
     assert list(home.iterdir()) == []

@@ -339,10 +339,6 @@ def check_data(data: str) -> None:
     check(data)
 
 
-def money(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:.4f}"
-
-
 def plural(count: int, noun: str) -> str:
     """`1 round`, `2 rounds`."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -104,11 +104,12 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
     # The whole output of a failed script is among the stored objects.
     error = f"**Error**\n\n{fenced(record['error'])}\n\n" if record.get("error") else ""
     cost = money(record.get("cost_usd"))
+    answer = "none" if record.get("answer") is None else record["answer"]
     create_markdown_artifact(
         key=artifact_key(f"{run_id}-answer"),
         markdown=clean(
             f"### {record['question']}\n\n**Status:** {record['status']}  \n"
-            f"**Answer:** {record.get('answer')}\n\n{error}{origin}"
+            f"**Answer:** {answer}\n\n{error}{origin}"
             f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"
             f" in / {record.get('output_tokens')} out · **cost:** {cost}\n\n"
             f"**Stored objects**\n\n{links}\n"

@@ -91,6 +91,22 @@ def test_chained_exception_names_the_last_one(data, tmp_path):
     assert line == "RuntimeError: no column a in the table (solution.py line 5)"
 
 
+def test_exception_group_names_its_last_sub_exception(data, tmp_path):
+    code = (
+        "def load(row):\n"
+        "    raise ValueError(f'bad row {row}')\n"
+        "errors = []\n"
+        "for row in (3, 7):\n"
+        "    try:\n"
+        "        load(row)\n"
+        "    except ValueError as exc:\n"
+        "        errors.append(exc)\n"
+        "raise ExceptionGroup('loading failed', errors)\n"
+    )
+    line = line_of(failed(code, data, tmp_path))
+    assert line == "ValueError: bad row 7 (solution.py line 2)"
+
+
 def test_keyboard_interrupt(data, tmp_path):
     code = "import os, signal\nprint('working')\nos.kill(os.getpid(), signal.SIGINT)\n"
     line = line_of(failed(code, data, tmp_path))

@@ -27,6 +27,9 @@ _EXCEPTION = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
 _NOTE = "[dsstar] "
 _NOT_CAUSES = ("bytes of output left out", "(exec output limit)", "were not kept")
 _MAX_CHARS = 300
+# An exception group (Python 3.11) draws its tracebacks in a margin of `|` and rules of `+-`.
+_GROUP_MARGIN = re.compile(r"^\s*\| ?(?P<rest>.*)$")
+_GROUP_RULE = re.compile(r"^\s*\+[-+]")
 
 
 def failure_line(output: str, script: str = "the script", exit_code: int | None = None) -> str:
@@ -40,8 +43,8 @@ def failure_line(output: str, script: str = "the script", exit_code: int | None 
     lines = output.splitlines()
     notes = [line[len(_NOTE) :].strip() for line in lines if line.startswith(_NOTE)]
     causes = [n for n in notes if not any(s in n for s in _NOT_CAUSES)]
-    lines = [line for line in lines if not line.startswith(_NOTE)]
-    found = _exception(lines, script)
+    lines = [_ungrouped(line) for line in lines if not line.startswith(_NOTE)]
+    found = _exception([line for line in lines if line is not None], script)
     parts = [found] if found else []
     parts += [_sentence(n) for n in causes]
     if not parts:
@@ -87,6 +90,19 @@ def _exception(lines: list[str], script: str) -> str | None:
             where = match["line"]
             break
     return f"{raised} ({script} line {where})" if where else raised
+
+
+def _ungrouped(line: str) -> str | None:
+    """A line of an exception group's traceback as a plain traceback writes it (its `| `
+    margin taken off, `+ Exception Group Traceback` a traceback's head); None for the rules
+    between its sub-exceptions. The last sub-exception is then the last traceback."""
+    ruled = _GROUP_RULE.match(line)
+    if ruled:
+        return None
+    margin = _GROUP_MARGIN.match(line)
+    if margin:
+        return margin["rest"]
+    return line.replace("+ Exception Group Traceback", "Traceback", 1)
 
 
 def _starts_traceback(lines: list[str], frame: int, last: int) -> bool:

@@ -150,6 +150,11 @@ def test_no_traceback_the_last_printed_line():
     assert silent == "solution.py exited with code 3 and printed nothing"
 
 
+def test_printed_tables_are_kept_as_printed():
+    output = "+----+----+\n| id | ok |\n+----+----+\n| no rows for 2024 |\n"
+    assert failure_line(output, "solution.py", 1) == "| no rows for 2024 |"
+
+
 def test_long_messages_stay_one_bounded_line():
     output = 'Traceback (most recent call last):\n  File "/sandbox/script.py", line 1\n'
     output += "KeyError: " + "x" * 5000 + "\nsecond line of the message\n"

@@ -30,6 +30,7 @@ _MAX_CHARS = 300
 # An exception group (Python 3.11) draws its tracebacks in a margin of `|` and rules of `+-`.
 _GROUP_MARGIN = re.compile(r"^\s*\| ?(?P<rest>.*)$")
 _GROUP_RULE = re.compile(r"^\s*\+[-+]")
+_GROUP_HEAD = "+ Exception Group Traceback"
 
 
 def failure_line(output: str, script: str = "the script", exit_code: int | None = None) -> str:
@@ -43,8 +44,8 @@ def failure_line(output: str, script: str = "the script", exit_code: int | None 
     lines = output.splitlines()
     notes = [line[len(_NOTE) :].strip() for line in lines if line.startswith(_NOTE)]
     causes = [n for n in notes if not any(s in n for s in _NOT_CAUSES)]
-    lines = [_ungrouped(line) for line in lines if not line.startswith(_NOTE)]
-    found = _exception([line for line in lines if line is not None], script)
+    lines = [line for line in lines if not line.startswith(_NOTE)]
+    found = _exception(_ungrouped(lines) if _GROUP_HEAD in output else lines, script)
     parts = [found] if found else []
     parts += [_sentence(n) for n in causes]
     if not parts:
@@ -92,17 +93,17 @@ def _exception(lines: list[str], script: str) -> str | None:
     return f"{raised} ({script} line {where})" if where else raised
 
 
-def _ungrouped(line: str) -> str | None:
-    """A line of an exception group's traceback as a plain traceback writes it (its `| `
-    margin taken off, `+ Exception Group Traceback` a traceback's head); None for the rules
-    between its sub-exceptions. The last sub-exception is then the last traceback."""
-    ruled = _GROUP_RULE.match(line)
-    if ruled:
-        return None
-    margin = _GROUP_MARGIN.match(line)
-    if margin:
-        return margin["rest"]
-    return line.replace("+ Exception Group Traceback", "Traceback", 1)
+def _ungrouped(lines: list[str]) -> list[str]:
+    """An exception group's traceback as plain tracebacks write it: its `| ` margin taken
+    off, its head a traceback's head, the rules between its sub-exceptions left out. The last
+    sub-exception is then the last traceback."""
+    plain = []
+    for line in lines:
+        if _GROUP_RULE.match(line):
+            continue
+        margin = _GROUP_MARGIN.match(line)
+        plain.append(margin["rest"] if margin else line.replace(_GROUP_HEAD, "Traceback", 1))
+    return plain
 
 
 def _starts_traceback(lines: list[str], frame: int, last: int) -> bool:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import os
 import warnings
 from collections.abc import Callable
@@ -89,11 +90,16 @@ def ask(
     *,
     guidelines: str = "",
     run_id: str | None = None,
+    verbose: bool | int = False,
     **settings: Any,
 ) -> Answer:
     """Answer `question` from the files under `data` (a folder, a file or an s3:// URL) with
     the DS-STAR loop, as `dsstar run` does. Raises UsageError before anything is stored
     when the input or settings cannot work; a run that fails returns status "failed".
+
+    It prints and logs nothing: the run's log lines go to the Prefect API (the UI's Logs tab)
+    only. `verbose=True` shows them on the console too, as `dsstar run --verbose` does; a
+    logging level (`verbose=logging.WARNING`) shows those of that level and above.
 
     Example: dsstar.ask("Which region had the highest revenue?", "examples/sales")
     """
@@ -105,7 +111,10 @@ def ask(
     warning = unreadable_warning(prepared.form.data)
     if warning:  # a warning, not a refusal: a format we do not know may still be readable
         warnings.warn(warning, stacklevel=2)
-    result, error = run_prepared(prepared)
+    from flows import run_console
+
+    level = (logging.INFO if verbose else None) if isinstance(verbose, bool) else int(verbose)
+    result, error = run_prepared(prepared, lambda: run_console(level))
     if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
         raise error
     return Answer.from_result(result)
@@ -219,6 +228,7 @@ def run_prepared(
 
 def failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
     """The result of a run that did not finish, rebuilt from its stored run.json."""
+    from dsstar.execution.failure import exception_line
     from dsstar.storage import Store
     from dsstar.views.report import run_result
 
@@ -229,7 +239,7 @@ def failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[
     except (OSError, DSStarError):
         pass  # the run failed before it could store anything
     record["status"] = "failed"
-    record.setdefault("error", f"{type(exc).__name__}: {exc}")
+    record.setdefault("error", exception_line(exc) if exc is not None else "the run did not finish")
     return run_result(record, store.uri(f"runs/{run_id}"))
 
 

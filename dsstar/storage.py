@@ -47,6 +47,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("runs/<run_id>/rounds/<NN>/guidance.json", "a person's answer after round NN (ask_human)"),
     ("runs/<run_id>/rounds/<NN>/figures/<name>", "figure files round NN's script saved"),
     ("runs/<run_id>/final/solution.py", "the script that states the answer"),
+    ("runs/<run_id>/final/output.txt", "its whole stdout and stderr (a failure's traceback)"),
     ("runs/<run_id>/final/answer.json", "the answer, the status and the plan"),
     ("runs/<run_id>/final/notebook.ipynb", "every round as notebook cells, then the solution"),
     ("runs/<run_id>/final/outputs/...", "every file the final script wrote: the deliverables"),

@@ -9,6 +9,9 @@ artifacts), replacing what cannot be represented with U+FFFD.
 
 Terminal output is a separate concern: what a script or a model printed must not drive the
 terminal, so escape and control sequences are shown as visible placeholders.
+
+A cost is shown the same way everywhere (the command line, the answer card, the nightly
+table): dollars, or `unknown` when some model had no known price (`money`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,16 @@ import json
 import re
 from typing import Any
 
-__all__ = ["clean", "clean_bytes", "clean_deep", "digest", "fenced", "for_database", "for_terminal"]
+__all__ = [
+    "clean",
+    "clean_bytes",
+    "clean_deep",
+    "digest",
+    "fenced",
+    "for_database",
+    "for_terminal",
+    "money",
+]
 
 REPLACEMENT = "\ufffd"
 
@@ -99,3 +111,9 @@ def fenced(text: str, info: str = "") -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{text}\n{fence}"
+
+
+def money(value: float | None) -> str:
+    """A cost in USD as people read it: `$0.0123`, or `unknown` (None: a model without a
+    known price took part, so no total can be given)."""
+    return "unknown" if value is None else f"${value:.4f}"

@@ -8,6 +8,7 @@
     prefect_api         the Prefect API a command talks to (with open_api_warning, and
                         start_prefect_api, which starts a temporary one early)
     answer_in_terminal  human guidance asked at the terminal instead of the Prefect UI
+    run_console         what a run started from Python shows on the console (dsstar.ask)
     ensure_alerts       the nightly alerts' automations, created or updated by name (with
                         find_notification_blocks, ALERT_NAMES, api_configured)
     ensure_worker_recovery  the automations that retry a run whose worker died elsewhere
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows._guidance import answer_in_terminal
     from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
     from flows.bench import ds_star_bench, task_dicts
+    from flows.console import run_console
     from flows.describe import describe_files
     from flows.ds_star import run_question
     from flows.server import api_configured, open_api_warning, prefect_api
@@ -40,6 +42,7 @@ _HOMES = {
     "task_dicts": ("flows.bench", "task_dicts"),
     "describe_files": ("flows.describe", "describe_files"),
     "run_question": ("flows.ds_star", "run_question"),
+    "run_console": ("flows.console", "run_console"),
     "open_api_warning": ("flows.server", "open_api_warning"),
     "prefect_api": ("flows.server", "prefect_api"),
     "start_prefect_api": ("flows.server", "start_early"),
@@ -73,6 +76,7 @@ __all__ = [
     "inspect_slots",
     "open_api_warning",
     "prefect_api",
+    "run_console",
     "run_question",
     "serve_deployments",
     "share_limits",

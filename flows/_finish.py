@@ -8,6 +8,7 @@ from typing import Any
 from dsstar.algorithm.answer import stated_answer
 from dsstar.algorithm.runtime import Script
 from dsstar.algorithm.verdict import Status
+from dsstar.execution.failure import failure_line
 from dsstar.records.record import final_objects
 from dsstar.views.notebook import build_notebook
 from flows import _story as story
@@ -57,6 +58,7 @@ def finish(
     links = {
         "run folder": run.store.uri(run.prefix),
         "solution": solution_uri,
+        "solution's output": uris.get("final/output.txt"),
         "answer": uris["final/answer.json"],
         "notebook": uris["final/notebook.ipynb"],
     }
@@ -73,7 +75,9 @@ def _answer(run: Run, final: Script | None) -> str | None:
     if final is None:
         return None
     if not final.result.ok:
-        run.note(error="the final script did not run: " + final.result.output[-500:])
+        # One line that names the cause; the whole output is stored as final/output.txt.
+        why = failure_line(final.result.output, "solution.py", final.result.exit_code)
+        run.note(error=f"the final script failed: {why}")
         return None
     answer = stated_answer(final.result.stdout)
     if answer is None:  # nothing stated: stray prints are never taken for the answer

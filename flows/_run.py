@@ -15,6 +15,7 @@ from prefect.runtime import flow_run
 from dsstar.algorithm.runtime import Round, Script
 from dsstar.algorithm.verdict import Status
 from dsstar.errors import OverBudget
+from dsstar.execution.failure import exception_line
 from dsstar.execution.scratch import owner
 from dsstar.inputs.form import SECRET_FIELDS
 from dsstar.inputs.preflight import used_models
@@ -184,7 +185,7 @@ class Run:
     # -- the end -----------------------------------------------------------------------------
 
     def fail(self, exc: BaseException) -> None:
-        self.note(status=Status.FAILED.value, error=f"{type(exc).__name__}: {exc}")
+        self.note(status=Status.FAILED.value, error=exception_line(exc))
         try:
             self.close()
         except Exception:  # storage itself may be what failed; the flow still reports exc

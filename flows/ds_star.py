@@ -19,6 +19,7 @@ from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import OverBudget, UsageError
 from dsstar.execution import scratch
+from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.trust import check_form, hold_data_location
@@ -130,7 +131,7 @@ def _checked_run(
         return result
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
-        story.failed(f"{type(exc).__name__}: {exc}")
+        story.failed(exception_line(exc))
         raise
     except BaseException as exc:  # SIGINT, SIGTERM (Prefect's TerminationSignal): resumable
         run.interrupt(exc)

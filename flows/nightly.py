@@ -28,6 +28,7 @@ from dsstar.records.ledger import Ledger, question_key
 from dsstar.records.record import total_cost
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.text import money
 from dsstar.views.report import finished_result
 from flows import _story as story
 from flows._alert_events import announce_night
@@ -266,7 +267,7 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "answer": r.get("answer"),
             "change": r.get("change"),
             "llm_calls": r.get("llm_calls"),
-            "cost_usd": r.get("cost_usd"),
+            "cost": money(r.get("cost_usd")),
             "contracts": contracts_cell(r.get("contracts")),
         }
         for r in results
@@ -278,11 +279,19 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "answer": None,
             "change": None,
             "llm_calls": len(analysis_calls),
-            "cost_usd": total_cost([c.get("cost_usd") for c in analysis_calls]),
+            # No calls: every analysis came from the catalog, at no cost.
+            "cost": money(total_cost([c.get("cost_usd") for c in analysis_calls]))
+            if analysis_calls
+            else money(0.0),
             "contracts": None,
         }
     )
-    create_table_artifact(key=artifact_key(f"{batch}-nightly"), table=rows)
+    create_table_artifact(
+        key=artifact_key(f"{batch}-nightly"),
+        table=rows,
+        description=f"DS-STAR nightly batch {batch}: each question's status, answer, change"
+        " since the last night and cost, then the file analysis the questions shared",
+    )
 
 
 def previous_answer(ledger: Ledger, question: Question, result: dict[str, Any]) -> str | None:

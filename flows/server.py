@@ -141,7 +141,8 @@ def start_early() -> None:
 
 def ensure_api() -> EphemeralServer | None:
     """Start a server for this process when Prefect has no API URL configured (neither in the
-    environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL.
+    environment nor in the active profile); Prefect then talks to it through PREFECT_API_URL,
+    and knows of no UI (PREFECT_UI_URL empty).
     It is marked private (DSSTAR_PRIVATE_API_URL): runs take no slot of its global limits,
     whose counts would outlive it in the database all runs of the user share."""
     from prefect.context import refresh_global_settings_context
@@ -156,6 +157,9 @@ def ensure_api() -> EphemeralServer | None:
         return None
     server = early or EphemeralServer()
     os.environ["PREFECT_API_URL"] = os.environ["DSSTAR_PRIVATE_API_URL"] = server.url
+    # It serves no UI: Prefect's "View at <UI>/runs/..." lines and the links dsstar shows
+    # (guidance) are left out rather than pointing at pages that are not there.
+    os.environ["PREFECT_UI_URL"] = ""
     refresh_global_settings_context()
     return server
 

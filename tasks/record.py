@@ -16,7 +16,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from dsstar.algorithm.verdict import verdict_label
 from dsstar.execution.deliverables import chart_text, table_preview
 from dsstar.storage import Store
-from dsstar.text import clean, clean_deep, fenced
+from dsstar.text import clean, clean_deep, fenced, money
 from tasks._common import is_storage_error
 from tasks.keys import artifact_key
 
@@ -110,13 +110,18 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
             f"**Replies: recorded** ({record['replies']}), from `{record.get('recorded_from')}`:"
             " no model was asked\n\n"
         )
+    # The one-line reason (run.json's error), in a block as output is: it may hold markdown.
+    # The whole output of a failed script is among the stored objects.
+    error = f"**Error**\n\n{fenced(record['error'])}\n\n" if record.get("error") else ""
+    cost = money(record.get("cost_usd"))
+    answer = "none" if record.get("answer") is None else record["answer"]
     create_markdown_artifact(
         key=artifact_key(f"{run_id}-answer"),
         markdown=clean(
             f"### {record['question']}\n\n**Status:** {record['status']}  \n"
-            f"**Answer:** {record.get('answer')}\n\n{origin}"
+            f"**Answer:** {answer}\n\n{error}{origin}"
             f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"
-            f" in / {record.get('output_tokens')} out · **cost:** {record.get('cost_usd')}\n\n"
+            f" in / {record.get('output_tokens')} out · **cost:** {cost}\n\n"
             f"**Stored objects**\n\n{links}\n"
         ),
         description=f"DS-STAR {run_id}: answer and stored objects",

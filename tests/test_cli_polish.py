@@ -182,8 +182,8 @@ def _call(cost: float | None) -> tuple[str, dict]:
 
 def test_one_cost_figure_per_run_unknown_when_any_price_is():
     """The live line, the summary (`money`), run.json and `runs list` (`usage`) agree."""
-    from dsstar.cli._app import money
     from dsstar.records.record import usage
+    from dsstar.text import money
 
     for costs, figure in (
         ([0.001, 0.002], "$0.0030"),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.abc
-import importlib.util
 import inspect
 import json
 import os
@@ -21,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from dsstar.cli._help import fit_help_when_loaded
 from dsstar.errors import Interrupted, UsageError
 from dsstar.execution import scratch, stopping
 from dsstar.inputs.form import default_text, explain
@@ -108,42 +107,15 @@ def main() -> None:
 
 
 def _wide_help_when_piped() -> None:
-    """Piped, rich would draw --help at 80 columns and cut words that do not fit its help
-    column (`DSSTAR_MAX_DEBUG_AT…`). At 120 every variable name and value fits whole; a
-    width the user set (TERMINAL_WIDTH, COLUMNS) or a terminal's own is left alone. typer
-    loads its rich_utils (and rich's Markdown with it) only to draw help or an error: the
-    width is set when it does, so that a command that runs never loads them."""
-    if "COLUMNS" in os.environ or os.environ.get("TERMINAL_WIDTH") or sys.stdout.isatty():
-        return
-    loaded = sys.modules.get("typer.rich_utils")
-    if loaded is not None:
-        _widen(loaded)
-    elif not any(isinstance(f, _WidenWhenLoaded) for f in sys.meta_path):
-        sys.meta_path.insert(0, _WidenWhenLoaded())
+    """Piped, rich would draw --help at 80 columns. At 120 typer's table fits every variable
+    name and value whole; a width the user set (TERMINAL_WIDTH, COLUMNS) or a terminal's own
+    is left alone, and drawn to fit it (_help)."""
+    piped = not ("COLUMNS" in os.environ or os.environ.get("TERMINAL_WIDTH") or sys.stdout.isatty())
+    fit_help_when_loaded(widen=piped)
 
 
-def _widen(rich_utils: Any) -> None:
-    if rich_utils.MAX_WIDTH is None:
-        rich_utils.MAX_WIDTH = 120
-
-
-class _WidenWhenLoaded(importlib.abc.MetaPathFinder):
-    """Finds typer.rich_utils as the other finders do, and widens it once it has run."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "typer.rich_utils":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            run = spec.loader.exec_module
-
-            def exec_module(module: Any) -> None:
-                run(module)
-                _widen(module)
-
-            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
+# Options drawn to fit the width wherever typer draws help, in tests' runners too.
+fit_help_when_loaded(widen=False)
 
 
 def _usage_name(self: Any) -> str:
@@ -337,10 +309,6 @@ def check_data(data: str) -> None:
     from dsstar.inputs.preflight import check_data as check
 
     check(data)
-
-
-def money(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:.4f}"
 
 
 def plural(count: int, noun: str) -> str:

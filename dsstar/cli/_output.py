@@ -16,9 +16,9 @@ from typing import Any
 from rich.text import Text
 
 from dsstar.algorithm.verdict import verdict_label
-from dsstar.cli._app import console, err, money, plural
+from dsstar.cli._app import console, err, plural
 from dsstar.records.record import total_cost
-from dsstar.text import clean_deep, for_terminal
+from dsstar.text import clean_deep, for_terminal, money
 
 __all__ = ["LiveProgress", "heading", "json_line", "report", "shown"]
 

@@ -29,6 +29,7 @@ from dsstar.cli._app import (
 )
 from dsstar.cli._output import LiveProgress, heading, json_line, shown
 from dsstar.errors import DSStarError
+from dsstar.execution.failure import failure_line
 
 
 def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]]:
@@ -96,7 +97,8 @@ def describe(
     out = console()
     for f in files:
         heading(out, shown(f"{f['path']} ({f['format']})"))
-        text = f["description"] or f"skipped: {f['error']}"
+        # The analyzer's whole output is in --json and the run's attempts.json: one line here.
+        text = f["description"] or f"skipped: {failure_line(f['error'] or '', 'script.py')}"
         out.print(shown(text), markup=False, highlight=False)
     if unprofiled:
         heading(out, "not profiled")

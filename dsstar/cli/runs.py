@@ -18,11 +18,11 @@ from dsstar.cli._app import (
     err,
     fail_usage,
     load_settings,
-    money,
 )
 from dsstar.cli._output import heading, json_line, shown
 from dsstar.cli._tables import Format, FormatOpt, print_table, resolve_format
 from dsstar.errors import DSStarError
+from dsstar.text import money
 
 runs_app = typer.Typer(
     help="Inspect stored runs (local folders and S3 alike).", no_args_is_help=True

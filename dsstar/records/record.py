@@ -198,9 +198,13 @@ def reuse_objects(script: Script, verdict: Verdict, reply: str) -> dict[str, Any
 def final_objects(
     final: Script | None, answer: str | None, status: str, plan: list[str], notebook: str
 ) -> dict[str, Any]:
-    """final/solution.py (when there is one), answer.json, notebook.ipynb, outputs/ and
-    charts/."""
-    solution = {"final/solution.py": final.code} if final is not None else {}
+    """final/solution.py and output.txt (when there is one), answer.json, notebook.ipynb,
+    outputs/ and charts/."""
+    solution = (
+        {"final/solution.py": final.code, "final/output.txt": final.result.output}
+        if final is not None
+        else {}
+    )
     figures = output_objects(final.result) if final is not None else {}
     return (
         solution

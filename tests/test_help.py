@@ -66,8 +66,8 @@ def test_at_80_columns_variables_and_defaults_have_lines_of_their_own():
 
 def test_a_commands_description_is_wrapped_to_the_width():
     lines = [line.strip() for line in rendered(("bench", "run"), 80).splitlines()]
-    # The docstring breaks after "Running": rewrapped, the sentence goes on on the same line.
-    assert any(re.search(r"OUT/report\.md\. Running the same command", line) for line in lines)
+    # The docstring breaks after "DA-Code": rewrapped, the sentence goes on on the same line.
+    assert any(re.search(r"OUT/report\.md; DA-Code also", line) for line in lines)
 
 
 def test_the_program_draws_the_same_help_at_80_columns():

@@ -69,6 +69,7 @@ class RunSpec:
     slot_wait: float
     max_cost: float | None = None
     max_tokens: int | None = None
+    parallel_rounds: bool = True
 
     @classmethod
     def from_settings(
@@ -94,6 +95,7 @@ class RunSpec:
             slot_wait=settings.slot_wait,
             max_cost=settings.max_cost,
             max_tokens=settings.max_tokens,
+            parallel_rounds=settings.parallel_rounds,
         )
 
     def without_figures(self) -> RunSpec:
@@ -108,6 +110,7 @@ class RunSpec:
             max_debug_attempts=self.max_debug_attempts,
             summarize_over_chars=self.summarize_over_chars,
             max_output_chars=self.max_output_chars,
+            parallel_rounds=self.parallel_rounds,
         )
 
     @property

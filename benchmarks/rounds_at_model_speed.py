@@ -55,7 +55,13 @@ def scripted(llm: Any, rounds: int, delay: float) -> None:
                    for n in range(1, rounds + 2)])  # fmt: skip
     llm.default("router", lambda req: next(routes, "Add Step"))
     llm.default("finalyzer", lambda req: fence(FINAL_ONLY_ANSWER))
-    llm.intercept(lambda req: None if req["agent"] == "analyzer" else time.sleep(delay))
+
+    def slow(request: dict) -> None:
+        request["arrived"] = time.monotonic()
+        if request["agent"] != "analyzer":
+            time.sleep(delay)
+
+    llm.intercept(slow)
 
 
 def dsstar_run(llm: Any, rounds: int, delay: float, parallel: bool, work: Path) -> dict:

@@ -98,6 +98,15 @@ class Settings(BaseSettings):
         " continue, continue with guidance, accept the current answer, or stop (a form in the"
         " Prefect UI; a terminal prompt for `dsstar run` on a TTY).",
     )
+    parallel_rounds: bool = Field(
+        True,
+        description="After a round's script has run, and when no person is to be asked, ask"
+        " the verifier, the router and (for Add Step) the planner at once: a refinement round"
+        " waits for two model latencies instead of four. Decisions are the paper's; a reply"
+        " they make unneeded is kept and marked unused (at most one router and one planner"
+        " call more per run, and one planner call more per backtrack). False: one after"
+        " another.",
+    )
     human_timeout: float = Field(
         3600.0,
         gt=0,

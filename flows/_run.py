@@ -149,7 +149,12 @@ class Run:
         """Keep a judged round: its objects and the updated run.json are stored. Returns the
         round as kept (with the calls and seconds it took since the last one) and the URIs."""
         start_calls, start_time = self._round_start
-        item = round_item(round, self._calls()[start_calls:], time.monotonic() - start_time)
+        calls = self._calls()[start_calls:]
+        discarded = {(asked.label, asked.request) for asked in round.unused}
+        for call in calls:  # counted like any other, marked as not followed
+            if (call.get("label"), call.get("request")) in discarded:
+                call["unused"] = True
+        item = round_item(round, calls, time.monotonic() - start_time)
         item["figures"] = self.add_figures(f"rounds/{round_key(round.number)}", round.script)
         self.rounds.append(item)
         self.note(

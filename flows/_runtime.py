@@ -94,8 +94,11 @@ class FlowRuntime(TaskCalls):
     def record_reuse(self, script: Script, verdict: Verdict, reply: str) -> None:
         self.run.save(reuse_objects(script, verdict, reply), "reuse")
 
+    def asks_human(self) -> bool:
+        return self.settings.ask_human
+
     def ask_human(self, checkpoint: Checkpoint) -> Guidance | None:
-        if not self.settings.ask_human:
+        if not self.asks_human():
             return None
         key = f"{self.run.prefix}/{guidance_key(checkpoint.round)}"
         try:  # a resumed run: the earlier answer stands, so the guided calls are cached

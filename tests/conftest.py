@@ -39,6 +39,9 @@ os.environ.update(
 )
 for _name in [k for k in os.environ if k.startswith("DSSTAR_")]:
     del os.environ[_name]
+# The scripted scenarios (scenarios.py) queue each agent's replies in the order calls made one
+# after another ask for them; tests of rounds asked at once (test_together*.py) turn it on.
+os.environ["DSSTAR_PARALLEL_ROUNDS"] = "false"
 
 from fake_llm import FakeLLM  # noqa: E402
 from processes import start, stop  # noqa: E402

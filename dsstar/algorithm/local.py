@@ -144,6 +144,9 @@ class LocalRuntime:
         self.checkpoints.append(checkpoint)
         return self.ask_person(checkpoint) if self.ask_person else None
 
+    def asks_human(self) -> bool:
+        return self.ask_person is not None
+
 
 @dataclass
 class _WithoutFigures:

@@ -8,7 +8,8 @@ result (told what a backtrack dropped, and why), the coder rewrites the base cod
 whole plan, and the script runs (and is repaired while it fails). The planner may conclude
 that the files cannot answer the question. Finally the finalyzer turns the last script into
 one that states the answer. Everything the loop does goes through a `Runtime`; every prompt
-is rendered beside its call (`calls`).
+is rendered beside its call (`calls`). When no person is to be asked, a round's verifier,
+router and planner are asked at once (`together`), with the same decisions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dsstar.algorithm import together
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.calls import AgentCalls, Problem
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
@@ -90,8 +92,9 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
     number, opened_by = 0, None
     while True:
         label = f"r{number:02d}"
-        verdict, reply = agents.verify(label, problem.question, plan.steps, script, problem.files)
-        rt.record_round(Round(number, plan.steps, script, verdict, reply, opened_by))
+        judged = _judge(rt, agents, budget, problem, number, plan.steps, script)
+        verdict, reply = judged.verdict, judged.reply
+        rt.record_round(Round(number, plan.steps, script, verdict, reply, opened_by, judged.unused))
         if verdict.sufficient:
             return Outcome(Status.VERIFIED, plan.steps, script)
         if number >= budget.max_rounds:  # M refinements made (rounds 1..M), all judged
@@ -102,14 +105,14 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
         if guidance.choice is Choice.STOP:
             return Outcome(Status.STOPPED, plan.steps, script)
         hint = guidance.text_for_prompts
-        route = agents.route(
+        route = judged.route or agents.route(
             label, problem.question, plan.steps, script.result.output, problem.files, hint
         )
         kept = list(plan.steps)
         base_code, dropped = plan.follow(route)
         number, opened_by = number + 1, route.label
         rt.record_route(number, route)
-        proposal = agents.plan_next(
+        proposal = judged.proposal or agents.plan_next(
             f"r{number:02d}", problem.question, problem.files, plan.steps,
             script.result.output, guidance=hint, dropped=dropped,
             why=route.reply if dropped else "",
@@ -118,6 +121,26 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
             plan.steps = kept
             return Outcome(Status.NOT_APPLICABLE, kept, script, proposal.unanswerable)
         script = _code_round(agents, problem, plan, f"r{number:02d}", proposal.step, base_code)
+
+
+def _judge(
+    rt: Runtime,
+    agents: AgentCalls,
+    budget: Budget,
+    problem: Problem,
+    number: int,
+    steps: list[str],
+    script: Script,
+) -> together.Judged:
+    """The verifier's decision on round `number`; with it, when they can be asked at once
+    (see `together`), the router's and the next step. A person who may be asked sees the
+    verdict first and may change what the router and planner are told; after the last
+    round nobody is routed."""
+    if budget.parallel_rounds and number < budget.max_rounds and not rt.asks_human():
+        return together.judge(rt, budget, problem, number, steps, script)
+    label = f"r{number:02d}"
+    verdict, reply = agents.verify(label, problem.question, steps, script, problem.files)
+    return together.Judged(verdict, reply)
 
 
 def _ask_human(rt: Runtime, number: int, plan: list[str], script: Script, reply: str) -> Guidance:

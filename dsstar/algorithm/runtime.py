@@ -21,7 +21,7 @@ from dsstar.model.llm import Message
 if TYPE_CHECKING:  # only annotations: the data side is not loaded with the loop's types
     from dsstar.data.sources import DataSource
 
-__all__ = ["NO_CODE", "Budget", "Calls", "Round", "Runtime", "Script", "Solved"]
+__all__ = ["NO_CODE", "Asked", "Budget", "Calls", "Round", "Runtime", "Script", "Solved"]
 
 
 class Calls(Protocol):
@@ -94,6 +94,12 @@ class Runtime(Calls, Protocol):
         """A person's answer after a round that was not sufficient; None: nobody is asked."""
         ...
 
+    def asks_human(self) -> bool:
+        """Whether `ask_human` may ask a person (or read back what one answered); False: it
+        returns None without asking, so the router and the planner can be asked before the
+        verifier has replied (`Budget.parallel_rounds`)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Solved:
@@ -112,6 +118,7 @@ class Budget:
     max_debug_attempts: int = 3
     summarize_over_chars: int = 2000
     max_output_chars: int = PROMPT_OUTPUT_CHARS
+    parallel_rounds: bool = True
 
 
 @dataclass
@@ -124,9 +131,20 @@ class Script:
 
 
 @dataclass(frozen=True)
+class Asked:
+    """A model call that was answered: its agent, label and request (`prompt_hash` of its
+    messages, as the call's record and cache key have it)."""
+
+    agent: str
+    label: str
+    request: str
+
+
+@dataclass(frozen=True)
 class Round:
     """One executed and judged round. `route` is the decision that opened it (None for
-    round 00)."""
+    round 00). `unused`: replies asked together with the verifier's and then discarded (the
+    verifier said Yes, or the router backtracked): paid for, kept, not followed."""
 
     number: int
     plan: list[str]
@@ -134,6 +152,7 @@ class Round:
     verdict: Verdict
     reply: str  # the verifier's
     route: str | None = None
+    unused: tuple[Asked, ...] = ()
 
 
 # What "running" a reply without a code block gives: a failure the debugger can read.

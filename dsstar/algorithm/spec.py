@@ -82,6 +82,7 @@ class RunSpec:
     max_tokens: int | None = None
     script_python: str | None = None  # the worker's DSSTAR_SCRIPT_PYTHON (None: its own)
     libraries: list[str] = field(default_factory=list)  # what the prompts name
+    parallel_rounds: bool = True
 
     @classmethod
     def from_settings(
@@ -109,6 +110,7 @@ class RunSpec:
             max_tokens=settings.max_tokens,
             script_python=_script_python(settings),
             libraries=script_libraries(settings),
+            parallel_rounds=settings.parallel_rounds,
         )
 
     def without_outputs(self) -> RunSpec:
@@ -123,6 +125,7 @@ class RunSpec:
             max_debug_attempts=self.max_debug_attempts,
             summarize_over_chars=self.summarize_over_chars,
             max_output_chars=self.max_output_chars,
+            parallel_rounds=self.parallel_rounds,
         )
 
     @property

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import mimetypes
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -65,6 +66,9 @@ def round_objects(round: Round) -> dict[str, Any]:
             "reply": round.reply,
             "execution_ok": round.script.result.ok,
             "attempts": round.script.attempts,
+            # Replies asked with the verifier's and then discarded (loop.together): paid for
+            # and counted, never followed.
+            "unused": [asdict(asked) for asked in round.unused],
         },
     } | figure_objects(folder, round.script.result)
 
@@ -228,6 +232,7 @@ def round_item(round: Round, calls: list[dict[str, Any]], seconds: float) -> dic
         "verdict": round.verdict.sufficient,
         "route": round.route,
         "debug_attempts": max(0, len(round.script.attempts) - 1),
+        "unused": [asked.label for asked in round.unused],
         **usage(calls),
         "seconds": seconds,
     }

@@ -33,6 +33,10 @@ class Answer:
     flow_run_id: str | None
     reused_from: str | None = None  # the run whose verified solution answered it again
     error: str | None = None
+    # The files the final script wrote (deliverables), as `--json` lists them: each
+    # {"name", "bytes", "uri", "media_type"} and, for a chart, "chart" (its description's URI).
+    outputs: tuple[dict[str, Any], ...] = ()
+    outputs_error: str | None = None  # the bound that left some files out
 
     @property
     def answered(self) -> bool:
@@ -44,6 +48,7 @@ class Answer:
         """From the JSON result of a run (`dsstar.views.report.run_result`)."""
         values = _known(cls, result)
         values["plan"] = tuple(result.get("plan") or ())
+        values["outputs"] = tuple(dict(entry) for entry in result.get("outputs") or ())
         return cls(**values)
 
 

@@ -168,14 +168,15 @@ class Settings(BaseSettings):
     exec_disk_mb: int = Field(
         1024, ge=8, description="Most MB one script may write to /tmp and its working directory."
     )
-    exec_figures: int = Field(
-        8,
+    exec_outputs: int = Field(
+        16,
         ge=0,
-        description="Most figure files (png, jpg, svg, pdf, html; top level of a script's"
-        " working directory and one folder down) kept with a round and the answer; 0 keeps none.",
+        description="Most files kept of those a script wrote in its working directory (top"
+        " level and one folder down; not data/ nor hidden names): the final script's are the"
+        " run's deliverables, a round's figures are stored with it. 0 keeps none.",
     )
-    exec_figures_mb: float = Field(
-        4.0, ge=0, description="Most MB of figure files kept from one script, all together."
+    exec_outputs_mb: float = Field(
+        32.0, ge=0, description="Most MB of files kept from one script, all together."
     )
     exec_uid_base: int = Field(
         1_200_000,

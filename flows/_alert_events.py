@@ -1,5 +1,6 @@
 """The events a nightly batch emits for its alerts (see `flows.alerts`): one
-`dsstar.answer.changed` per question whose answer changed, one `dsstar.contract.broken` per
+`dsstar.answer.changed` per question whose answer changed, one `dsstar.deliverable.changed`
+per question whose delivered files changed, one `dsstar.contract.broken` per
 file that broke its contract, however many questions read it, and one `dsstar.budget.reached`
 when the batch reached its ceiling (a question stopped over budget, or questions skipped).
 
@@ -25,8 +26,9 @@ from dsstar.data.contracts import contract_key
 from dsstar.inputs.questions import Question
 from dsstar.locations import normalize_location
 from dsstar.records.ledger import question_key
+from dsstar.records.record import changed_outputs
 from dsstar.storage import Store
-from flows.alerts import ANSWER_CHANGED, BUDGET_REACHED, CONTRACT_BROKEN
+from flows.alerts import ANSWER_CHANGED, BUDGET_REACHED, CONTRACT_BROKEN, DELIVERABLE_CHANGED
 
 __all__ = ["announce_night"]
 
@@ -48,14 +50,23 @@ def announce_night(
     previous: Sequence[str | None],
     store: Store,
     batch: str = "",
+    earlier_outputs: Sequence[dict[str, Any] | None] | None = None,
 ) -> None:
     """Emit the night's events. `previous[i]` is question i's last earlier answer over the
-    same data (None when it has none); failed questions emit nothing here, since their
-    flow run's Failed state is what the failure alert reacts to."""
-    for question, result, was in zip(questions, results, previous, strict=True):
+    same data (None when it has none), `earlier_outputs[i]` that run's id and deliverables
+    ({"run_id", "outputs"}, None when unknown); failed questions emit nothing here, since
+    their flow run's Failed state is what the failure alert reacts to."""
+    earlier_outputs = earlier_outputs or [None] * len(results)
+    for question, result, was, before in zip(
+        questions, results, previous, earlier_outputs, strict=True
+    ):
         now = result.get("answer")
         if result.get("status") != "failed" and None not in (was, now) and was != now:
             _emit_changed(question, result, was or "", now)
+        if result.get("status") != "failed" and now is not None and before is not None:
+            changed = changed_outputs(before["outputs"], result.get("outputs") or [])
+            if changed:
+                _emit_delivered(question, result, before["run_id"], changed)
     for (root, path), broken in _broken_files(questions, results).items():
         _emit_broken(root, path, broken, store)
     _emit_budget(batch, results)
@@ -104,6 +115,30 @@ def _emit_changed(question: Question, result: dict[str, Any], was: str, now: str
             "previous_answer": was[:_MOST],
             "answer": now[:_MOST],
             "status": result.get("status"),
+            "run_id": result.get("run_id"),
+        },
+    )
+
+
+def _emit_delivered(
+    question: Question, result: dict[str, Any], previous_run: str, changed: list[str]
+) -> None:
+    key = question_key(question.question, question.guidelines)
+    outputs = result.get("outputs") or []
+    emit_event(
+        DELIVERABLE_CHANGED,
+        id=_event_id(result.get("run_id"), DELIVERABLE_CHANGED, *changed),
+        resource={
+            "prefect.resource.id": f"dsstar.question.{key}",
+            "prefect.resource.name": question.question[:200],
+        },
+        related=_question_run(result),
+        payload={
+            "question": question.question,
+            "data": normalize_location(question.data),
+            "changed": "; ".join(changed)[:_MOST],
+            "previous_run": previous_run,
+            "outputs": "; ".join(f"{o['name']}: {o['uri']}" for o in outputs)[:_MOST],
             "run_id": result.get("run_id"),
         },
     )

@@ -12,7 +12,7 @@ from dsstar.records.record import final_objects
 from dsstar.views.notebook import build_notebook
 from flows import _story as story
 from flows._run import Run
-from tasks.record import publish_summary
+from tasks.record import publish_deliverables, publish_summary
 
 __all__ = ["finish"]
 
@@ -38,7 +38,9 @@ def finish(
         status=status.value,
         figures=final.result.figures if final is not None else None,
     )
-    figures = run.add_figures("final", final) if final is not None else []
+    if final is not None:
+        run.add_figures("final", final)
+    outputs = run.add_outputs(final)
     objects = final_objects(final, answer, status.value, plan, notebook)
     uris = dict(zip(objects, run.save(objects, "final"), strict=True))
     solution_uri = uris.get("final/solution.py")
@@ -58,8 +60,10 @@ def finish(
         "answer": uris["final/answer.json"],
         "notebook": uris["final/notebook.ipynb"],
     }
-    links |= {f"figure {f['name']}": f["uri"] for f in figures}
+    links |= {f"output {f['name']}": f["uri"] for f in outputs}
     publish_summary(run.run_id, run.record, {k: v for k, v in links.items() if v})
+    if final is not None and final.result.outputs:
+        publish_deliverables(run.run_id, final.result.outputs, outputs)
     return result
 
 

@@ -24,6 +24,7 @@ from dsstar.records.ledger import Ledger, RunRow, question_key
 from dsstar.records.record import (
     analysis_objects,
     figure_entries,
+    output_entries,
     round_item,
     round_objects,
     round_row,
@@ -164,6 +165,16 @@ class Run:
         )
         kept = [f for f in self.record.get("saved_figures") or [] if f["where"] != folder]
         self.note(saved_figures=kept + entries)  # a resumed run replaces a round's list
+        return entries
+
+    def add_outputs(self, final: Script | None) -> list[dict[str, Any]]:
+        """List the files the final script wrote (stored under final/outputs/) in run.json,
+        with the bound that left any out (outputs_error)."""
+        result = final.result if final is not None else None
+        entries = (
+            output_entries(result, lambda k: self.store.uri(f"{self.prefix}/{k}")) if result else []
+        )
+        self.note(outputs=entries, outputs_error=(result.outputs_error if result else "") or None)
         return entries
 
     # -- the end -----------------------------------------------------------------------------

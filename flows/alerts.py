@@ -1,11 +1,14 @@
 """Alerts for the nightly questions: Prefect automations that send a night's news through
 Prefect notification blocks (Slack, Teams, email, a generic webhook...).
 
-Four automations, each created or updated by its name, so that setting them up again (a
+Five automations, each created or updated by its name, so that setting them up again (a
 second `dsstar serve --notify`, or `dsstar alerts`) never duplicates them:
 
 - `dsstar: nightly answer changed`, on the event `dsstar.answer.changed` that the nightly
   batch emits when a question's answer differs from its last answer over the same data;
+- `dsstar: nightly deliverable changed`, on the event `dsstar.deliverable.changed`, when the
+  files a question delivers (final/outputs/: a table, a chart) differ by content from those of
+  its last answered run over the same data: a file new, gone or changed;
 - `dsstar: nightly question failed`, on the Failed state of a nightly question's flow run
   (every question runs as a ds-star flow run tagged `dsstar-nightly`; the batch's own Failed
   state is left out, or each failed question would alert twice);
@@ -40,6 +43,7 @@ __all__ = [
     "ANSWER_CHANGED",
     "BUDGET_REACHED",
     "CONTRACT_BROKEN",
+    "DELIVERABLE_CHANGED",
     "QUESTION_TAG",
     "alert_automations",
     "ensure_alerts",
@@ -48,6 +52,7 @@ __all__ = [
 ]
 
 ANSWER_CHANGED = "dsstar.answer.changed"
+DELIVERABLE_CHANGED = "dsstar.deliverable.changed"
 CONTRACT_BROKEN = "dsstar.contract.broken"
 BUDGET_REACHED = "dsstar.budget.reached"
 QUESTION_TAG = "dsstar-nightly"  # the tag of each nightly question's flow run
@@ -61,6 +66,18 @@ _CHANGED_BODY = "\n".join(
         "Data: {{ event.payload.data }}",
         "Before: {{ event.payload.previous_answer }}",
         "Now: {{ event.payload.answer }}",
+        _RUN_LINE,
+    ]
+)
+
+_DELIVERED_BODY = "\n".join(
+    [
+        "The files a nightly question delivers changed.",
+        "Question: {{ event.payload.question }}",
+        "Data: {{ event.payload.data }}",
+        "Changed: {{ event.payload.changed }}",
+        "Before: {{ event.payload.previous_run }}",
+        "Now: {{ event.payload.outputs }}",
         _RUN_LINE,
     ]
 )
@@ -122,6 +139,10 @@ _changed = _on(
     ANSWER_CHANGED, "dsstar.question.*", "dsstar: nightly answer changed",
     "A nightly question's answer differs from its last one over the same data.",
 )  # fmt: skip
+_delivered = _on(
+    DELIVERABLE_CHANGED, "dsstar.question.*", "dsstar: nightly deliverable changed",
+    "A file a nightly question delivers (a table, a chart) differs from its last run's.",
+)  # fmt: skip
 _failed = _on(
     "prefect.flow-run.Failed", "prefect.flow-run.*", "dsstar: nightly question failed",
     "A nightly question's flow run failed.",
@@ -141,6 +162,11 @@ _budget = _on(
 
 _KINDS = (
     (_changed, "dsstar: nightly answer changed: {{ event.payload.question }}", _CHANGED_BODY),
+    (
+        _delivered,
+        "dsstar: nightly deliverable changed: {{ event.payload.question }}",
+        _DELIVERED_BODY,
+    ),  # fmt: skip
     (_failed, "dsstar: nightly question failed: {{ flow_run.parameters.question }}", _FAILED_BODY),
     (_broken, "dsstar: data contract broken: {{ event.payload.file }}", _BROKEN_BODY),
     (_budget, "dsstar: nightly budget reached: {{ event.payload.batch }}", _BUDGET_BODY),

@@ -156,7 +156,11 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
     publish_summary(batch, results, analysis_calls)
     pairs = zip(questions, results, strict=True)
     previous = [known_previous_answer(ledger, q, r) for q, r in pairs]
-    announce_night(questions, results, previous, Store(settings.storage), batch)  # alerts
+    store = Store(settings.storage)
+    earlier = [
+        earlier_outputs(ledger, store, q, r) for q, r in zip(questions, results, strict=True)
+    ]
+    announce_night(questions, results, previous, store, batch, earlier)  # alerts
     failed = [r for r in results if r["status"] == "failed"]
     if failed:  # the batch shows as failed (alerts, the UI's Retry): a retry resumes those
         # The state's data is the error (Prefect raises a failed state's data; the results
@@ -292,6 +296,31 @@ def previous_answer(ledger: Ledger, question: Question, result: dict[str, Any]) 
         if r.run_id != result.get("run_id") and r.data == root and r.answer is not None
     ]
     return earlier[-1] if earlier else None
+
+
+def earlier_outputs(
+    ledger: Ledger, store: Store, question: Question, result: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The deliverables of the last earlier answered run of the same question over the same
+    data, as its run.json lists them ({"run_id", "outputs"}; each night's run keeps its own
+    under runs/<run_id>/final/outputs/). None when there is none or it cannot be read."""
+    try:
+        rows = ledger.history(question_key(question.question, question.guidelines))
+    except DSStarError:
+        return None
+    root = normalize_location(question.data)
+    earlier = [
+        r.run_id
+        for r in rows
+        if r.run_id != result.get("run_id") and r.data == root and r.answer is not None
+    ]
+    if not earlier:
+        return None
+    try:
+        record = store.read_json(f"runs/{earlier[-1]}/run.json")
+    except (FileNotFoundError, DSStarError):
+        return None
+    return {"run_id": earlier[-1], "outputs": record.get("outputs") or []}
 
 
 def known_previous_answer(ledger: Ledger, question: Question, result: dict) -> str | None:

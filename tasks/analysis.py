@@ -37,7 +37,7 @@ def _run_name() -> str:
 )
 def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """Describe one file and keep its description in the catalog."""
-    run_spec = RunSpec(**spec).without_figures()
+    run_spec = RunSpec(**spec).without_outputs()
     # This task is the unit of caching and retry: its LLM calls and scripts run inline, not
     # as task runs of their own (a lake of 1,560 files means 3,120 fewer).
     calls = TaskCalls(run_spec, inline=True)
@@ -60,7 +60,7 @@ def describe_members(
 ) -> list[dict[str, Any] | None]:
     """Describe like files with `origin`'s script, no model call, and keep each description
     in the catalog. None for a file the script does not fit: it needs its own analysis."""
-    run_spec = RunSpec(**spec).without_figures()
+    run_spec = RunSpec(**spec).without_outputs()
     calls = TaskCalls(run_spec, inline=True)
     records = likeness.describe_members(calls, files, origin, run_spec, profiles)
     for record in records:

@@ -5,18 +5,23 @@ Writes are tasks so that a storage hiccup is retried; artifacts are the UI's vie
 
 from __future__ import annotations
 
+import base64
+import re
+from pathlib import PurePosixPath
 from typing import Any
 
 from prefect import Task, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.algorithm.verdict import verdict_label
+from dsstar.execution.deliverables import chart_text, table_preview
 from dsstar.storage import Store
 from dsstar.text import clean, clean_deep, fenced
 from tasks._common import is_storage_error
 from tasks.keys import artifact_key
 
 __all__ = [
+    "publish_deliverables",
     "publish_round",
     "publish_rounds_table",
     "publish_summary",
@@ -110,4 +115,50 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
             f"**Stored objects**\n\n{links}\n"
         ),
         description=f"DS-STAR {run_id}: answer and stored objects",
+    )
+
+
+# Charts embedded in the deliverables artifact as images up to this size (the UI's markdown
+# shows a data: URI image; larger charts are linked only).
+_INLINE_IMAGE_BYTES = 1 << 20
+_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+
+
+def publish_deliverables(
+    run_id: str, outputs: list[dict[str, Any]], entries: list[dict[str, Any]]
+) -> None:
+    """The files the final script wrote, in the UI: a table artifact with the first rows of
+    each CSV or Parquet table, and a markdown artifact that shows each PNG or JPEG chart as an
+    image (never an SVG or HTML page: untrusted content) and links every stored file.
+    `outputs` are ExecResult.outputs (with the bytes), `entries` as run.json lists them."""
+    uris = {entry["name"]: entry["uri"] for entry in entries}
+    parts = []
+    for item in outputs:
+        name, uri = item["name"], uris.get(item["name"], "")
+        data = base64.b64decode(item.get("data") or "")
+        parts.append(f"**{name}** ({item['bytes']:,} bytes): `{uri}`")
+        table = table_preview(name, data, rows=20)
+        if table is not None:
+            create_table_artifact(
+                key=artifact_key(f"{run_id}-table-{name}"),
+                table=clean_deep(
+                    [dict(zip(table["columns"], row, strict=False)) for row in table["head"]]
+                ),  # fmt: skip
+                description=clean(
+                    f"{name}: {table['shape'][0]} rows x {table['shape'][1]}"
+                    f" columns (first rows), stored at {uri}"
+                ),  # fmt: skip
+            )
+        chart = item.get("chart")
+        if isinstance(chart, dict):
+            parts.append(fenced(chart_text(chart)))
+        kind = _IMAGE_TYPES.get(PurePosixPath(name).suffix.lower())
+        if kind and len(data) <= _INLINE_IMAGE_BYTES:
+            title = (chart or {}).get("graph_title") or name
+            alt = re.sub(r"[^\w .,:-]", "", str(title))[:100]
+            parts.append(f"![{alt}](data:{kind};base64,{base64.b64encode(data).decode()})")
+    create_markdown_artifact(
+        key=artifact_key(f"{run_id}-deliverables"),
+        markdown=clean("### Deliverables\n\n" + "\n\n".join(parts) + "\n"),
+        description=f"DS-STAR {run_id}: the files the answer delivered",
     )

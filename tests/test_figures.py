@@ -1,5 +1,6 @@
-"""Figure files a script saves: kept by the sandbox within bounds, stored with the round and
-the answer, listed in run.json, the notebook and `dsstar runs show`."""
+"""Figure files a script saves: kept by the sandbox within bounds (among the files it wrote),
+stored with the round and, for the final script, among the answer's outputs, listed in
+run.json, the notebook and `dsstar runs show`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from scenarios import ANSWER, FINAL_ONLY_ANSWER, JOIN, LOAD, describe_script, fe
 
 from dsstar.execution.sandbox import Limits, run_script
 from dsstar.execution.sandbox.keep import collect
-from dsstar.execution.sandbox.supervise import kept_figures
+from dsstar.execution.sandbox.supervise import kept_outputs
 from dsstar.storage import Store
 from flows.ds_star import ds_star
 
@@ -30,7 +31,7 @@ SAVE_PNG = (
 
 def test_collect_reads_regular_files_top_level_and_one_folder_down(tmp_path):
     (tmp_path / "a.png").write_bytes(PNG)
-    (tmp_path / "notes.txt").write_text("not a figure")
+    (tmp_path / "notes.txt").write_text("not a figure, but a file the script wrote")
     (tmp_path / "sub" / "deeper").mkdir(parents=True)
     (tmp_path / "sub" / "b.SVG").write_text("<svg/>")
     (tmp_path / "sub" / "deeper" / "c.png").write_bytes(PNG)  # two folders down: not kept
@@ -38,24 +39,24 @@ def test_collect_reads_regular_files_top_level_and_one_folder_down(tmp_path):
     os.link(tmp_path / "a.png", tmp_path / "hard.png")  # a.png now has two links
     (tmp_path / "solo.pdf").write_bytes(b"%PDF-1.4")
     found = collect(str(tmp_path), 8, 1 << 20)
-    assert [f["name"] for f in found["figures"]] == ["solo.pdf", "sub/b.SVG"]
-    assert base64.b64decode(found["figures"][0]["data"]) == b"%PDF-1.4"
-    assert found["left_out"] == 2  # a.png and hard.png: the same inode twice
+    assert [f["name"] for f in found["outputs"]] == ["notes.txt", "solo.pdf", "sub/b.SVG"]
+    assert base64.b64decode(found["outputs"][1]["data"]) == b"%PDF-1.4"
+    assert found["left_out"] == ["a.png", "hard.png"]  # the same inode twice
 
 
 def test_collect_and_the_host_keep_the_bounds(tmp_path):
     for i in range(5):
         (tmp_path / f"f{i}.png").write_bytes(PNG)
-    assert len(collect(str(tmp_path), 3, 1 << 20)["figures"]) == 3
-    assert len(collect(str(tmp_path), 8, 2 * len(PNG))["figures"]) == 2
-    assert collect(str(tmp_path), 0, 1 << 20) == {"figures": [], "left_out": 0}
+    assert len(collect(str(tmp_path), 3, 1 << 20)["outputs"]) == 3
+    assert len(collect(str(tmp_path), 8, 2 * len(PNG))["outputs"]) == 2
+    assert collect(str(tmp_path), 0, 1 << 20) == {"outputs": [], "left_out": []}
     data = base64.b64encode(PNG).decode()
     names = ("ok.png", "../up.png", "/abs.png", "a/b/c.png", "x\n.png", "y.png")
-    report = {"figures": [{"name": n, "data": data} for n in names]}
-    kept = kept_figures(report, Limits(figures=8))
+    report = {"outputs": [{"name": n, "data": data} for n in names]}
+    kept = kept_outputs(report, Limits(outputs=8))
     assert [f["name"] for f in kept] == ["ok.png", "y.png"]
-    assert [f["name"] for f in kept_figures(report, Limits(figures=1))] == ["ok.png"]
-    assert kept_figures({"figures": [{"name": "z.png", "data": "%%"}]}, Limits()) == []
+    assert [f["name"] for f in kept_outputs(report, Limits(outputs=1))] == ["ok.png"]
+    assert kept_outputs({"outputs": [{"name": "z.png", "data": "%%"}]}, Limits()) == []
 
 
 @pytest.mark.parametrize("mode", ["none", "bwrap"])
@@ -71,7 +72,7 @@ def test_run_script_returns_the_figures(tmp_path, mode):
         ("charts/revenue.png", len(PNG)), ("trend.svg", SVG_BYTES)
     ]  # fmt: skip
     assert base64.b64decode(result.figures[0]["data"]) == PNG
-    assert json.loads(json.dumps(result.to_dict()))["figures"] == result.figures
+    assert json.loads(json.dumps(result.to_dict()))["outputs"] == result.outputs
 
 
 def test_storage_writes_bytes_to_s3(s3):
@@ -95,8 +96,8 @@ def test_a_run_keeps_the_figures_its_scripts_saved(env, llm, sales):
     root = Path(env["DSSTAR_STORAGE"]) / "runs" / "t-figs"
     assert (root / "rounds/00/figures/trend.svg").read_text().startswith("<svg")
     assert not (root / "rounds/01/figures").exists()
-    assert (root / "final/figures/charts/revenue.png").read_bytes() == PNG
-    assert (root / "final/figures/trend.svg").exists()
+    assert (root / "final/outputs/charts/revenue.png").read_bytes() == PNG
+    assert (root / "final/outputs/trend.svg").exists()
     record = json.loads((root / "run.json").read_text())
     listed = {(f["where"], f["name"], f["bytes"]) for f in record["saved_figures"]}
     assert listed == {("rounds/00", "trend.svg", SVG_BYTES), ("final", "trend.svg", SVG_BYTES),
@@ -117,14 +118,14 @@ def test_a_run_keeps_the_figures_its_scripts_saved(env, llm, sales):
     out = show()
     assert "── saved figures ─" in out
     assert (
-        f"final: charts/revenue.png ({len(PNG)} bytes) {root}/final/figures/charts/revenue.png"
+        f"final: charts/revenue.png ({len(PNG)} bytes) {root}/final/outputs/charts/revenue.png"
         in out
     )
     assert f"rounds/00: trend.svg ({SVG_BYTES} bytes) {root}/rounds/00/figures/trend.svg" in out
     report = json.loads(show("--json"))
     assert {f["uri"] for f in report["saved_figures"]} == {
-        f"{root}/rounds/00/figures/trend.svg", f"{root}/final/figures/trend.svg",
-        f"{root}/final/figures/charts/revenue.png",
+        f"{root}/rounds/00/figures/trend.svg", f"{root}/final/outputs/trend.svg",
+        f"{root}/final/outputs/charts/revenue.png",
     }  # fmt: skip
     assert json.loads(show("--round", "0", "--json"))["figures"] == [
         f"{root}/rounds/00/figures/trend.svg"

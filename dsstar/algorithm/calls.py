@@ -15,6 +15,7 @@ from dsstar.algorithm.repair import run_with_repair
 from dsstar.algorithm.runtime import Budget, Calls, Script
 from dsstar.algorithm.verdict import Verdict
 from dsstar.errors import AgentError
+from dsstar.execution.deliverables import asked_files, outputs_text
 from dsstar.model.llm import Message
 
 __all__ = ["AgentCalls", "Problem", "Proposal"]
@@ -162,6 +163,7 @@ class AgentCalls:
             output=script.result.output,
             max_output_chars=self.budget.max_output_chars,
             files=files,
+            outputs=outputs_text(script.result.outputs),
         )
         reply = self.calls.ask("verifier", f"verifier {label}", messages)
         sufficient = agents.verifier.read(reply)
@@ -213,5 +215,6 @@ class AgentCalls:
             max_output_chars=self.budget.max_output_chars,
             status=status,
             reason=reason,
+            asked=asked_files(problem.question, problem.guidelines),
         )
         return agents.finalyzer.parse(self.calls.ask("finalyzer", "finalyzer", messages))

@@ -144,7 +144,7 @@ class LocalRuntime:
 
 @dataclass
 class _WithoutFigures:
-    """The runtime's calls for file analysis: its scripts keep no figures."""
+    """The runtime's calls for file analysis: its scripts keep no files."""
 
     runtime: LocalRuntime
 
@@ -153,4 +153,4 @@ class _WithoutFigures:
 
     def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         self.runtime.labels.append(label)
-        return self.runtime._run(code, {**self.runtime.spec.limits, "figures": 0}, files)
+        return self.runtime._run(code, {**self.runtime.spec.limits, "outputs": 0}, files)

@@ -29,8 +29,8 @@ def sandbox_limits(settings: Settings) -> Limits:
         output_bytes=settings.exec_output_bytes,
         processes=settings.exec_processes,
         disk_mb=settings.exec_disk_mb,
-        figures=settings.exec_figures,
-        figures_mb=settings.exec_figures_mb,
+        outputs=settings.exec_outputs,
+        outputs_mb=settings.exec_outputs_mb,
         cpu_s=settings.exec_cpu_seconds,
         warm=settings.exec_pool,
     )
@@ -96,9 +96,9 @@ class RunSpec:
             max_tokens=settings.max_tokens,
         )
 
-    def without_figures(self) -> RunSpec:
-        """The same spec for scripts whose charts are not kept (file analysis)."""
-        return replace(self, limits={**self.limits, "figures": 0})
+    def without_outputs(self) -> RunSpec:
+        """The same spec for scripts whose files are not kept (file analysis)."""
+        return replace(self, limits={**self.limits, "outputs": 0})
 
     @property
     def budget(self) -> Budget:

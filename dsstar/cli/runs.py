@@ -152,7 +152,23 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
                   markup=False, highlight=False)  # fmt: skip
     if not saved:
         out.print("(none: charts a script saves in its working directory are kept here)")
+    _print_outputs(out, record)
     _print_files(out, record)
+
+
+def _print_outputs(out: Any, record: dict[str, Any]) -> None:
+    """The files the final script wrote: the run's deliverables, where they are stored."""
+    heading(out, "outputs")
+    for item in record.get("outputs") or []:
+        line = f"{shown(item['name'])} ({item['bytes']:,} bytes, {item['media_type']})"
+        out.print(f"{line} {shown(item['uri'])}", markup=False, highlight=False)
+        if item.get("chart"):
+            out.print(f"  chart description: {shown(item['chart'])}", markup=False,
+                      highlight=False)  # fmt: skip
+    if record.get("outputs_error"):
+        out.print(Text.assemble(("outputs error:", "red"), f" {shown(record['outputs_error'])}"))
+    if not record.get("outputs"):
+        out.print("(none: files the final script writes in its working directory are kept here)")
 
 
 def _print_files(out: Any, record: dict[str, Any]) -> None:

@@ -5,7 +5,10 @@ totals."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import mimetypes
 from collections.abc import Callable
+from pathlib import PurePosixPath
 from typing import Any
 
 from dsstar.algorithm.agents.router import Route
@@ -17,11 +20,15 @@ from dsstar.storage import analysis_key, round_key
 
 __all__ = [
     "analysis_objects",
+    "changed_outputs",
     "figure_entries",
     "figure_objects",
     "final_objects",
     "guidance_key",
     "guidance_objects",
+    "media_type",
+    "output_entries",
+    "output_objects",
     "read_guidance",
     "reuse_objects",
     "round_item",
@@ -63,17 +70,83 @@ def round_objects(round: Round) -> dict[str, Any]:
 
 
 def figure_objects(folder: str, result: ExecResult) -> dict[str, bytes]:
-    """<folder>/figures/<name>: the figure files the script saved in its working directory."""
+    """<folder>/figures/<name>: the figure files a round's script saved in its working
+    directory (the final script's are among its outputs, final/outputs/)."""
     return {f"{folder}/figures/{f['name']}": base64.b64decode(f["data"]) for f in result.figures}
 
 
 def figure_entries(folder: str, result: ExecResult, uri: Callable[[str], str]) -> list[dict]:
     """How run.json lists those figures: where (rounds/NN or final), name, bytes, URI."""
+    within = "outputs" if folder == "final" else "figures"
     return [
         {"where": folder, "name": f["name"], "bytes": f["bytes"],
-         "uri": uri(f"{folder}/figures/{f['name']}")}
+         "uri": uri(f"{folder}/{within}/{f['name']}")}
         for f in result.figures
     ]  # fmt: skip
+
+
+def output_objects(result: ExecResult) -> dict[str, Any]:
+    """final/outputs/<name>: every file the final script wrote (the run's deliverables), and
+    final/charts/<name>.json: the description of each matplotlib figure among them."""
+    objects: dict[str, Any] = {}
+    for item in result.outputs:
+        objects[f"final/outputs/{item['name']}"] = base64.b64decode(item["data"])
+        if isinstance(item.get("chart"), dict):
+            objects[f"final/charts/{item['name']}.json"] = item["chart"]
+    return objects
+
+
+def output_entries(result: ExecResult, uri: Callable[[str], str]) -> list[dict[str, Any]]:
+    """How run.json, the `--json` result and `dsstar.ask` list the deliverables: name (relative
+    to the working directory), bytes, uri, media_type, sha256 and, for a chart, the URI of its
+    description (chart)."""
+    entries = []
+    for item in result.outputs:
+        data = base64.b64decode(item["data"])
+        entry = {
+            "name": item["name"],
+            "bytes": item["bytes"],
+            "uri": uri(f"final/outputs/{item['name']}"),
+            "media_type": media_type(item["name"]),
+            "sha256": hashlib.sha256(data).hexdigest(),  # tells a changed deliverable
+        }
+        if isinstance(item.get("chart"), dict):
+            entry["chart"] = uri(f"final/charts/{item['name']}.json")
+        entries.append(entry)
+    return entries
+
+
+def changed_outputs(was: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[str]:
+    """How the deliverables `now` differ from those of an earlier run (`was`), one line per
+    file that is new, gone or changed (by content); empty when they are the same."""
+    before = {e["name"]: e for e in was}
+    after = {e["name"]: e for e in now}
+    lines = [f"{name}: new ({after[name]['bytes']:,} bytes)" for name in after
+             if name not in before]  # fmt: skip
+    lines += [f"{name}: gone" for name in before if name not in after]
+    for name in after.keys() & before.keys():
+        old, new = before[name], after[name]
+        if old.get("sha256") != new.get("sha256") or old["bytes"] != new["bytes"]:
+            lines.append(f"{name}: changed ({old['bytes']:,} -> {new['bytes']:,} bytes)")
+    return sorted(lines)
+
+
+# Suffixes the standard library's mimetypes does not know, or knows differently per system.
+_MEDIA_TYPES = {
+    ".csv": "text/csv",
+    ".parquet": "application/vnd.apache.parquet",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".json": "application/json",
+    ".npy": "application/x-npy",
+    ".pkl": "application/octet-stream",
+    ".md": "text/markdown",
+}
+
+
+def media_type(name: str) -> str:
+    """The media type of a file, by its suffix (application/octet-stream when unknown)."""
+    suffix = PurePosixPath(name).suffix.lower()
+    return _MEDIA_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
 def route_objects(number: int, route: Route) -> dict[str, Any]:
@@ -125,9 +198,10 @@ def reuse_objects(script: Script, verdict: Verdict, reply: str) -> dict[str, Any
 def final_objects(
     final: Script | None, answer: str | None, status: str, plan: list[str], notebook: str
 ) -> dict[str, Any]:
-    """final/solution.py (when there is one), answer.json, notebook.ipynb and figures/."""
+    """final/solution.py (when there is one), answer.json, notebook.ipynb, outputs/ and
+    charts/."""
     solution = {"final/solution.py": final.code} if final is not None else {}
-    figures = figure_objects("final", final.result) if final is not None else {}
+    figures = output_objects(final.result) if final is not None else {}
     return (
         solution
         | {

@@ -27,6 +27,7 @@ RESULT_KEYS = (
     "reused_solution",
     "reused_from",
     "contracts",
+    "outputs",
 )
 
 
@@ -44,6 +45,9 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
         "checked": contracts.get("checked", 0),
         "failed": contracts.get("failed", []),
     }
+    result["outputs"] = record.get("outputs") or []
+    if record.get("outputs_error"):
+        result["outputs_error"] = record["outputs_error"]
     if record.get("error"):
         result["error"] = record["error"]
     return result

@@ -28,9 +28,11 @@ def render(
     max_output_chars: int = PROMPT_OUTPUT_CHARS,
     status: str = "verified",
     reason: str = "",
+    asked: list[str] | None = None,
 ) -> list[Message]:
     """Ask for the final script that states the answer, following `guidelines`. `status` says
-    how the rounds ended (verified, max_rounds, accepted, not_applicable, with `reason`)."""
+    how the rounds ended (verified, max_rounds, accepted, not_applicable, with `reason`);
+    `asked`: the file names the question or the guidelines ask for, which it must write."""
     return _render(
         "finalyzer",
         status=status,
@@ -41,6 +43,7 @@ def render(
         plan=plan,
         code=clip(code, PROMPT_CODE_CHARS),
         output=clip(output, max_output_chars),
+        asked=asked or [],
     )
 
 

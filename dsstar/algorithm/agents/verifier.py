@@ -24,9 +24,12 @@ def render(
     output: str,
     max_output_chars: int = PROMPT_OUTPUT_CHARS,
     files: list[FileInfo] | None = None,
+    outputs: str = "",
 ) -> list[Message]:
     """Ask Yes/No: is this plan sufficient, judged by its code and its output? The files
-    open the prompt as they open every agent's (one prefix, cached by the provider)."""
+    open the prompt as they open every agent's (one prefix, cached by the provider).
+    `outputs` says what the files the code wrote hold (tables, charts): the verifier sees no
+    image, so a chart is judged by its description."""
     return _render(
         "verifier",
         files=files or [],
@@ -34,6 +37,7 @@ def render(
         plan=plan,
         code=clip(code, PROMPT_CODE_CHARS),
         output=clip(output, max_output_chars),
+        outputs=clip(outputs, max_output_chars),
     )
 
 

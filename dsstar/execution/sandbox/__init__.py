@@ -24,7 +24,7 @@ from pathlib import Path
 from dsstar.execution import stopping
 from dsstar.execution.sandbox import pool
 from dsstar.execution.sandbox.backends import Backend
-from dsstar.execution.sandbox.host import environment, interpreter_reachable
+from dsstar.execution.sandbox.host import PRELUDE, environment, interpreter_reachable
 from dsstar.execution.sandbox.modes import (
     MODES,
     backend,
@@ -134,7 +134,8 @@ def _cold(
     try:
         (stage / "script.py").write_text(code, encoding="utf-8")
         write_etc(stage, uid_range())
-        spec = {"role": "cold", "uid": uid, "limits": limits.boot(), "status_fd": pipes[2][1]}
+        spec = {"role": "cold", "uid": uid, "limits": limits.boot(), "status_fd": pipes[2][1],
+                "prelude": PRELUDE}  # fmt: skip
         if files is not None:
             spec["files"] = files
         cwd, env = None, environment("/sandbox", "/tmp")

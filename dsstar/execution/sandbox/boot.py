@@ -9,7 +9,7 @@ Roles:
   stdin (a unix socket); each child gets its own mount namespace and fresh working directory,
   runs exactly one script and exits.
 In both, a root supervisor forks the script under the sandbox uid, reaps every orphan, kills
-what the script left behind and writes the exit status, with the figure files the script saved
+what the script left behind and writes the exit status, with the files the script wrote
 (keep.py), as JSON to a status pipe. host.py puts the sources of mounts.py (the sandbox's
 filesystem), keep.py and seccomp.py before this one: together they are one program.
 """
@@ -122,21 +122,21 @@ def supervise(spec, status_fd, start_script, keep_fds=()):
         kill_leftovers(spec["uid"])
         _reap(None)
     if isinstance(status, dict):
-        status.update(_figures(spec))
+        status.update(_outputs(spec))
     blob = json.dumps(status).encode()
     while blob:  # the host reads the pipe to its end: no size limit
         blob = blob[os.write(status_fd, blob) :]
     os.close(status_fd)
 
 
-def _figures(spec):
-    """The figure files the script left in its working directory (keep.py, prepended)."""
+def _outputs(spec):
+    """The files the script left in its working directory (keep.py, prepended)."""
     caps = spec["limits"]
     try:
         workdir = spec.get("workdir", WORK)
-        return collect(workdir, caps.get("figures", 0), caps.get("figure_bytes", 0))  # noqa: F821
-    except Exception as exc:  # noqa: BLE001 - a report without figures beats no report
-        return {"figures": [], "left_out": 0, "figure_error": repr(exc)}
+        return collect(workdir, caps.get("outputs", 0), caps.get("outputs_bytes", 0))  # noqa: F821
+    except Exception as exc:  # noqa: BLE001 - a report without outputs beats no report
+        return {"outputs": [], "left_out": [], "outputs_error": repr(exc)}
 
 
 def _has_children():
@@ -165,8 +165,11 @@ def _reap(main_pid):
             return {"exit": os.WEXITSTATUS(code)}
 
 
-def exec_cold():
-    os.execv(sys.executable, [sys.executable, "-I", "-u", os.path.abspath("script.py")])
+def exec_cold(spec):
+    """A fresh interpreter runs prelude.py, which runs the script as `python -I -u` would."""
+    prelude = spec["prelude"] + "\nrun_cold()\n"
+    script = os.path.abspath("script.py")
+    os.execv(sys.executable, [sys.executable, "-I", "-u", "-c", prelude, script])
 
 
 def run_warm():
@@ -186,6 +189,7 @@ def run_warm():
     sys.modules["__main__"] = main
     code = 0
     try:
+        install_chart_hook()  # noqa: F821 - prelude.py, prepended
         with open(SCRIPT, "rb") as handle:
             source = handle.read()
         exec(compile(source, SCRIPT, "exec"), main.__dict__)
@@ -317,7 +321,7 @@ def main():
     except BaseException as exc:  # noqa: BLE001 - the host reads this as a failed start
         os.write(status_fd, json.dumps({"error": repr(exc)}).encode())
         os._exit(0)
-    supervise(spec, status_fd, exec_cold)
+    supervise(spec, status_fd, lambda: exec_cold(spec))
 
 
 if __name__ == "__main__":

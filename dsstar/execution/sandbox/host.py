@@ -9,15 +9,24 @@ import sys
 from functools import cache
 from pathlib import Path
 
-__all__ = ["boot_python", "environment", "interpreter_reachable", "is_root", "kill_with_parent"]
+__all__ = [
+    "PRELUDE",
+    "boot_python",
+    "environment",
+    "interpreter_reachable",
+    "is_root",
+    "kill_with_parent",
+]
 
 _PASSTHROUGH_ENV = ("LANG", "LC_ALL", "TZ")
-# One program from four standard-library sources: mounts.py builds the sandbox's filesystem,
-# keep.py collects the figure files a script saved, seccomp.py refuses the system calls a
-# script never needs, boot.py runs and supervises the script.
+# One program from five standard-library sources: mounts.py builds the sandbox's filesystem,
+# keep.py collects the files a script wrote, prelude.py describes the charts it saves (and
+# starts a cold script), seccomp.py refuses the system calls a script never needs, boot.py
+# runs and supervises the script.
+PRELUDE = (Path(__file__).parent / "prelude.py").read_text(encoding="utf-8")
 _BOOT = "\n".join(
     (Path(__file__).parent / name).read_text(encoding="utf-8")
-    for name in ("mounts.py", "keep.py", "seccomp.py", "boot.py")
+    for name in ("mounts.py", "keep.py", "prelude.py", "seccomp.py", "boot.py")
 )
 
 

@@ -24,7 +24,8 @@ from dsstar.execution.sandbox.shared import held_bytes
 from dsstar.execution.sandbox.types import ExecResult, Limits
 
 __all__ = [
-    "kept_figures",
+    "kept_outputs",
+    "left_out_error",
     "kill_tree",
     "kill_uid",
     "result",
@@ -233,12 +234,10 @@ def result(
         hits.add("output")
     output = stdout + ("\n" if stdout and not stdout.endswith("\n") else "") + stderr
     output += "".join(_message(hit, limits) for hit in sorted(hits))
-    figures = kept_figures(report, limits)
-    if report.get("left_out"):
-        output += (
-            f"\n[dsstar] {report['left_out']} figure file(s) were not kept: at most"
-            f" {limits.figures} files and {limits.figures_mb:g} MB, regular files only."
-        )
+    outputs = kept_outputs(report, limits)
+    outputs_error = left_out_error(report.get("left_out"), limits)
+    if outputs_error:
+        output += f"\n[dsstar] {outputs_error}"
     if exit_code is not None and exit_code < 0 and not hits:
         output += f"\n[dsstar] the script was terminated by {signal.Signals(-exit_code).name}"
         output += (
@@ -256,21 +255,34 @@ def result(
         sandbox=mode,
         stdout=stdout,
         limits_hit=sorted(hits),
-        figures=figures,
+        outputs=outputs,
+        outputs_error=outputs_error,
         **extra,
     )
 
 
-def kept_figures(report: dict[str, Any], limits: Limits) -> list[dict[str, Any]]:
-    """The figures the supervisor reported, checked again here: safe relative names, valid
-    base64, within the count and the byte budget."""
+def left_out_error(left_out: Any, limits: Limits) -> str:
+    """The error that names the bound which left files out ('' when none was)."""
+    if not left_out or not isinstance(left_out, list):
+        return ""
+    names = ", ".join(str(n)[:100] for n in left_out[:5]) + (", ..." if len(left_out) > 5 else "")
+    return (
+        f"{len(left_out)} file(s) the script wrote were not kept ({names}): at most"
+        f" {limits.outputs} files (DSSTAR_EXEC_OUTPUTS) and {limits.outputs_mb:g} MB"
+        " (DSSTAR_EXEC_OUTPUTS_MB) are kept, regular files with one link only."
+    )
+
+
+def kept_outputs(report: dict[str, Any], limits: Limits) -> list[dict[str, Any]]:
+    """The files the supervisor reported, checked again here: safe relative names, valid
+    base64, within the count and the byte budget; a chart description only as a JSON object."""
     kept: list[dict[str, Any]] = []
-    budget = limits.figure_bytes
-    for item in report.get("figures") or []:
+    budget = limits.outputs_bytes
+    for item in report.get("outputs") or []:
         name = item.get("name") if isinstance(item, dict) else None
         if not isinstance(name, str) or not name.isprintable() or len(name) > 200:
             continue
-        if len(kept) >= limits.figures:
+        if len(kept) >= limits.outputs:
             continue
         parts = name.split("/")
         if len(parts) > 2 or any(p in ("", ".", "..") or "\\" in p for p in parts):
@@ -280,7 +292,9 @@ def kept_figures(report: dict[str, Any], limits: Limits) -> list[dict[str, Any]]
         except (ValueError, TypeError):
             continue
         if size + sum(f["bytes"] for f in kept) <= budget:
-            kept.append({"name": name, "bytes": size, "data": item["data"]})
+            chart = item.get("chart")
+            chart = {"chart": chart} if isinstance(chart, dict) else {}
+            kept.append({"name": name, "bytes": size, "data": item["data"], **chart})
     return kept
 
 

@@ -7,6 +7,7 @@ import signal
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from dsstar.execution.sandbox.keep import is_figure
 from dsstar.settings import Settings
 
 __all__ = ["ExecResult", "Limits"]
@@ -28,16 +29,16 @@ class Limits:
     disk_mb: int = _default("exec_disk_mb")  # /tmp plus the working directory
     cpu_s: float | None = _default("exec_cpu_seconds")  # per process; None: the timeout + 2
     warm: bool = _default("exec_pool")  # start from the warm interpreter pool when it can
-    figures: int = _default("exec_figures")  # figure files kept from the working directory
-    figures_mb: float = _default("exec_figures_mb")  # their bytes together
+    outputs: int = _default("exec_outputs")  # files kept from the working directory
+    outputs_mb: float = _default("exec_outputs_mb")  # their bytes together
 
     @property
     def cpu_seconds(self) -> int:
         return int(self.cpu_s if self.cpu_s is not None else self.timeout_s + 2)
 
     @property
-    def figure_bytes(self) -> int:
-        return int(self.figures_mb * 1024 * 1024)
+    def outputs_bytes(self) -> int:
+        return int(self.outputs_mb * 1024 * 1024)
 
     def beyond_host(self) -> list[str]:
         """The caps above this process's hard resource limits, which the sandbox (inside a
@@ -59,8 +60,8 @@ class Limits:
             "cpu": self.cpu_seconds,
             "disk": self.disk_mb * 1024 * 1024,
             "processes": self.processes,
-            "figures": self.figures,
-            "figure_bytes": self.figure_bytes,
+            "outputs": self.outputs,
+            "outputs_bytes": self.outputs_bytes,
         }
 
 
@@ -94,9 +95,16 @@ class ExecResult:
     limits_hit: list[str] = field(default_factory=list)  # e.g. ['memory', 'processes']
     start: str = "cold"  # 'warm' (forked from the pool) or 'cold' (a fresh interpreter)
     note: str = ""  # why a cold start was used although the pool was asked for
-    # Figure files the script saved: {'name' (relative), 'bytes', 'data' (base64)}, bounded
-    # by Limits.figures and figures_mb.
-    figures: list[dict[str, Any]] = field(default_factory=list)
+    # Files the script wrote in its working directory: {'name' (relative), 'bytes', 'data'
+    # (base64), 'chart' (the description of a matplotlib figure, when it is one)}, bounded by
+    # Limits.outputs and outputs_mb.
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs_error: str = ""  # which bound left which files out; empty when all were kept
+
+    @property
+    def figures(self) -> list[dict[str, Any]]:
+        """The outputs that are images or pages a chart library saves."""
+        return [f for f in self.outputs if is_figure(f["name"])]
 
     @property
     def killed_outside(self) -> bool:

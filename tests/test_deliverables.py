@@ -1,0 +1,232 @@
+"""Deliverables: every file a script wrote, within bounds; the description of each
+matplotlib figure it saved, read off the figure inside the sandbox; what the files hold, as
+the verifier reads it; the file names a question asks for; how a night's files changed."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from dsstar.algorithm import agents
+from dsstar.execution.deliverables import asked_files, outputs_text, table_preview
+from dsstar.execution.sandbox import Limits, run_script
+from dsstar.execution.sandbox.keep import collect
+from dsstar.records.record import changed_outputs, media_type, output_entries, output_objects
+
+CHART = """
+import sys
+print("matplotlib before:", "matplotlib" in sys.modules)
+import matplotlib.pyplot as plt
+import pandas as pd
+frame = pd.DataFrame({"month": ["2024-01", "2024-02", "2024-03"],
+                      "Northeast": [120.5, 98.0, 143.25], "Southwest": [80.0, 91.5, 77.0]})
+ax = frame.set_index("month").plot(kind="bar", figsize=(9, 5))
+ax.set_title("Monthly revenue per region")
+ax.set_xlabel("Month")
+ax.set_ylabel("Revenue (USD)")
+ax.legend(title="Region")
+plt.tight_layout()
+plt.savefig("revenue.png")
+plt.figure()
+plt.plot([1, 2, 3], [3.0, 1.0, 2.0], label="trend", color="#00ff00")
+plt.title("Trend")
+plt.legend()
+plt.savefig("charts/trend")  # no suffix: matplotlib adds .png
+frame.to_csv("result.csv", index=False)
+"""
+
+
+def test_collect_keeps_every_file_but_the_inputs_the_script_and_hidden_names(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "orders.csv").write_text("a\n1\n")
+    (tmp_path / "script.py").write_text("print(1)")
+    (tmp_path / ".cache" / "matplotlib").mkdir(parents=True)
+    (tmp_path / ".cache" / "matplotlib" / "fontlist.json").write_text("{}")
+    (tmp_path / "result.csv").write_text("region,revenue\nNE,10\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "model.pkl").write_bytes(b"\x80\x04N.")
+    (tmp_path / "chart.png").write_bytes(b"\x89PNG")
+    chart = {"type": "bar", "graph_title": "T", "series": [[1.0]]}
+    lines = [
+        {"name": "chart.png", "chart": {"type": "line"}},
+        {"name": "chart.png", "chart": chart},
+        {"name": "gone.png", "chart": chart},
+    ]
+    (tmp_path / ".dsstar-charts.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in lines) + "not json\n"
+    )
+    found = collect(str(tmp_path), 16, 1 << 20)
+    assert [f["name"] for f in found["outputs"]] == ["chart.png", "out/model.pkl", "result.csv"]
+    assert found["outputs"][0]["chart"] == chart  # the last save of a name wins
+    assert "chart" not in found["outputs"][2] and found["left_out"] == []
+
+
+@pytest.mark.parametrize("mode", ["none", "bwrap"])
+@pytest.mark.parametrize("warm", [False, True])
+def test_the_sandbox_describes_each_saved_figure_from_the_figure_itself(tmp_path, mode, warm):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "t.csv").write_text("a\n1\n")
+    code = "import os\nos.makedirs('charts')\n" + CHART
+    limits = Limits(timeout_s=60, warm=warm)
+    result = run_script(code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path)
+    assert result.ok, result.output
+    assert "matplotlib before: False" in result.output  # imported by the script, not for it
+    outputs = {f["name"]: f for f in result.outputs}
+    assert sorted(outputs) == ["charts/trend.png", "result.csv", "revenue.png"]
+    chart = outputs["revenue.png"]["chart"]
+    assert chart["type"] == "bar" and chart["figsize"] == [9.0, 5.0]
+    assert chart["graph_title"] == "Monthly revenue per region"
+    assert (chart["x_label"], chart["y_label"]) == ("Month", "Revenue (USD)")
+    assert chart["legend_title"] == "Region" and chart["labels"] == ["Northeast", "Southwest"]
+    assert chart["xtick_labels"] == ["2024-01", "2024-02", "2024-03"]
+    assert chart["series"] == [[120.5, 98.0, 143.25], [80.0, 91.5, 77.0]]
+    assert chart["color"] == ["#1f77b4", "#ff7f0e"] and chart["ytick_labels"]
+    trend = outputs["charts/trend.png"]["chart"]
+    assert trend["type"] == "line" and trend["series"] == [[3.0, 1.0, 2.0]]
+    assert trend["color"] == ["#00ff00"] and trend["graph_title"] == "Trend"
+    assert "chart" not in outputs["result.csv"]
+
+
+def test_a_script_without_matplotlib_runs_without_it(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    code = "import sys\nprint(sorted(m for m in sys.modules if m.startswith('matplotlib')))\n"
+    code += "raise ValueError('shown as python shows it')\n"
+    result = run_script(code, data_dir=data, limits=Limits(timeout_s=60, warm=False),
+                        mode="bwrap", work_root=tmp_path)  # fmt: skip
+    assert "[]" in result.output and result.exit_code == 1
+    assert 'File "/sandbox/script.py", line 3, in <module>' in result.output
+    assert "ValueError: shown as python shows it" in result.output
+
+
+def test_a_bound_passed_is_an_error_that_names_it(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    code = "for i in range(3):\n    open(f'part{i}.csv', 'w').write('a\\n1\\n')\n"
+    limits = Limits(timeout_s=60, warm=False, outputs=2)
+    result = run_script(code, data_dir=data, limits=limits, mode="none", work_root=tmp_path)
+    assert [f["name"] for f in result.outputs] == ["part0.csv", "part1.csv"]
+    assert "1 file(s) the script wrote were not kept (part2.csv)" in result.outputs_error
+    assert "at most 2 files (DSSTAR_EXEC_OUTPUTS)" in result.outputs_error
+    assert "(DSSTAR_EXEC_OUTPUTS_MB)" in result.outputs_error
+    assert result.outputs_error in result.output
+
+
+def _item(name: str, data: bytes, **extra) -> dict:
+    return {"name": name, "bytes": len(data), "data": base64.b64encode(data).decode(), **extra}
+
+
+def test_tables_are_previewed_bounded_and_charts_described():
+    frame = pd.DataFrame({"region": ["NE", "SW", "MW"] * 10, "revenue": range(30)})
+    parquet, excel = io.BytesIO(), io.BytesIO()
+    frame.to_parquet(parquet)
+    frame.to_excel(excel, index=False)
+    csv = frame.to_csv(index=False).encode()
+    for name, data in (("a.csv", csv), ("b.parquet", parquet.getvalue()),
+                       ("c.xlsx", excel.getvalue())):  # fmt: skip
+        preview = table_preview(name, data, rows=2)
+        assert preview == {"shape": [30, 2], "columns": ["region", "revenue"],
+                           "head": [["NE", 0], ["SW", 1]]}, name  # fmt: skip
+    assert table_preview("notes.txt", b"a,b\n") is None
+    assert table_preview("broken.parquet", b"not parquet") is None
+    chart = {"type": "bar", "graph_title": "Monthly revenue", "x_label": "Month",
+             "y_label": "USD", "legend_title": "Region", "labels": ["NE", "SW"],
+             "xtick_labels": ["Jan", "Feb"], "series": [[1.5, 2.0], [3.0, 4.0]],
+             "series_labels": ["NE", "SW"], "color": ["#1f77b4", "#ff7f0e"]}  # fmt: skip
+    text = outputs_text([_item("a.csv", csv), _item("chart.png", b"\x89PNG", chart=chart)])
+    assert "a.csv (" in text and "table: 30 rows x 2 columns" in text
+    assert "columns: ['region', 'revenue']" in text and "['NE', 0]" in text
+    assert "chart type: bar; title: 'Monthly revenue'" in text
+    assert "x axis label: 'Month'; y axis label: 'USD'" in text
+    assert "legend 'Region': ['NE', 'SW']" in text
+    assert "series 'NE' #1f77b4: [1.5, 2.0]" in text and "series 'SW' #ff7f0e: [3.0, 4.0]" in text
+
+
+def test_the_verifier_sees_the_files_and_the_finalyzer_the_names_asked_for():
+    messages = agents.verifier.render(
+        question="q",
+        plan=["p"],
+        code="c",
+        output="o",
+        outputs="revenue.png (10 bytes)\nchart type: bar",
+    )
+    prompt = messages[-1]["content"]
+    assert "## Files the code wrote" in prompt and "chart type: bar" in prompt
+    bare = agents.verifier.render(question="q", plan=["p"], code="c", output="o")[-1]["content"]
+    assert "Files the code wrote" not in bare
+    question = "Plot monthly revenue per region as revenue.png and save the table as out/t.csv."
+    asked = asked_files(question, "Read data/orders.csv; answer in result.json")
+    assert asked == ["revenue.png", "out/t.csv", "result.json"]
+    messages = agents.finalyzer.render(question=question, guidelines="", files=[], plan=["p"],
+                                       code="c", output="o", asked=asked)  # fmt: skip
+    assert (
+        "under exactly\nthis name: `revenue.png`, `out/t.csv`, `result.json`."
+        in (messages[-1]["content"])
+    )
+
+
+def test_outputs_are_listed_with_media_types_and_compared_night_to_night():
+    chart = {"type": "bar"}
+    result = type(
+        "R",
+        (),
+        {
+            "outputs": [
+                _item("result.csv", b"a\n1\n"),
+                _item("out/revenue.png", b"\x89PNG", chart=chart),
+            ]
+        },
+    )()
+    entries = output_entries(result, lambda key: f"s3://b/runs/r1/{key}")
+    assert entries[0] == {"name": "result.csv", "bytes": 4, "uri": "s3://b/runs/r1/final/outputs/result.csv",
+                          "media_type": "text/csv", "sha256": entries[0]["sha256"]}  # fmt: skip
+    assert entries[1]["chart"] == "s3://b/runs/r1/final/charts/out/revenue.png.json"
+    assert entries[1]["media_type"] == "image/png"
+    assert output_objects(result) == {
+        "final/outputs/result.csv": b"a\n1\n", "final/outputs/out/revenue.png": b"\x89PNG",
+        "final/charts/out/revenue.png.json": chart,
+    }  # fmt: skip
+    assert media_type("t.parquet") == "application/vnd.apache.parquet"
+    assert media_type("blob.unknownsuffix") == "application/octet-stream"
+    assert changed_outputs(entries, entries) == []
+    later = [{**entries[0], "bytes": 5, "sha256": "x"},
+             {"name": "new.csv", "bytes": 3, "uri": "u", "sha256": "y"}]  # fmt: skip
+    assert changed_outputs(entries, later) == [
+        "new.csv: new (3 bytes)", "out/revenue.png: gone", "result.csv: changed (4 -> 5 bytes)"
+    ]  # fmt: skip
+
+
+def test_the_python_api_answer_carries_the_outputs():
+    from dsstar.results import Answer
+    from dsstar.views.report import run_result
+
+    entry = {
+        "name": "revenue.png",
+        "bytes": 10,
+        "uri": "s3://b/runs/r/final/outputs/revenue.png",
+        "media_type": "image/png",
+        "chart": "s3://b/runs/r/final/charts/revenue.png.json",
+    }
+    record = {
+        "run_id": "r",
+        "status": "verified",
+        "answer": "revenue.png",
+        "outputs": [entry],
+        "outputs_error": "1 file(s) the script wrote were not kept (x.csv): ...",
+    }
+    result = run_result(record, "s3://b/runs/r")
+    assert result["outputs"] == [entry] and result["outputs_error"].startswith("1 file(s)")
+    answer = Answer.from_result(result)
+    assert answer.outputs == (entry,) and answer.outputs_error == result["outputs_error"]
+    assert run_result({"run_id": "r", "status": "failed"}, "u")["outputs"] == []
+
+
+def test_the_bounds_are_caps_a_form_may_only_lower():
+    from dsstar.caps import is_cap
+
+    assert is_cap("exec_outputs") and is_cap("exec_outputs_mb")

@@ -227,6 +227,13 @@ class Settings(BaseSettings):
         " run without either) or 'none' (no isolation, limits only: explicit opt-in, warned"
         " on every run).",
     )
+    script_python: str | None = Field(
+        None,
+        description="The Python interpreter generated scripts run in, e.g. /opt/myenv/bin/python"
+        " (a venv or image with more libraries; default: dsstar's own). The prompts name the"
+        " libraries it has; its folders are visible read-only in the sandbox. Read from the"
+        " worker's environment only: a run form cannot choose it.",
+    )
     work_dir: Path | None = Field(
         None, description="Scratch folder for script working directories (default: system temp)."
     )

@@ -77,6 +77,7 @@ class TaskCalls:
                 data_dir=self.spec.data_dir,
                 limits=self.spec.limits,
                 sandbox=self.spec.sandbox,
+                python=self.spec.script_python,
                 work_dir=self.spec.work_dir,
                 max_parallel=self.spec.max_parallel,
                 slot_wait=self.spec.slot_wait,

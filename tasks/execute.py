@@ -35,14 +35,15 @@ def execute(
     data_dir: str,
     limits: dict[str, Any],
     sandbox: str,
+    python: str | None = None,
     work_dir: str | None = None,
     max_parallel: int = 1,
     slot_wait: float = 600.0,
     files: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run `code` in the sandbox with the data folder mounted read-only at `data/` (only
-    `files` of it, when given). At most `max_parallel` scripts run at once; a slot is waited
-    for `slot_wait` seconds at most."""
+    `files` of it, when given), in the interpreter `python` (None: the worker's own). At most
+    `max_parallel` scripts run at once; a slot is waited for `slot_wait` seconds at most."""
     with slot("exec", max_parallel, run_id, slot_wait):
         result = run_script(
             code,
@@ -51,5 +52,6 @@ def execute(
             mode=sandbox,
             work_root=Path(work_dir) if work_dir else None,
             files=files,
+            python=python,
         )
     return result.to_dict()

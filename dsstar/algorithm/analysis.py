@@ -44,8 +44,10 @@ ERROR_CHARS = 2000  # of a failed analysis's output, kept with its record
 _SCOPE = "own file"
 
 
-def _request(file: dict[str, Any]) -> list[dict[str, str]]:
-    return agents.analyzer.render(path=f"data/{file['path']}", format=file["format"])
+def _request(file: dict[str, Any], spec: RunSpec) -> list[dict[str, str]]:
+    return agents.analyzer.render(
+        path=f"data/{file['path']}", format=file["format"], libraries=spec.libraries
+    )
 
 
 def config_key(file: dict[str, Any], spec: RunSpec) -> str:
@@ -60,7 +62,7 @@ def config_key(file: dict[str, Any], spec: RunSpec) -> str:
     }
     needs = [list(pair) for pair in file.get("needs") or ()]
     return digest(
-        file["path"], _request(file), models, spec.limits, _SCOPE, *([needs] if needs else [])
+        file["path"], _request(file, spec), models, spec.limits, _SCOPE, *([needs] if needs else [])
     )
 
 
@@ -70,13 +72,14 @@ def analyze_file(calls: Calls, file: dict[str, Any], spec: RunSpec) -> dict[str,
     dropped. Its scripts, the debugger's included, see `file` alone under `data/`."""
     calls = Scoped(calls, own_files(file))
     sandbox_path = f"data/{file['path']}"
-    code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", _request(file)))
+    request = _request(file, spec)
+    code = agents.analyzer.parse(calls.ask("analyzer", f"analyzer {file['path']}", request))
     script = run_with_repair(
         calls,
         f"analysis {file['path']}",
         code,
         lambda code, error: agents.debugger.render_analyzer(
-            path=sandbox_path, code=code, error=error
+            path=sandbox_path, code=code, error=error, libraries=spec.libraries
         ),
         spec.budget,
     )

@@ -23,11 +23,13 @@ __all__ = ["AgentCalls", "Problem", "Proposal"]
 
 @dataclass(frozen=True)
 class Problem:
-    """The question, its formatting guidelines and the files the agents see."""
+    """The question, its formatting guidelines, the files the agents see and the libraries
+    the scripts may import."""
 
     question: str
     guidelines: str = ""
     files: list[FileInfo] = field(default_factory=list)
+    libraries: Sequence[str] = ()  # installed where the scripts run, named to the coder
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class AgentCalls:
                 plan=list(plan),
                 base_code=base_code,
                 guidelines=problem.guidelines if final else "",
+                libraries=problem.libraries,
             )
 
         return run_with_repair(self.calls, label, code, fix, self.budget)
@@ -122,7 +125,7 @@ class AgentCalls:
     def code_first(self, label: str, problem: Problem, step: str) -> str | None:
         """The coder's script for a plan of one step, from scratch."""
         messages = agents.coder.render_initial(
-            question=problem.question, files=problem.files, step=step
+            question=problem.question, files=problem.files, step=step, libraries=problem.libraries
         )
         return self._code(label, messages)
 
@@ -132,7 +135,11 @@ class AgentCalls:
         """The coder's script for the whole `plan`, rewritten from `base_code` (the script of
         the plan without its last step)."""
         messages = agents.coder.render_next(
-            question=problem.question, files=problem.files, plan=plan, base_code=base_code
+            question=problem.question,
+            files=problem.files,
+            plan=plan,
+            base_code=base_code,
+            libraries=problem.libraries,
         )
         return self._code(label, messages)
 

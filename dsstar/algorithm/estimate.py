@@ -56,7 +56,9 @@ def estimate_describe(data: str, settings: Settings) -> Estimate:
         files, found, missing = known_analyses(spec, source)
         plan = analysis_plan(spec, source, files, found, missing, every_shape=True)
         model = spec.llm["analyzer"]["model"]
-        tokens = sum(_prompt_tokens(model, f.sandbox_path, f.format) for f in plan.analyze)
+        tokens = sum(
+            _prompt_tokens(model, f.sandbox_path, f.format, spec.libraries) for f in plan.analyze
+        )
         replies = REPLY_TOKENS * len(plan.analyze)
         return Estimate(
             files=len(files),
@@ -77,6 +79,6 @@ def _rounded(usd: float | None) -> float | None:
     return None if usd is None else round(usd, 8)  # no float noise in the JSON
 
 
-def _prompt_tokens(model: str, path: str, file_format: str) -> int:
-    messages = agents.analyzer.render(path=path, format=file_format)
+def _prompt_tokens(model: str, path: str, file_format: str, libraries: list[str]) -> int:
+    messages = agents.analyzer.render(path=path, format=file_format, libraries=libraries)
     return sum(count_tokens(model, str(m.get("content") or "")) for m in messages)

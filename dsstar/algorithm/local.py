@@ -89,6 +89,7 @@ class LocalRuntime:
             mode=self.spec.sandbox,
             work_root=Path(work_dir) if work_dir else None,
             files=files,
+            python=self.spec.script_python,
         )
 
     # -- steps 0 to 2 ------------------------------------------------------------------------

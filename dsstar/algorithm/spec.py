@@ -7,7 +7,7 @@ which is never a (recorded) parameter. The bounds of archives are the data side'
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,11 @@ from dsstar.algorithm.agents import ROSTER
 from dsstar.algorithm.runtime import Budget
 from dsstar.data.profiler import ProfileLimits
 from dsstar.execution.sandbox import Limits
+from dsstar.execution.sandbox.interpreter import interpreter, resolve_python
 from dsstar.model.config import config_for
 from dsstar.settings import Settings
 
-__all__ = ["RunSpec", "profile_limits", "sandbox_limits"]
+__all__ = ["RunSpec", "profile_limits", "sandbox_limits", "script_libraries"]
 
 
 def sandbox_limits(settings: Settings) -> Limits:
@@ -34,6 +35,16 @@ def sandbox_limits(settings: Settings) -> Limits:
         cpu_s=settings.exec_cpu_seconds,
         warm=settings.exec_pool,
     )
+
+
+def script_libraries(settings: Settings) -> list[str]:
+    """The libraries the prompts name: those of the interpreter scripts run in (the worker's
+    DSSTAR_SCRIPT_PYTHON, else dsstar's own), probed once per process."""
+    return list(interpreter(settings.script_python).libraries)
+
+
+def _script_python(settings: Settings) -> str | None:
+    return resolve_python(settings.script_python) if settings.script_python else None
 
 
 def profile_limits(settings: Settings) -> ProfileLimits:
@@ -69,6 +80,8 @@ class RunSpec:
     slot_wait: float
     max_cost: float | None = None
     max_tokens: int | None = None
+    script_python: str | None = None  # the worker's DSSTAR_SCRIPT_PYTHON (None: its own)
+    libraries: list[str] = field(default_factory=list)  # what the prompts name
 
     @classmethod
     def from_settings(
@@ -94,6 +107,8 @@ class RunSpec:
             slot_wait=settings.slot_wait,
             max_cost=settings.max_cost,
             max_tokens=settings.max_tokens,
+            script_python=_script_python(settings),
+            libraries=script_libraries(settings),
         )
 
     def without_outputs(self) -> RunSpec:

@@ -21,6 +21,7 @@ from dsstar.algorithm.calls import Problem
 from dsstar.algorithm.context import fit_context, retrieve
 from dsstar.algorithm.context_budget import whole_documents
 from dsstar.algorithm.runtime import Budget, Runtime, Script
+from dsstar.algorithm.spec import script_libraries
 from dsstar.algorithm.verdict import Status
 from dsstar.data.contracts import failed_paths
 from dsstar.data.retrieval import embedding_similarity
@@ -110,4 +111,4 @@ def _problem(
     )
     rt.note(files_considered=[f.path for f in context], context_left_out=fitted.left_out)
     rt.say("retrieved", paths=[f.path for f in context], total=len(files))
-    return Problem(question, guidelines, fitted.files)
+    return Problem(question, guidelines, fitted.files, script_libraries(settings))

@@ -4,7 +4,8 @@
 and bounds), and what `dsstar run`, `dsstar resume`, the nightly batch and the benchmark build
 to start a run. Its option fields are derived from `Settings`, never written twice: every
 setting except the secrets (`api_key`, `database_url`, read from the worker's environment)
-and the worker's policy over forms (`form_allow`, `data_roots`; see `trust.py`),
+and the worker's policy over forms (`form_allow`, `data_roots`, and the interpreter scripts
+run in, `script_python`; see `trust.py`),
 with the same type, bounds and description. An option left unset (None) takes the setting of
 the process that runs the flow (its `DSSTAR_*` variables, then the default), so a deployment's
 form never overrides a worker's environment by accident.
@@ -50,8 +51,9 @@ __all__ = [
 ]
 
 SECRET_FIELDS = frozenset({"api_key", "database_url"})
-# The worker's policy over forms (see trust.py): a form choosing it would be no policy.
-WORKER_FIELDS = frozenset({"form_allow", "data_roots"})
+# The worker's policy over forms (see trust.py): a form choosing it would be no policy. The
+# scripts' interpreter is the worker's too: a form naming one would run any program there.
+WORKER_FIELDS = frozenset({"form_allow", "data_roots", "script_python"})
 # The form shows these first: what a person starting one run most often changes.
 _FIRST = ("model", "max_rounds", "storage", "reuse", "ask_human")
 OPTION_FIELDS = tuple(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, Agent, FileInfo, clip
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import extract_code
@@ -10,13 +12,23 @@ from dsstar.model.llm import Message
 __all__ = ["AGENT", "parse", "render_again", "render_initial", "render_next"]
 
 
-def render_initial(*, question: str, files: list[FileInfo], step: str) -> list[Message]:
-    """Ask for a script implementing the first step."""
-    return _render("coder_initial", question=question, files=files, step=step)
+def render_initial(
+    *, question: str, files: list[FileInfo], step: str, libraries: Sequence[str] = ()
+) -> list[Message]:
+    """Ask for a script implementing the first step, with the standard library and
+    `libraries` (what the scripts' interpreter has)."""
+    return _render(
+        "coder_initial", question=question, files=files, step=step, libraries=list(libraries)
+    )
 
 
 def render_next(
-    *, question: str, files: list[FileInfo], plan: list[str], base_code: str
+    *,
+    question: str,
+    files: list[FileInfo],
+    plan: list[str],
+    base_code: str,
+    libraries: Sequence[str] = (),
 ) -> list[Message]:
     """Ask for a full script implementing the whole plan, extending `base_code`."""
     return _render(
@@ -25,6 +37,7 @@ def render_next(
         files=files,
         plan=plan,
         base_code=clip(base_code, PROMPT_CODE_CHARS),
+        libraries=list(libraries),
     )
 
 

@@ -4,6 +4,8 @@ sheet names, table schemas)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dsstar.algorithm.agents._base import PROMPT_CODE_CHARS, Agent, FileInfo, clip
 from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import extract_code
@@ -12,10 +14,16 @@ from dsstar.model.llm import Message
 __all__ = ["AGENT", "parse", "render_analyzer", "render_solution"]
 
 
-def render_analyzer(*, path: str, code: str, error: str) -> list[Message]:
-    """Ask for a repaired description script."""
+def render_analyzer(
+    *, path: str, code: str, error: str, libraries: Sequence[str] = ()
+) -> list[Message]:
+    """Ask for a repaired description script, with the standard library and `libraries`."""
     return _render(
-        "debugger_analyzer", path=path, code=clip(code, PROMPT_CODE_CHARS), error=clip(error)
+        "debugger_analyzer",
+        path=path,
+        code=clip(code, PROMPT_CODE_CHARS),
+        error=clip(error),
+        libraries=list(libraries),
     )
 
 
@@ -28,10 +36,12 @@ def render_solution(
     plan: list[str] | None = None,
     base_code: str = "",
     guidelines: str = "",
+    libraries: Sequence[str] = (),
 ) -> list[Message]:
     """Ask for a repaired solution script. `plan` says what the script must do; without a
     script (the coder's reply had none) the debugger writes it from the plan and `base_code`.
-    The final script's debugger also sees the answer's `guidelines`."""
+    The final script's debugger also sees the answer's `guidelines`; every one is told the
+    `libraries` the scripts' interpreter has (a missing module is then no mystery)."""
     return _render(
         "debugger_solution",
         question=question,
@@ -41,6 +51,7 @@ def render_solution(
         plan=plan or [],
         base_code=clip(base_code, PROMPT_CODE_CHARS),
         guidelines=guidelines,
+        libraries=list(libraries),
     )
 
 

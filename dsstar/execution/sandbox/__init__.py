@@ -25,6 +25,7 @@ from dsstar.execution import stopping
 from dsstar.execution.sandbox import pool
 from dsstar.execution.sandbox.backends import Backend
 from dsstar.execution.sandbox.host import PRELUDE, environment, interpreter_reachable
+from dsstar.execution.sandbox.interpreter import resolve_python, stage_fonts
 from dsstar.execution.sandbox.modes import (
     MODES,
     backend,
@@ -73,6 +74,7 @@ def run_script(
     work_root: Path | None = None,
     files: Sequence[str] | None = None,
     outside_retries: int = OUTSIDE_RETRIES,
+    python: str | None = None,
 ) -> ExecResult:
     """Run `code` as a script with `data_dir` mounted read-only at `data/`; with `files`
     (paths relative to `data_dir`), only those files appear under `data/`, and nothing
@@ -80,13 +82,17 @@ def run_script(
     from that file alone. A path that leads out of `data_dir` is left out.
 
     A script killed from outside (`ExecResult.killed_outside`) runs again, up to
-    `outside_retries` times, unless this process is stopping: the kill was not its doing."""
+    `outside_retries` times, unless this process is stopping: the kill was not its doing.
+
+    `python` is the interpreter scripts run in (None: this one; see interpreter.py), the
+    worker's choice (DSSTAR_SCRIPT_PYTHON), never a run form's."""
+    python = resolve_python(python)
     for _ in range(outside_retries):
-        done = _run_once(code, data_dir, limits, mode, work_root, files)
+        done = _run_once(code, data_dir, limits, mode, work_root, files, python)
         if not done.killed_outside or stopping.requested():
             return done
         log.warning("a script was killed from outside the sandbox's limits: running it again")
-    return _run_once(code, data_dir, limits, mode, work_root, files)
+    return _run_once(code, data_dir, limits, mode, work_root, files, python)
 
 
 def _run_once(
@@ -96,6 +102,7 @@ def _run_once(
     mode: str,
     work_root: Path | None,
     files: Sequence[str] | None,
+    python: str,
 ) -> ExecResult:
     mode = resolve_mode(mode)
     isolated = backend(mode).isolates
@@ -108,13 +115,13 @@ def _run_once(
             data_dir = readable_data(data_dir, work_root)
         note = ""
         if limits.warm:
-            zygote, note = pool.get(mode, data_dir, work_root)
+            zygote, note = pool.get(mode, data_dir, work_root, python)
             if zygote is not None:
                 warm = zygote.run(code, uid, limits, only)
                 if warm is not None:
                     return warm
                 note = zygote.failure
-        return _cold(code, data_dir, limits, mode, isolated, work_root, uid, note, only)
+        return _cold(code, data_dir, limits, mode, isolated, work_root, uid, note, only, python)
 
 
 def _cold(
@@ -127,6 +134,7 @@ def _cold(
     uid: int | None,
     note: str,
     files: list[str] | None,
+    python: str,
 ) -> ExecResult:
     """A fresh interpreter for one script, in fresh namespaces when the backend isolates."""
     stage = new_dir("exec", work_root)
@@ -134,17 +142,20 @@ def _cold(
     try:
         (stage / "script.py").write_text(code, encoding="utf-8")
         write_etc(stage, uid_range())
+        stage_fonts(stage / "fonts", python)
         spec = {"role": "cold", "uid": uid, "limits": limits.boot(), "status_fd": pipes[2][1],
                 "prelude": PRELUDE}  # fmt: skip
+        spec["python"] = python
         if files is not None:
             spec["files"] = files
         cwd, env = None, environment("/sandbox", "/tmp")
         if not isolated:
-            uid = uid if interpreter_reachable() else None
+            uid = uid if interpreter_reachable(python) else None
             spec["uid"] = uid
             cwd = _plain_workdir(stage, code, data_dir, work_root, uid, files)
+            env = environment(str(cwd), str(_private_tmp(stage, uid)))
+            _seed_fonts(stage / "fonts", Path(env["MPLCONFIGDIR"]), uid)
             spec["workdir"] = str(cwd)
-            env = environment(str(cwd), str(cwd))
         proc = pool.spawn(boot_argv(mode, stage, data_dir, spec), pipes, env, cwd)
         report, facts = watch(
             tuple(r for r, _ in pipes), uid, limits, lambda: _kill(uid, proc), isolated
@@ -183,6 +194,31 @@ def _plain_workdir(
         for path in (workdir, workdir / "script.py"):
             os.chown(path, uid, uid)
     return workdir
+
+
+def _private_tmp(stage: Path, uid: int | None) -> Path:
+    """Mode 'none': the script's temporary folder (TMPDIR, the libraries' caches), beside its
+    working directory in the stage and removed with it: the working directory holds only
+    what the script wrote there."""
+    tmp = stage / "tmp"
+    tmp.mkdir(mode=0o700)
+    if uid is not None:
+        os.chown(tmp, uid, uid)
+    return tmp
+
+
+def _seed_fonts(source: Path, target: Path, uid: int | None) -> None:
+    """Mode 'none': the boot program's seed_caches, done by the host in the script's own
+    temporary folder."""
+    if not source.is_dir():
+        return
+    target.mkdir(mode=0o700)
+    for item in source.iterdir():
+        shutil.copyfile(item, target / item.name)
+        if uid is not None:
+            os.chown(target / item.name, uid, uid)
+    if uid is not None:
+        os.chown(target, uid, uid)
 
 
 def _link_files(copy: Path, target: Path, files: list[str]) -> None:

@@ -24,7 +24,9 @@ class Backend(Protocol):
     A backend that `isolates` starts it in private mount, PID, network, IPC and UTS namespaces
     with a read-only root where the stage folder is `/.dsstar` and the data folder `/.data`;
     the boot program then makes each script's working directory itself. It is what 'auto'
-    picks, in the order of the table.
+    picks, in the order of the table. `spec["python"]` is the scripts' interpreter
+    (`host.boot_python(spec.get("python"))` starts it); a backend that isolates makes its
+    folders (`interpreter.interpreter(...).prefixes`) visible, read-only.
 
     A backend that does not isolate starts it as a plain process of the host: the host makes
     the script's folder (`spec["workdir"]`, data as a read-only copy), and the script gets the
@@ -58,4 +60,4 @@ class NoIsolation:
         return True
 
     def argv(self, stage: Path, data_dir: Path, spec: dict[str, Any]) -> list[str]:
-        return [*kill_with_parent(), *boot_python(), json.dumps(spec)]
+        return [*kill_with_parent(), *boot_python(spec.get("python")), json.dumps(spec)]

@@ -35,21 +35,27 @@ def is_root() -> bool:
 
 
 @cache
-def interpreter_reachable() -> bool:
-    """Whether an unprivileged uid can run this Python without namespaces (mode 'none').
+def interpreter_reachable(python: str | None = None) -> bool:
+    """Whether an unprivileged uid can run this Python (or `python`, the scripts' own)
+    without namespaces (mode 'none').
 
     Not so when it lives under /root, as pyenv puts it; mode 'none' then keeps root's uid.
     """
-    for path in (os.path.realpath(sys.executable), os.path.realpath(sys.prefix)):
+    if python is None:
+        here = [sys.executable, sys.prefix]
+    else:  # the interpreter and its environment's folder (a venv's bin/..)
+        here = [python, os.path.dirname(os.path.dirname(python))]
+    for path in map(os.path.realpath, here):
         for parent in Path(path).parents:
             if not os.stat(parent).st_mode & 0o001:
                 return False
     return True
 
 
-def boot_python() -> list[str]:
-    """This Python running the boot program; the spec (JSON) follows as its one argument."""
-    return [sys.executable, "-I", "-u", "-c", _BOOT]
+def boot_python(python: str | None = None) -> list[str]:
+    """The scripts' interpreter (`spec["python"]`; None: this Python) running the boot
+    program; the spec (JSON) follows as its one argument."""
+    return [python or sys.executable, "-I", "-u", "-c", _BOOT]
 
 
 def kill_with_parent() -> list[str]:
@@ -68,6 +74,13 @@ def environment(home: str, tmp: str) -> dict[str, str]:
         "PYTHONIOENCODING": "utf-8",
         "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg",
+        # Caches and configuration of the scripts' libraries (matplotlib's font list, numba's
+        # compiled functions, anything that follows XDG) go to the script's private
+        # temporary folder: never the working directory, whose files are the script's work.
+        "MPLCONFIGDIR": f"{tmp}/.matplotlib",
+        "XDG_CACHE_HOME": f"{tmp}/.cache",
+        "XDG_CONFIG_HOME": f"{tmp}/.config",
+        "NUMBA_CACHE_DIR": f"{tmp}/.numba",
         # One thread per BLAS pool keeps the address space of numpy small under RLIMIT_AS.
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",

@@ -13,7 +13,7 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH, CLONE_NEWNS = 4096, 16384, 1 << 18, 2, 0x20000
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
-WORK, SCRIPT = "/sandbox", "/sandbox/script.py"
+WORK, SCRIPT, FONTS = "/sandbox", "/sandbox/script.py", "/.dsstar/fonts"
 
 
 def _c(value):
@@ -101,10 +101,31 @@ def prepare_workdir(spec, code):
         bind("/.data", WORK + "/data")
     else:
         bind_files(spec["files"])
+    seed_caches(uid)
     with open(SCRIPT, "w", encoding="utf-8", errors="surrogatepass") as handle:
         handle.write(code)
     if uid is not None:
         os.chown(SCRIPT, uid, uid)
+
+
+def seed_caches(uid, source=FONTS):
+    """matplotlib's font list, built once on the host and staged read-only at `source`, copied
+    into this script's private config folder ($MPLCONFIGDIR, under its fresh /tmp): its
+    matplotlib starts at once instead of scanning the fonts (a second or more), and writes
+    nowhere shared."""
+    target = os.environ.get("MPLCONFIGDIR")
+    if not target or not os.path.isdir(source):
+        return
+    os.makedirs(target, 0o700, exist_ok=True)
+    for name in os.listdir(source):
+        with open(os.path.join(source, name), "rb") as src:
+            blob = src.read()
+        with open(os.path.join(target, name), "wb") as dst:
+            dst.write(blob)
+        if uid is not None:
+            os.chown(os.path.join(target, name), uid, uid)
+    if uid is not None:
+        os.chown(target, uid, uid)
 
 
 def bind_files(paths):

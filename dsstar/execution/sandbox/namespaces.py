@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsstar.execution.sandbox.host import boot_python, environment, is_root, kill_with_parent
+from dsstar.execution.sandbox.interpreter import interpreter
 
 __all__ = ["FIX", "Bubblewrap", "Unshare"]
 
@@ -42,8 +43,9 @@ class Bubblewrap:
         return _works([_bwrap(), *_bwrap_flags(), "--ro-bind", "/", "/", "true"])
 
     def argv(self, stage: Path, data_dir: Path, spec: dict[str, Any]) -> list[str]:
-        root = _bwrap_root(stage, data_dir)
-        return [_bwrap(), *_bwrap_flags(), *root, *boot_python(), json.dumps(spec)]
+        python = spec.get("python")
+        root = _bwrap_root(stage, data_dir, python)
+        return [_bwrap(), *_bwrap_flags(), *root, *boot_python(python), json.dumps(spec)]
 
 
 class Unshare:
@@ -61,10 +63,11 @@ class Unshare:
     def argv(self, stage: Path, data_dir: Path, spec: dict[str, Any]) -> list[str]:
         newroot = stage / "root"
         newroot.mkdir()
-        binds, links = _root_layout(stage, data_dir)
+        python = spec.get("python")
+        binds, links = _root_layout(stage, data_dir, python)
         spec = {**spec, "newroot": str(newroot), "binds": binds, "symlinks": links}
         unshare = ["unshare", *_unshare_flags()]
-        return [*kill_with_parent(), *unshare, *boot_python(), json.dumps(spec)]
+        return [*kill_with_parent(), *unshare, *boot_python(python), json.dumps(spec)]
 
 
 def _works(probe: list[str]) -> bool:
@@ -89,8 +92,11 @@ def _unshare_flags() -> list[str]:
     return ["--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child", *user]
 
 
-def _root_layout(stage: Path, data_dir: Path) -> tuple[list[list[str]], list[list[str]]]:
-    """Read-only binds (host path, path inside) and symlinks (path inside, target)."""
+def _root_layout(
+    stage: Path, data_dir: Path, python: str | None = None
+) -> tuple[list[list[str]], list[list[str]]]:
+    """Read-only binds (host path, path inside) and symlinks (path inside, target); the
+    folders of the scripts' interpreter (`python`; None: this one) at their own paths."""
     binds: list[list[str]] = []
     links: list[list[str]] = []
     for path in _SYSTEM:
@@ -98,8 +104,12 @@ def _root_layout(stage: Path, data_dir: Path) -> tuple[list[list[str]], list[lis
             links.append([path, os.readlink(path)])
         elif os.path.isdir(path):
             binds.append([path, path])
-    python_dirs = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parents[1])}
-    for path in sorted(python_dirs):
+    if python is None or python == sys.executable:
+        own = str(Path(sys.executable).resolve().parents[1])
+        python_dirs = {sys.prefix, sys.base_prefix, own}
+    else:
+        python_dirs = set(interpreter(python).prefixes)
+    for path in sorted(python_dirs, key=len):  # a folder before the folders inside it
         if os.path.isdir(path) and not any(path.startswith(b[0] + "/") for b in binds):
             binds.append([path, path])
     for name in ("passwd", "group", "hosts"):
@@ -111,8 +121,8 @@ def _root_layout(stage: Path, data_dir: Path) -> tuple[list[list[str]], list[lis
     return binds, links
 
 
-def _bwrap_root(stage: Path, data_dir: Path) -> list[str]:
-    binds, links = _root_layout(stage, data_dir)
+def _bwrap_root(stage: Path, data_dir: Path, python: str | None) -> list[str]:
+    binds, links = _root_layout(stage, data_dir, python)
     parents = {str(p) for _, dst in binds for p in Path(dst).parents if str(p) != "/"}
     args: list[str] = []
     for parent in sorted(parents, key=lambda p: p.count("/")):  # bwrap would make them 0700

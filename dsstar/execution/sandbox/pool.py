@@ -5,8 +5,9 @@ as a cold script, with the run's data folder at /.data. It imports numpy, pandas
 (what is installed) once, then for each request forks a child that makes its own mount
 namespace and capped tmpfs working directory, forks the script under the request's uid with
 the request's limits, and exits with it: an interpreter never serves two scripts. Zygotes
-are keyed by (mode, data folder); the few most recent are kept. When one cannot be built,
-scripts start cold and the reason is logged once and recorded on each result.
+are keyed by (mode, data folder, the scripts' interpreter); the few most recent are kept.
+When one cannot be built, scripts start cold and the reason is logged once and recorded on
+each result.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from dsstar.execution.sandbox.boot import HEADER
 from dsstar.execution.sandbox.host import environment, is_root
+from dsstar.execution.sandbox.interpreter import resolve_python, stage_fonts
 from dsstar.execution.sandbox.modes import boot_argv, isolates
 from dsstar.execution.sandbox.staging import new_dir, remove, sweep_once, write_etc
 from dsstar.execution.sandbox.supervise import kill_uid, result, watch
@@ -39,8 +41,8 @@ PRELOAD = ("numpy", "pandas", "pyarrow")
 MAX_ZYGOTES = 4
 READY_TIMEOUT_S = 120.0
 _LOCK = threading.Lock()
-_ZYGOTES: OrderedDict[tuple[str, str], Zygote] = OrderedDict()
-_FAILED: dict[tuple[str, str], str] = {}
+_ZYGOTES: OrderedDict[tuple[str, str, str], Zygote] = OrderedDict()
+_FAILED: dict[tuple[str, str, str], str] = {}
 
 
 def spawn(argv: list[str], pipes: list[tuple[int, int]], env: dict[str, str], cwd: Path | None):
@@ -69,13 +71,17 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass  # already gone
 
 
-def get(mode: str, data_dir: Path, work_root: Path | None) -> tuple[Zygote | None, str]:
-    """The zygote for this mode and data folder, started on first use; or None and why."""
+def get(
+    mode: str, data_dir: Path, work_root: Path | None, python: str | None = None
+) -> tuple[Zygote | None, str]:
+    """The zygote for this mode, data folder and interpreter (None: this one), started on
+    first use; or None and why."""
     if not isolates(mode):
         return None, f"no warm pool in mode {mode!r}"
     if not is_root():
         return None, "the warm pool needs a dedicated uid per script, so dsstar must run as root"
-    key = (mode, str(data_dir))
+    python = resolve_python(python)
+    key = (mode, str(data_dir), python)
     with _LOCK:
         if key in _FAILED:
             return None, _FAILED[key]
@@ -85,7 +91,7 @@ def get(mode: str, data_dir: Path, work_root: Path | None) -> tuple[Zygote | Non
             return zygote, ""
         sweep_once(work_root)
         try:
-            zygote = Zygote(mode, data_dir, work_root)
+            zygote = Zygote(mode, data_dir, work_root, python)
         except (OSError, RuntimeError) as exc:
             reason = f"the warm pool could not start ({exc}); scripts start cold"
             log.warning(reason)
@@ -109,14 +115,20 @@ def shutdown() -> None:
 class Zygote:
     """One warm interpreter inside the sandbox, serving forked children."""
 
-    def __init__(self, mode: str, data_dir: Path, work_root: Path | None) -> None:
+    def __init__(
+        self, mode: str, data_dir: Path, work_root: Path | None, python: str | None = None
+    ) -> None:
         self.mode, self.failure = mode, ""
         self.lock = threading.Lock()
         self.stage = new_dir("pool", work_root)
         try:
             write_etc(self.stage, uid_range())
+            # matplotlib's font list is built (once per process) while the pool interpreter
+            # imports pandas: the stage is bound live, so the children find it there.
+            fonts = threading.Thread(target=stage_fonts, args=(self.stage / "fonts", python))
+            fonts.start()
             self.conn, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            spec = {"role": "zygote", "preload": list(PRELOAD)}
+            spec = {"role": "zygote", "preload": list(PRELOAD), "python": resolve_python(python)}
             self.log = open(self.stage.parent / f"{self.stage.name}.log", "w+b")  # noqa: SIM115
             os.unlink(self.log.name)  # read through the open handle only
             with inside:
@@ -133,6 +145,7 @@ class Zygote:
             if not line:
                 raise RuntimeError(f"the pool interpreter exited: {self._log()}")
             self.loaded = json.loads(line)["ready"]
+            fonts.join()
             self.conn.settimeout(None)
         except BaseException:
             self.close()

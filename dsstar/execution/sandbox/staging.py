@@ -22,7 +22,7 @@ __all__ = [
     "write_etc",
 ]
 
-_KINDS = ("exec", "pool", "stage", "data", "view")  # what new_dir and copies are named
+_KINDS = ("exec", "pool", "stage", "data", "view", "fonts")  # what new_dir and copies are named
 _LOCK = threading.Lock()
 _SWEPT: set[str] = set()
 _COPIES: dict[Path, Path] = {}

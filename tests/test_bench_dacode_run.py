@@ -1,6 +1,7 @@
-"""`dsstar bench run --suite dacode` end to end with a scripted model, on the slice's two
-data-insight tasks: each run's answer is laid out as DA-Code's answer folder and scored by the
-same code as `bench score`, the report grouped by category and hardness."""
+"""`dsstar bench run --suite dacode` end to end with a scripted model: the slice's two
+data-insight tasks, then all 14 tasks with replies written as a chat model writes them. Each
+run's answer is laid out as DA-Code's answer folder and scored by the same code as `bench
+score`, the report grouped by category and hardness."""
 
 from __future__ import annotations
 
@@ -67,8 +68,9 @@ def test_bench_run_dacode_scores_each_runs_answer_folder(env, llm, tmp_path):
 # ```python fence between a sentence and a note, a verifier's "Yes — the output shows ...".
 # tests/dacode_replies/<task id>.md holds a task's replies: the `match:` line (a phrase of its
 # instruction that picks the task out of a prompt), then `=== planner`, `=== coder` (also
-# the final script) and `=== verifier` sections. The scripts compute the answers from the
-# task's files in the real sandbox.
+# the final script, which states a `FINAL ANSWER:` line as the finalyzer's prompt asks) and
+# `=== verifier` sections. The scripts compute the answers from the task's files in the real
+# sandbox.
 REPLIES = Path(__file__).parent / "dacode_replies"
 
 # What each task scores with those replies. The ones below 1, and why:

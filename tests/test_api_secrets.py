@@ -39,6 +39,7 @@ KEPT = {
     "database_url": (f"postgresql+psycopg://u:{DB_PASSWORD}@db/x", "DSSTAR_DATABASE_URL"),
     "form_allow": (["*"], "DSSTAR_FORM_ALLOW"),
     "data_roots": (["/"], "DSSTAR_DATA_ROOTS"),
+    "script_python": ("/usr/bin/python3", "DSSTAR_SCRIPT_PYTHON"),
     "api_base": (f"https://user:{DB_PASSWORD}@gateway.example/v1", "holds a password"),
     "storage": (f"s3://AKIAX:{DB_PASSWORD}@bucket/runs", "holds a password"),
 }

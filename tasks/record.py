@@ -1,6 +1,8 @@
 """Writing a run's objects to storage and publishing Prefect artifacts.
 
-Writes are tasks so that a storage hiccup is retried; artifacts are the UI's view of a round.
+Writes are tasks so that a storage hiccup is retried; artifacts are the UI's view of a round:
+one card per round, one rounds table and one answer per flow run, updated in place
+(tasks/cards.py), however often a round is published again.
 """
 
 from __future__ import annotations
@@ -8,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import Task, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.algorithm.verdict import verdict_label
 from dsstar.storage import Store
-from dsstar.text import clean, clean_deep, fenced
+from dsstar.text import fenced
 from tasks._common import is_storage_error
+from tasks.cards import publish_markdown, publish_table
 from tasks.keys import artifact_key
 
 __all__ = [
@@ -67,15 +69,15 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
     )
     for figure in item.get("figures") or []:
         markdown += f"\nFigure `{figure['name']}` ({figure['bytes']:,} bytes): `{figure['uri']}`"
-    create_markdown_artifact(
-        key=artifact_key(f"{run_id}-round-{item['number']:02d}"),
-        markdown=clean(markdown),
-        description=f"DS-STAR {run_id} round {item['number']:02d}",
+    publish_markdown(
+        artifact_key(f"{run_id}-round-{item['number']:02d}"),
+        markdown,
+        f"DS-STAR {run_id} round {item['number']:02d}",
     )
 
 
 def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
-    """A table artifact of every round so far."""
+    """The run's table of every round so far: one card, rewritten after each round."""
     table = [
         {
             "round": f"{item['number']:02d}",
@@ -88,11 +90,7 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
         }
         for item in rounds
     ]
-    create_table_artifact(
-        key=artifact_key(f"{run_id}-rounds"),
-        table=clean_deep(table),
-        description=f"DS-STAR {run_id}: every round",
-    )
+    publish_table(artifact_key(f"{run_id}-rounds"), table, f"DS-STAR {run_id}: every round")
 
 
 def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -> None:
@@ -100,14 +98,14 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
     links = "\n".join(f"- {name}: `{uri}`" for name, uri in uris.items())
     reused = record.get("reused_from")
     origin = f"**Reused the verified solution of run** `{reused}`\n\n" if reused else ""
-    create_markdown_artifact(
-        key=artifact_key(f"{run_id}-answer"),
-        markdown=clean(
+    publish_markdown(
+        artifact_key(f"{run_id}-answer"),
+        (
             f"### {record['question']}\n\n**Status:** {record['status']}  \n"
             f"**Answer:** {record.get('answer')}\n\n{origin}"
             f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"
             f" in / {record.get('output_tokens')} out · **cost:** {record.get('cost_usd')}\n\n"
             f"**Stored objects**\n\n{links}\n"
         ),
-        description=f"DS-STAR {run_id}: answer and stored objects",
+        f"DS-STAR {run_id}: answer and stored objects",
     )

@@ -49,7 +49,7 @@ def final_state(result: dict[str, Any]) -> dict[str, Any] | State:
         return result
     if status == Status.STOPPED:
         rounds = result.get("rounds") or 0
-        message = f"stopped by a person after {rounds} round{'s' if rounds != 1 else ''}"
+        message = f"stopped by a person after round {rounds - 1:02d}" if rounds else "stopped"
         return Cancelled(message=message, data=result)
     if status == Status.OVER_BUDGET:
         message = one_line(result.get("error"), "over budget")

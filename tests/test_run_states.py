@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,8 @@ from urllib.parse import urlsplit
 from uuid import UUID
 
 import pytest
-from conftest import REPO, require_binary
+from artifact_cards import artifact_keys, artifacts_tab, cards
+from conftest import REPO
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -30,8 +30,6 @@ from tcp_proxy import TcpProxy
 pytestmark = pytest.mark.slow
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update"]  # fmt: skip
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
@@ -117,38 +115,6 @@ def test_a_killed_run_is_marked_crashed_by_the_next_command_that_sees_it(env, ll
     state = flow_run_state(flow_runs["killed-listed"])
     assert state.is_crashed() and "dsstar resume killed-listed" in state.message, state
     assert flow_run_state(result["flow_run_id"]).is_completed()  # the others stay as they are
-
-
-def artifact_keys(flow_run_id) -> Counter:
-    with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(
-            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
-        )
-    return Counter(a.key for a in artifacts)
-
-
-def artifacts_tab(flow_run_id, path: Path) -> str:
-    """The flow run's Artifacts tab in headless Chromium: screenshot to `path`, and its text."""
-    from playwright.sync_api import sync_playwright
-
-    chromium = require_binary(shutil.which("chromium"), "chromium")
-    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
-        page.get_by_text("Artifacts", exact=True).first.click(timeout=30_000)
-        page.get_by_text("MARKDOWN").first.wait_for(timeout=30_000)
-        page.screenshot(path=str(path), full_page=True)
-        text = page.inner_text("body")
-        browser.close()
-    return text
-
-
-def cards(text: str, run_id: str) -> Counter:
-    """How often each of the run's artifact keys shows on the page."""
-    keys = [f"{run_id}-rounds", f"{run_id}-answer"] + [f"{run_id}-round-{n:02d}" for n in range(3)]
-    return Counter({key: text.count(key) for key in keys})
 
 
 def test_three_rounds_under_a_lost_reply_show_one_table_and_one_card_per_round(

@@ -12,6 +12,7 @@
     ensure_alerts       the nightly alerts' automations, created or updated by name (with
                         find_notification_blocks, ALERT_NAMES, api_configured)
     ensure_worker_recovery  the automations that retry a run whose worker died elsewhere
+    mark_crashed        the flow run of a run whose process is gone, set Crashed
 
 Modules whose names start with `_` are this package's own; nothing else imports them.
 """
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows._guidance import answer_in_terminal
+    from flows._states import mark_crashed
     from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
     from flows.bench import ds_star_bench, task_dicts
     from flows.console import run_console
@@ -54,6 +56,7 @@ _HOMES = {
     "ensure_alerts": ("flows.alerts", "ensure_alerts"),
     "find_notification_blocks": ("flows.alerts", "find_notification_blocks"),
     "ensure_worker_recovery": ("flows.workers", "ensure_worker_recovery"),
+    "mark_crashed": ("flows._states", "mark_crashed"),
 }
 
 
@@ -74,6 +77,7 @@ __all__ = [
     "describe_files",
     "ds_star_bench",
     "inspect_slots",
+    "mark_crashed",
     "open_api_warning",
     "prefect_api",
     "run_console",

@@ -168,15 +168,15 @@ def _back_to_running(flow_run_id: Any) -> None:
 
 def publish_guidance(run_id: str, number: int, guidance: Guidance) -> None:
     """A person's answer after round `number` as a markdown artifact in the Prefect UI."""
-    from prefect.artifacts import create_markdown_artifact
+    from tasks.cards import publish_markdown
 
     said = "(no answer in time)" if guidance.timed_out else str(guidance.choice)
     text = f"\n\n{_fenced(guidance.text)}" if guidance.text else ""
     heading = f"### Human guidance after round {round_key(number)}"
-    create_markdown_artifact(
-        key=artifact_key(f"{run_id}-guidance-{round_key(number)}"),
-        markdown=f"{heading}\n\n**Choice:** {said}{text}\n",
-        description=f"DS-STAR {run_id}: a person's answer after round {round_key(number)}",
+    publish_markdown(
+        artifact_key(f"{run_id}-guidance-{round_key(number)}"),
+        f"{heading}\n\n**Choice:** {said}{text}\n",
+        f"DS-STAR {run_id}: a person's answer after round {round_key(number)}",
     )
 
 

@@ -36,9 +36,17 @@ from dsstar.records.record import (
 from dsstar.settings import Settings
 from dsstar.storage import Store, check_run_id, round_key
 from dsstar.views.report import run_result
+from flows._states import mark_crashed
 from tasks.record import storage_writer
 
 __all__ = ["Run"]
+
+
+def _crash_reason(run_id: str, held: dict[str, Any]) -> str:
+    return (
+        f"its process (pid {held.get('pid')} on {held.get('host')}) is gone; run {run_id}"
+        f" continues in flow run {flow_run.id or '(none)'}"
+    )
 
 
 def _now() -> str:
@@ -75,7 +83,11 @@ class Run:
         # Before anything is written: a run id in use, finished, or another run's is refused.
         chosen = settings.model_dump(mode="json", include=set(given) - SECRET_FIELDS)
         identity = RunIdentity.of(params, chosen)
-        claim = claim_run(store, run_id, str(flow_run.id) if flow_run.id else None, identity)
+        this_flow_run = str(flow_run.id) if flow_run.id else None
+        claim = claim_run(store, run_id, this_flow_run, identity)
+        dead = (claim.replaced or {}).get("flow_run_id")
+        if dead and dead != this_flow_run:  # the attempt before this one died, unreported
+            mark_crashed(dead, _crash_reason(run_id, claim.replaced or {}))
         record = {
             "run_id": run_id,
             **params,

@@ -56,9 +56,10 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
         except Exception as exc:  # the flow run could not even be created or reported
             error = exc
         else:
-            if state.is_completed():
+            try:  # an answer, or a run that ended failed, over budget or stopped
                 return completed_result(state, settings.get("storage"), run_id)
-            error = state.result(raise_on_failure=False)
+            except Exception as exc:  # the flow run ended with an error
+                error = exc
         if isinstance(error, DSStarError):
             break  # a dsstar failure (model, storage, data) would fail the same way again
         time.sleep(2 * (attempt + 1))

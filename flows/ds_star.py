@@ -10,12 +10,14 @@ from contextvars import ContextVar
 from typing import Any, Protocol
 
 from prefect import get_client
+from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 from pydantic import ValidationError
 
 from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.spec import RunSpec
+from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import OverBudget, UsageError
 from dsstar.execution import scratch
@@ -33,6 +35,7 @@ from flows._forms import form_flow
 from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
+from flows._states import final_state
 from flows.workers import check_crash_loop
 
 __all__ = ["PreparedRun", "completed_result", "default_run_id", "ds_star", "run_question"]
@@ -57,11 +60,13 @@ def _flow_run_name() -> str:
     log_prints=False,
     task_runner=default_task_runner(),
 )
-def ds_star(**fields: Any) -> dict[str, Any]:
+def ds_star(**fields: Any) -> dict[str, Any] | State:
     """Answer a question about a folder or bucket of data files with the DS-STAR agent.
 
     The parameters are the fields of `dsstar.inputs.form.RunForm` (the run form of the Prefect UI):
     the question, its data, the answer's guidelines, the run id, and every run setting.
+    The flow run ends Completed with an answer, Failed when the run failed or went over
+    budget (state OverBudget), Cancelled when a person stopped it (flows/_states.py).
     """
     prepared = _PREPARED.get()
     checked = prepared is not None and prepared.form.parameters() == _given(fields)
@@ -77,7 +82,7 @@ def ds_star(**fields: Any) -> dict[str, Any]:
     # swapped for a link after the check is never followed); closed when the run ends.
     data = hold_data_location(form.data, worker)
     try:
-        return _checked_run(form, settings, data, checked=checked)
+        return final_state(_checked_run(form, settings, data, checked=checked))
     finally:
         if isinstance(data, DataRoot):
             data.close()
@@ -179,18 +184,30 @@ def solve(
 
 
 def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
-    """The return value of a Completed ds-star flow run; when Prefect lost it (a Completed
-    state without data, seen rarely on a busy server), the same result rebuilt from the
-    stored run.json."""
+    """The result of a ds-star flow run that ended with one: Completed with an answer, or
+    Failed or Cancelled by the run's outcome (`failed`, `over_budget`, `stopped`), whose
+    states carry it too. When Prefect lost it (a final state without data, seen rarely on a
+    busy server), the same result rebuilt from the stored run.json. Raises the error of a
+    flow run that ended without a result (an exception)."""
     from prefect.exceptions import MissingResult
 
     from dsstar.views.report import run_result
 
     try:
-        return state.result()
+        value = state.result(raise_on_failure=False)
     except MissingResult:
         store = Store(storage or Settings().storage)
-        return run_result(store.read_json(f"runs/{run_id}/run.json"), store.uri(f"runs/{run_id}"))
+        record = store.read_json(f"runs/{run_id}/run.json")
+        if not state.is_completed() and record.get("status") not in _ENDED_WITH_A_RESULT:
+            raise
+        return run_result(record, store.uri(f"runs/{run_id}"))
+    if isinstance(value, dict):
+        return value
+    return state.result()  # raises the run's error
+
+
+# The outcomes whose flow run ends Failed or Cancelled with the run's result as its data.
+_ENDED_WITH_A_RESULT = frozenset({Status.FAILED, Status.OVER_BUDGET, Status.STOPPED})
 
 
 class PreparedRun(Protocol):
@@ -219,6 +236,7 @@ def run_question(prepared: PreparedRun) -> tuple[dict[str, Any] | None, BaseExce
         state = flow(**form.parameters(), return_state=True)
     finally:
         _PREPARED.reset(token)
-    if state.is_completed():
+    try:
         return completed_result(state, settings.storage, form.run_id), None
-    return None, state.result(raise_on_failure=False)
+    except BaseException as exc:  # the flow run's own error: handed back, not raised
+        return None, exc

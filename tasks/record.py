@@ -1,6 +1,8 @@
 """Writing a run's objects to storage and publishing Prefect artifacts.
 
-Writes are tasks so that a storage hiccup is retried; artifacts are the UI's view of a round.
+Writes are tasks so that a storage hiccup is retried; artifacts are the UI's view of a round:
+one card per round, one rounds table and one answer per flow run, updated in place
+(tasks/cards.py), however often a round is published again.
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from prefect import Task, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar.algorithm.verdict import verdict_label
 from dsstar.execution.deliverables import chart_text, table_preview
 from dsstar.storage import Store
-from dsstar.text import clean, clean_deep, fenced, money
+from dsstar.text import clean, fenced, money
 from tasks._common import is_storage_error
+from tasks.cards import publish_markdown, publish_table
 from tasks.keys import artifact_key
 
 __all__ = [
@@ -72,15 +74,15 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
     )
     for figure in item.get("figures") or []:
         markdown += f"\nFigure `{figure['name']}` ({figure['bytes']:,} bytes): `{figure['uri']}`"
-    create_markdown_artifact(
-        key=artifact_key(f"{run_id}-round-{item['number']:02d}"),
-        markdown=clean(markdown),
-        description=f"DS-STAR {run_id} round {item['number']:02d}",
+    publish_markdown(
+        artifact_key(f"{run_id}-round-{item['number']:02d}"),
+        markdown,
+        f"DS-STAR {run_id} round {item['number']:02d}",
     )
 
 
 def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
-    """A table artifact of every round so far."""
+    """The run's table of every round so far: one card, rewritten after each round."""
     table = [
         {
             "round": f"{item['number']:02d}",
@@ -93,11 +95,7 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
         }
         for item in rounds
     ]
-    create_table_artifact(
-        key=artifact_key(f"{run_id}-rounds"),
-        table=clean_deep(table),
-        description=f"DS-STAR {run_id}: every round",
-    )
+    publish_table(artifact_key(f"{run_id}-rounds"), table, f"DS-STAR {run_id}: every round")
 
 
 def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -> None:
@@ -115,16 +113,16 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
     error = f"**Error**\n\n{fenced(record['error'])}\n\n" if record.get("error") else ""
     cost = money(record.get("cost_usd"))
     answer = "none" if record.get("answer") is None else record["answer"]
-    create_markdown_artifact(
-        key=artifact_key(f"{run_id}-answer"),
-        markdown=clean(
+    publish_markdown(
+        artifact_key(f"{run_id}-answer"),
+        (
             f"### {record['question']}\n\n**Status:** {record['status']}  \n"
             f"**Answer:** {answer}\n\n{error}{origin}"
             f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"
             f" in / {record.get('output_tokens')} out · **cost:** {cost}\n\n"
             f"**Stored objects**\n\n{links}\n"
         ),
-        description=f"DS-STAR {run_id}: answer and stored objects",
+        f"DS-STAR {run_id}: answer and stored objects",
     )
 
 
@@ -149,15 +147,13 @@ def publish_deliverables(
         parts.append(f"**{name}** ({item['bytes']:,} bytes): `{uri}`")
         table = table_preview(name, data, rows=20)
         if table is not None:
-            create_table_artifact(
-                key=artifact_key(f"{run_id}-table-{name}"),
-                table=clean_deep(
-                    [dict(zip(table["columns"], row, strict=False)) for row in table["head"]]
-                ),  # fmt: skip
-                description=clean(
+            publish_table(
+                artifact_key(f"{run_id}-table-{name}"),
+                [dict(zip(table["columns"], row, strict=False)) for row in table["head"]],
+                clean(
                     f"{name}: {table['shape'][0]} rows x {table['shape'][1]}"
                     f" columns (first rows), stored at {uri}"
-                ),  # fmt: skip
+                ),
             )
         chart = item.get("chart")
         if isinstance(chart, dict):
@@ -167,8 +163,8 @@ def publish_deliverables(
             title = (chart or {}).get("graph_title") or name
             alt = re.sub(r"[^\w .,:-]", "", str(title))[:100]
             parts.append(f"![{alt}](data:{kind};base64,{base64.b64encode(data).decode()})")
-    create_markdown_artifact(
-        key=artifact_key(f"{run_id}-deliverables"),
-        markdown=clean("### Deliverables\n\n" + "\n\n".join(parts) + "\n"),
-        description=f"DS-STAR {run_id}: the files the answer delivered",
+    publish_markdown(
+        artifact_key(f"{run_id}-deliverables"),
+        "### Deliverables\n\n" + "\n\n".join(parts) + "\n",
+        f"DS-STAR {run_id}: the files the answer delivered",
     )

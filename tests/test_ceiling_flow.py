@@ -10,8 +10,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from uuid import UUID
 
 import pytest
+from prefect import get_client
 from scenarios import ANSWER, always_first_time, answered, asked, two_rounds
 
 pytestmark = pytest.mark.slow
@@ -46,6 +48,11 @@ def test_a_run_stops_at_its_ceiling_keeps_its_artifacts_and_resumes_with_a_highe
     assert result["llm_calls"] == len(llm.requests)
     assert result["error"].startswith(f"over budget: spent ${result['cost_usd']:.4f} of")
     assert result["error"].endswith("dsstar resume capped --max-cost N")
+    # In Prefect it failed, under a name of its own, with what it spent as the message.
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(UUID(result["flow_run_id"])).state
+    assert state.is_failed() and state.name == "OverBudget", state
+    assert state.message == result["error"]
     run = Path(env["DSSTAR_STORAGE"]) / "runs" / "capped"
     stored = json.loads((run / "run.json").read_text())
     assert stored["status"] == "over_budget"

@@ -244,6 +244,9 @@ def test_stop_ends_the_run_without_an_answer_and_keeps_everything(env, llm, sale
     assert (root / "rounds/00/code.py").exists() and (root / "rounds/00/verdict.json").exists()
     assert guidance_json(env, "t-stop")["choice"] == "stop"
     assert json.loads((root / "run.json").read_text())["status"] == "stopped"
+    with get_client(sync_client=True) as client:  # a person's stop: Cancelled, not Completed
+        state = client.read_flow_run(result["flow_run_id"]).state
+    assert state.is_cancelled() and state.message == "stopped by a person after round 00", state
 
 
 @pytest.mark.slow

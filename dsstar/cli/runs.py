@@ -49,6 +49,9 @@ def runs_list(
         runs = list_runs(Store(load_settings(storage=storage).storage), limit)
     except DSStarError as exc:
         fail_usage(str(exc), fmt is Format.json)
+    for r in runs:
+        if r["status"] == "stale":
+            _report_crashed(r["run_id"], r.get("flow_run_id"))
     if fmt is Format.json:
         sys.stdout.write(json_line({"runs": runs}))
         return
@@ -61,6 +64,21 @@ def runs_list(
         )  # fmt: skip
     columns = ("question", "answer", "status", "rounds", "cost", "started", "run id")
     print_table(columns, rows, fmt, keep=("started", "run id"))
+
+
+def _report_crashed(run_id: str, flow_run_id: str | None) -> None:
+    """A run whose process is gone never reported its end: its flow run, still Running in
+    Prefect, is marked Crashed (on the configured Prefect API: a command's temporary server
+    went with the command)."""
+    if not flow_run_id:
+        return
+    import flows
+
+    if flows.api_configured():
+        flows.mark_crashed(
+            flow_run_id,
+            f"its process is gone (found stale by dsstar): dsstar resume {run_id} continues it",
+        )
 
 
 def _short(text: str | None, fmt: Format, most: int = 60) -> str | None:
@@ -85,6 +103,7 @@ def runs_show(
     agent, the run's totals and the figure files (charts) its scripts saved, with their
     storage URIs; with --round N, that round's plan, code, output and figures.
     """
+    from dsstar.records.state import liveness
     from dsstar.storage import Store, check_run_id
     from dsstar.views.listing import read_round, run_report
 
@@ -99,6 +118,8 @@ def runs_show(
         )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
+    if round_number is None and liveness(payload) == "stale":
+        _report_crashed(run_id, payload.get("flow_run_id"))
     if as_json:
         sys.stdout.write(json_line(payload))
     elif round_number is not None:

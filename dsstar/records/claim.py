@@ -44,6 +44,10 @@ class Claim:
     store: Store
     key: str
     record: dict[str, Any]
+    # The claim of an earlier attempt that was never released (its process died, or it is
+    # an earlier attempt of this flow run), which this one follows: its flow run, if any,
+    # still says Running and is to be marked as crashed.
+    replaced: dict[str, Any] | None = None
 
     def release(self) -> None:
         """Mark the claim released (only if it is still ours), so a resume may follow."""
@@ -67,7 +71,7 @@ def claim_run(
     prefix = f"runs/{run_id}"
     record = _refuse_stored(store, run_id, identity)
     claims = [n for n in store.listdir(f"{prefix}/claims") if n.endswith(".json")]
-    number = 1
+    number, held = 1, None
     if claims:
         last = max(claims)
         number = int(last.split(".", 1)[0]) + 1
@@ -84,7 +88,8 @@ def claim_run(
     key = f"{prefix}/claims/{number:06d}.json"
     if not store.create_json(key, mine):  # another run took this number a moment ago
         raise _in_use(run_id, _read(store, key) or {})
-    claim = Claim(store, key, mine)
+    replaced = held if held and not held.get("released_at") else None
+    claim = Claim(store, key, mine, replaced)
     try:  # a run that held the id a moment ago may have finished, or stored its question
         _refuse_stored(store, run_id, identity)
     except RunIdInUse:

@@ -91,6 +91,7 @@ def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
             "rounds": len(record.get("round_table") or []),
             "cost_usd": record.get("cost_usd"),
             "started_at": record.get("started_at"),
+            "flow_run_id": record.get("flow_run_id"),
         }
 
     with ThreadPoolExecutor(max_workers=8) as pool:  # one read per run: overlap them on S3

@@ -1,0 +1,73 @@
+"""One card per thing: a keyed Prefect artifact is published once per flow run and updated
+in place after that.
+
+Prefect adds a new version of a keyed artifact at each `create`, and the flow run's
+Artifacts tab shows every version as a card of its own: a rounds table rewritten after each
+round showed one table per round. Worse, a create request whose reply was lost (a stalled
+server; Prefect's client sends it again) leaves two copies, and a retried flow run publishes
+its rounds once more. `publish` therefore looks for this flow run's artifacts under the key:
+none, it creates one; else it updates the oldest in place (the server updates the key's
+latest version with it) and deletes any other copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import get_client
+from prefect.artifacts import Artifact, MarkdownArtifact, TableArtifact
+from prefect.client.schemas.actions import ArtifactUpdate
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+)
+from prefect.exceptions import ObjectNotFound
+from prefect.utilities.context import get_task_and_flow_run_ids
+
+from dsstar.text import clean, clean_deep
+
+__all__ = ["publish", "publish_markdown", "publish_table"]
+
+
+def publish_markdown(key: str, markdown: str, description: str) -> None:
+    """The markdown card `key` of this flow run, created or updated in place."""
+    publish(MarkdownArtifact(key=key, markdown=clean(markdown), description=description))
+
+
+def publish_table(key: str, table: list[dict[str, Any]], description: str) -> None:
+    """The table card `key` of this flow run, created or updated in place."""
+    publish(TableArtifact(key=key, table=clean_deep(table), description=description))
+
+
+def publish(artifact: Artifact) -> None:
+    """Create `artifact` (keyed) for this flow run, or update its card under that key."""
+    flow_run_id = get_task_and_flow_run_ids()[1]
+    if flow_run_id is None:  # outside any flow run: nothing to find it by
+        artifact.create(_sync=True)  # type: ignore[call-arg]  # async_dispatch
+        return
+    with get_client(sync_client=True) as client:
+        cards = _cards(client, artifact.key, flow_run_id)
+        if not cards:
+            artifact.create(_sync=True)  # type: ignore[call-arg]
+            cards = _cards(client, artifact.key, flow_run_id)  # a lost reply: two were made
+        else:
+            data = artifact.format(_sync=True)  # type: ignore[call-arg]  # async_dispatch
+            update = ArtifactUpdate(data=data, description=artifact.description)
+            client.update_artifact(cards[0].id, update)
+        for copy in cards[1:]:
+            try:
+                client.delete_artifact(copy.id)
+            except ObjectNotFound:  # a retried delete: gone already
+                pass
+
+
+def _cards(client: Any, key: str | None, flow_run_id: Any) -> list[Any]:
+    """This flow run's artifacts under `key`, oldest first."""
+    found = client.read_artifacts(
+        artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=[key]),
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+        )
+    )
+    return sorted(found, key=lambda a: (a.created, str(a.id)))

@@ -1,0 +1,158 @@
+"""What Prefect shows of a run is what happened: an answer is Completed, a run without one is
+Failed with its reason (the CLI's exit code and --json stay as they were), a run whose
+process was killed is marked Crashed by the next dsstar command that sees it, and each
+round, the rounds table and the answer are one card each in the flow run's Artifacts tab,
+even when the server lost the reply to a request (headless Chromium). Against the session's
+Prefect server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import pytest
+from artifact_cards import artifact_keys, artifacts_tab, cards
+from conftest import REPO
+from prefect import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from scenarios import ANSWER, always_first_time, answered, asked, fence, never_satisfied, two_rounds
+from tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
+
+
+def dsstar(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dsstar", *args],
+        capture_output=True, text=True, timeout=300, env=os.environ.copy(), cwd=REPO,
+    )  # fmt: skip
+
+
+def flow_run_state(flow_run_id: str):
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(UUID(flow_run_id)).state
+
+
+def run_json(env: dict, run_id: str) -> dict:
+    return json.loads((Path(env["DSSTAR_STORAGE"]) / "runs" / run_id / "run.json").read_text())
+
+
+def test_an_answer_is_completed_and_a_run_without_one_is_failed_with_its_reason(env, llm, sales):
+    always_first_time(llm)
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json", "--run-id", "ok")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "verified"
+    assert flow_run_state(result["flow_run_id"]).is_completed()
+
+    llm.default("finalyzer", lambda req: fence("print('table ready')\nprint('chart ready')"))
+    failed = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
+                    "--run-id", "no-answer", "--no-reuse")  # fmt: skip
+    assert failed.returncode == 1, failed.stderr  # the CLI's contract, as before
+    result = json.loads(failed.stdout)
+    assert result["status"] == "failed" and result["answer"] is None
+    assert result["error"].startswith("the final script stated no answer")
+    state = flow_run_state(result["flow_run_id"])
+    assert state.is_failed() and state.name == "Failed", state
+    assert state.message == result["error"]  # its reason, on one line
+    assert run_json(env, "no-answer")["status"] == "failed"
+
+
+def test_a_killed_run_is_marked_crashed_by_the_next_command_that_sees_it(env, llm, sales):
+    """Two runs killed with SIGKILL stay Running in Prefect until dsstar sees them dead:
+    `dsstar resume` of one marks its old flow run Crashed, `dsstar runs list` the other."""
+    hold = sales / "hold.txt"  # round 00's script waits while the file is there
+    wait = "import os, time\nwhile os.path.exists('data/hold.txt'): time.sleep(0.1)\n"
+    flow_runs = {}
+    for run_id in ("killed-resumed", "killed-listed"):
+        hold.write_text("")
+        llm.reset()
+        two_rounds(llm, prelude=wait)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", QUESTION,
+             "--json", "--run-id", run_id],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+        )  # fmt: skip
+        deadline = time.monotonic() + 240
+        while not llm.calls("coder"):  # round 00's script runs next, and waits
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+        time.sleep(1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        proc.stderr.close()
+        flow_runs[run_id] = run_json(env, run_id)["flow_run_id"]
+        assert flow_run_state(flow_runs[run_id]).is_running()  # nobody told Prefect
+    hold.unlink()
+
+    before = list(llm.requests)
+    llm.reset()
+    two_rounds(llm)
+    resumed = dsstar("resume", "killed-resumed", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "verified" and result["answer"] == ANSWER
+    assert result["flow_run_id"] != flow_runs["killed-resumed"]
+    assert answered(before) & asked(llm.requests) == set()
+    old = flow_run_state(flow_runs["killed-resumed"])
+    assert old.is_crashed() and "is gone" in old.message, old
+    assert f"continues in flow run {result['flow_run_id']}" in old.message
+    assert flow_run_state(flow_runs["killed-listed"]).is_running()  # not seen yet
+
+    listed = dsstar("runs", "list")
+    assert "stale (process gone)" in listed.stdout, listed.stdout
+    state = flow_run_state(flow_runs["killed-listed"])
+    assert state.is_crashed() and "dsstar resume killed-listed" in state.message, state
+    assert flow_run_state(result["flow_run_id"]).is_completed()  # the others stay as they are
+
+
+def test_three_rounds_under_a_lost_reply_show_one_table_and_one_card_per_round(
+    env, llm, sales, tmp_path
+):
+    """Round 00's card is created, and the server's reply is lost, as under a stalled server:
+    Prefect's client sends it again. The run still shows one card per round, one table of
+    its three rounds and one answer."""
+    from flows.ds_star import ds_star
+
+    never_satisfied(llm)  # rounds 00, 01 and 02, then the answer (max_rounds)
+    api = urlsplit(os.environ["PREFECT_API_URL"])
+    proxy = TcpProxy(api.port)
+    proxy.lose_reply(rb"^POST \S*/artifacts/ ", rb"three-round-00")
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: f"{proxy.url}{api.path}"}):
+            state = ds_star(question=QUESTION, data=str(sales), run_id="three", max_rounds=2,
+                            reuse=False, return_state=True)  # fmt: skip
+    finally:
+        proxy.close()
+    assert proxy.lost == 1  # the create was sent again
+    assert state.is_completed(), state
+    flow_run_id = state.state_details.flow_run_id
+    expected = {"three-rounds", "three-answer", "three-round-00", "three-round-01",
+                "three-round-02"}  # fmt: skip
+    assert artifact_keys(flow_run_id) == Counter(expected)
+    with get_client(sync_client=True) as client:
+        [table] = [
+            a
+            for a in client.read_artifacts(
+                artifact_filter=ArtifactFilter(
+                    flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])
+                )
+            )
+            if a.key == "three-rounds"
+        ]
+    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert [row["round"] for row in rows] == ["00", "01", "02"]  # the table, updated in place
+
+    text = artifacts_tab(flow_run_id, tmp_path / "three-rounds.png")
+    assert cards(text, "three") == Counter(dict.fromkeys(expected, 1)), text

@@ -246,10 +246,13 @@ def test_example_question_sets_sit_beside_their_data_and_load():
     from dsstar.inputs.questions import load_questions
 
     examples = REPO / "examples"
-    sets = sorted(examples.glob("*.yaml"))
-    assert [p.name for p in sets] == ["sales-questions.yaml"]
+    # the question set, and the recorded replies that `dsstar demo` answers its first with
+    assert sorted(p.name for p in examples.glob("*.yaml")) == [
+        "sales-questions.yaml",
+        "sales-replies.yaml",
+    ]
     assert not [p for p in examples.glob("*/**/*") if p.suffix in (".yaml", ".yml")]
-    [first] = load_questions(sets[0])
+    [first] = load_questions(examples / "sales-questions.yaml")
     assert first.data == str(examples / "sales")
     readme = (REPO / "README.md").read_text()
-    assert f'--question "{first.question}"' in readme  # the README's first command asks it
+    assert f'--question "{first.question}"' in readme  # the README asks it as a real run

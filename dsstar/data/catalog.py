@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -151,15 +151,38 @@ class Catalog:
     ) -> dict[str, str]:
         """path -> offline profile of every file. Profiles missing from the catalog are made
         by `compute(missing_files)` (which returns path -> text) and stored."""
+        return {
+            path: text
+            for chunk in self.profile_chunks(files, compute)
+            for path, text in chunk.items()
+        }
+
+    def profile_chunks(
+        self,
+        files: list[DataFile],
+        compute: Callable[[list[DataFile]], dict[str, str]],
+        size: int | None = None,
+    ) -> Iterator[dict[str, str]]:
+        """The offline profiles of `files` (path -> text), `size` files at a time in their
+        order (None: all at once): a caller that keeps only what it needs of each chunk holds
+        at most `size` profiles, however large the lake. Each chunk's missing profiles are
+        made by `compute(missing_files)` and stored before the chunk is given."""
         version = profiler_version()
-        keys = {f.path: f"catalog/profiles/{f.sha256}/{_short(f.path, version)}.txt" for f in files}
-        found = self._read_many(keys.values())
-        missing = [f for f in files if keys[f.path] not in found]
-        fresh = compute(missing) if missing else {}
-        self.computed += len(fresh)
-        kept = {path: text for path, text in fresh.items() if not transient(path, text)}
-        self._write_many({keys[path]: text for path, text in kept.items()})
-        return {f.path: found.get(keys[f.path], fresh.get(f.path, "")) for f in files}
+        step = size or max(1, len(files))
+        for start in range(0, len(files), step):
+            chunk = files[start : start + step]
+            keys = {
+                f.path: f"catalog/profiles/{f.sha256}/{_short(f.path, version)}.txt" for f in chunk
+            }
+            found = self._read_many(keys.values())
+            missing = [f for f in chunk if keys[f.path] not in found]
+            fresh = compute(missing) if missing else {}
+            self.computed += len(fresh)
+            kept = {path: text for path, text in fresh.items() if not transient(path, text)}
+            self._write_many({keys[path]: text for path, text in kept.items()})
+            texts = {f.path: found.get(keys[f.path], fresh.get(f.path, "")) for f in chunk}
+            del found, fresh, kept  # not held while the caller reads this chunk
+            yield texts
 
     # -- analyzer records ------------------------------------------------------------------
 

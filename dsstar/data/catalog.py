@@ -97,12 +97,20 @@ class Catalog:
         self.store = store
         self.root = root
         self._index_key = f"catalog/roots/{_short(root)}.json"
-        self._index = self._load_index()
+        self._loaded: dict[str, list[Any]] | None = None  # the index, read on first use
         self._changed = False
         self.hashed = 0  # files whose content was hashed by this catalog (new or changed)
         self.computed = 0  # profiles computed (not found in the catalog)
 
     # -- listing ---------------------------------------------------------------------------
+
+    @property
+    def _index(self) -> dict[str, list[Any]]:
+        # Read when a listing needs it: reading profiles or analyses of a large lake does
+        # not hold an entry per file besides the caller's list.
+        if self._loaded is None:
+            self._loaded = self._load_index()
+        return self._loaded
 
     def identify(self, path: Path, relative: str) -> tuple[str, str]:
         """A file's sha256 and format: the indexed ones while its size and mtime (and, for

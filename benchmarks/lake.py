@@ -8,7 +8,8 @@ analyzer answers with a tiny script that prints something about the file), runs 
 - cold `describe` wall time, LLM calls (like files share one), peak LLM requests in flight
   (counted in the model server), peak scripts running at once (sampled with psutil, and from
   the time windows the scripts print), peak threads of the dsstar process, and peak RSS of
-  its process tree (with and without the Prefect server);
+  its process tree (with and without the Prefect server), with what each kind of process
+  held at that peak (RSS, and PSS, which counts the warm pool's shared pages once);
 - warm `describe` wall time, LLM calls and peak RSS;
 - the machine's load average with each `describe` figure (it is shared);
 - cold and warm `retrieve --offline` wall time on the 400 MB lake (and the in-process time of
@@ -97,12 +98,42 @@ def rss(procs) -> int:
     return total
 
 
+def kind(proc: psutil.Process, top: psutil.Process) -> str:
+    """Which part of the tree a process is: the dsstar process, a sandbox's bubblewrap, the
+    warm pool's interpreter, a script (forked from it, or started cold), or another."""
+    if proc.pid == top.pid:
+        return "dsstar"
+    if "bwrap" in proc.name():
+        return "bwrap"
+    if is_script(proc) or proc.uids().real != os.getuid():
+        return "script"
+    parent = proc.parent()
+    return "pool" if parent is not None and "bwrap" in parent.name() else "pool child"
+
+
+def breakdown(tree: list[psutil.Process], top: psutil.Process) -> dict[str, list[int]]:
+    """kind -> [processes, RSS, PSS]: PSS shares a page among the processes that map it,
+    so forks of the warm pool's interpreter (which map its pages) count them once."""
+    parts: dict[str, list[int]] = {}
+    for proc in tree:
+        try:
+            name, info = kind(proc, top), proc.memory_full_info()
+        except psutil.Error:
+            continue
+        part = parts.setdefault(name, [0, 0, 0])
+        part[0] += 1
+        part[1] += info.rss
+        part[2] += getattr(info, "pss", 0)
+    return parts
+
+
 def measure(argv: list[str], env: dict[str, str], server: psutil.Process | None) -> dict:
-    """Run the command, sampling its process tree every 50 ms."""
+    """Run the command, sampling its process tree every 50 ms (and, at each new peak of its
+    RSS, what each kind of process holds)."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     top = psutil.Process(proc.pid)
-    peak = {"rss": 0, "rss_with_server": 0, "scripts": 0, "threads": 0}
+    peak = {"rss": 0, "rss_with_server": 0, "scripts": 0, "threads": 0, "parts": {}}
     out: list[bytes] = []
     reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
     reader.start()
@@ -116,7 +147,8 @@ def measure(argv: list[str], env: dict[str, str], server: psutil.Process | None)
         except psutil.Error:
             break
         used = rss(tree)
-        peak["rss"] = max(peak["rss"], used)
+        if used > peak["rss"]:
+            peak["rss"], peak["parts"] = used, breakdown(tree, top)
         if server is not None:
             server_tree = [server, *server.children(recursive=True)]
             peak["rss_with_server"] = max(peak["rss_with_server"], used + rss(server_tree))
@@ -180,6 +212,15 @@ def load() -> str:
 
 def mb(value: int) -> str:
     return f"{value / 1e6:,.0f} MB"
+
+
+def parts(found: dict[str, list[int]]) -> str:
+    shown = [
+        f"{name} {count}x RSS {mb(rss_)} PSS {mb(pss)}"
+        for name, (count, rss_, pss) in found.items()
+    ]
+    pss_total = sum(pss for _, _, pss in found.values())
+    return "; ".join(shown) + f"; PSS in all {mb(pss_total)}"
 
 
 def main() -> None:
@@ -278,6 +319,7 @@ def run_describe(args, work: Path, env: dict, server, gauge: Gauge, llm: FakeLLM
         f"  peak RSS: {mb(cold['rss'])} for the dsstar process tree, "
         f"{mb(cold['rss_with_server'])} with the Prefect server"
     )
+    print(f"  at that peak: {parts(cold['parts'])}")
     # Twice: the first warm run follows the cold one while the server may still be writing
     # the cold run's events; the second shows the steady state.
     for attempt in ("first", "second"):

@@ -66,9 +66,8 @@ def analyze_files(
 
     def members(batch: tuple[list[DataFile], dict[str, Any]]) -> Any:
         files, origin = batch
-        paths = [origin["path"], *(f.path for f in files)]
-        profiles = {p: plan.profiles.get(p, "") for p in paths}
-        return describe_members.submit([asdict(f) for f in files], origin, profiles, spec_dict)
+        columns = plan.columns.get(origin["path"], [])
+        return describe_members.submit([asdict(f) for f in files], origin, columns, spec_dict)
 
     ran = _bounded(members, batches, window, done, size=lambda batch: len(batch[0]))
     for (batch_files, _), records in zip(batches, ran, strict=True):

@@ -55,14 +55,15 @@ def _members_run_name() -> str:
 def describe_members(
     files: list[dict[str, Any]],
     origin: dict[str, Any],
-    profiles: dict[str, str],
+    columns: list[str],
     spec: dict[str, Any],
 ) -> list[dict[str, Any] | None]:
     """Describe like files with `origin`'s script, no model call, and keep each description
-    in the catalog. None for a file the script does not fit: it needs its own analysis."""
+    in the catalog. None for a file the script does not fit: it needs its own analysis.
+    `columns`: the column names of their shape, which the origin's shares."""
     run_spec = RunSpec(**spec).without_outputs()
     calls = TaskCalls(run_spec, inline=True)
-    records = likeness.describe_members(calls, files, origin, run_spec, profiles)
+    records = likeness.describe_members(calls, files, origin, run_spec, columns)
     for record in records:
         if record is not None:
             record["calls"] = []

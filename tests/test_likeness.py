@@ -16,7 +16,7 @@ from fake_llm import text_of
 from scenarios import fence
 
 from dsstar.algorithm.likeness import _fits, for_member
-from dsstar.data.shapes import group_by_shape, schema_signature
+from dsstar.data.shapes import column_names, group_by_shape, schema_signature
 
 # --- shapes -----------------------------------------------------------------------------------
 
@@ -143,14 +143,63 @@ def test_a_name_that_cannot_be_written_where_the_path_stood_gets_its_own_call(co
 
 
 def test_an_output_naming_the_origin_or_missing_its_columns_does_not_fit() -> None:
-    profiles = {
-        "daily/day_01.csv": CSV_PROFILE.format(rows=1),
-        "daily/day_07.csv": CSV_PROFILE.format(rows=7),
-    }
+    columns = sorted(column_names(CSV_PROFILE.format(rows=1)))
     origin = {"path": "daily/day_01.csv", "description": "day_01.csv: columns day, station, temp"}
-    assert _fits("day_07.csv: columns day, station, temp", origin, "daily/day_07.csv", profiles)
-    assert not _fits("day_01.csv: columns day, station, temp", origin, "daily/day_07.csv", profiles)
-    assert not _fits("day_07.csv: columns day, station", origin, "daily/day_07.csv", profiles)
+    assert _fits("day_07.csv: columns day, station, temp", origin, "daily/day_07.csv", columns)
+    assert not _fits("day_01.csv: columns day, station, temp", origin, "daily/day_07.csv", columns)
+    assert not _fits("day_07.csv: columns day, station", origin, "daily/day_07.csv", columns)
+
+
+class _Profile(str):
+    """A profile text that counts the copies alive: what grouping holds at once."""
+
+    live = peak = 0
+
+    def __new__(cls, text: str) -> _Profile:
+        cls.live += 1
+        cls.peak = max(cls.peak, cls.live)
+        return super().__new__(cls, text)
+
+    def __del__(self) -> None:
+        type(self).live -= 1
+
+
+def test_grouping_a_large_lake_holds_a_bounded_number_of_profiles(tmp_path, monkeypatch):
+    """However many files a lake has, planning keeps only each file's shape (and a shape's
+    column names), never every profile: at most two chunks of profiles are alive at once,
+    and none once the plan is made."""
+    from dsstar.algorithm import likeness
+    from dsstar.algorithm.spec import RunSpec
+    from dsstar.data.catalog import Catalog
+    from dsstar.data.sources import DataFile
+    from dsstar.settings import Settings
+    from dsstar.storage import Store
+
+    def profile_files(_data, paths, **_):
+        return {
+            p: _Profile(CSV_PROFILE.format(rows=1) if p.endswith(".csv") else "") for p in paths
+        }
+
+    monkeypatch.setattr(likeness, "profile_files", profile_files)
+    spec = RunSpec.from_settings(
+        Settings(model="openai/gpt-4o-mini", max_parallel=1), "t", str(tmp_path / "s"), tmp_path
+    )
+    count = 5 * likeness.PROFILE_CHUNK // 2
+    files = [
+        DataFile(
+            f"part_{i % 7}/day_{i}.{'csv' if i % 2 else 'md'}",
+            40,
+            "csv" if i % 2 else "markdown",
+            f"{i:064x}",
+        )
+        for i in range(count)
+    ]
+    catalog = Catalog(Store(str(tmp_path / "storage")), str(tmp_path))
+    plan = likeness.plan_analysis(spec, catalog, files, {}, files)
+    assert (plan.groups, len(plan.analyze), len(plan.members)) == (2, 2, count - 2)
+    assert plan.columns == {"part_0/day_0.md": [], "part_1/day_1.csv": ["day", "station", "temp"]}
+    assert _Profile.live == 0  # the plan holds no profile
+    assert 0 < _Profile.peak <= 2 * likeness.PROFILE_CHUNK < count
 
 
 # --- end to end: the real CLI, the Prefect flow, the sandbox, the scripted model ---------------
@@ -357,7 +406,7 @@ def test_each_like_file_runs_alone_over_its_own_file(tmp_path) -> None:
         "df = pd.read_csv(path)\n"
         "print('File:', path, 'Columns:', ', '.join(df.columns), df['temp'].max())\n"
     )
-    profiles = {f"daily/day_00{n}.csv": CSV_PROFILE.format(rows=n) for n in range(1, 8)}
+    columns = ["day", "station", "temp"]
     origin = {
         "path": "daily/day_001.csv",
         "script": code,
@@ -370,7 +419,7 @@ def test_each_like_file_runs_alone_over_its_own_file(tmp_path) -> None:
         Settings(model="openai/gpt-4o-mini", exec_timeout=8), "t", str(tmp_path / "s"), lake
     )
     calls = SandboxCalls(lake, spec.limits)
-    records = describe_members(calls, files, origin, spec, profiles)
+    records = describe_members(calls, files, origin, spec, columns)
     assert [r and r["description"] for r in records] == [
         "File: data/daily/day_002.csv Columns: day, station, temp 22.5",
         None,  # stations.csv is not in its view

@@ -19,7 +19,7 @@ import ast
 import io
 import re
 import tokenize
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -29,12 +29,13 @@ from dsstar.algorithm.scope import own_files
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.catalog import Catalog
 from dsstar.data.profiler import ProfileLimits, failure, profile_files
-from dsstar.data.shapes import column_names, group_by_shape, shape_key
+from dsstar.data.shapes import column_names, shape_key
 from dsstar.data.sources import DataFile
 from dsstar.text import digest
 
 __all__ = [
     "MAX_BATCH",
+    "PROFILE_CHUNK",
     "Plan",
     "batch_size",
     "describe_members",
@@ -44,20 +45,28 @@ __all__ = [
 ]
 
 MAX_BATCH = 64  # like files described by one task, at most
+# Offline profiles read (or made) at once while files are grouped by shape: a lake of any
+# size is grouped in the memory of this many profiles (each at most `max_chars`).
+PROFILE_CHUNK = 800
 
 
 @dataclass
 class Plan:
     """What a cold or partly warm analysis does: the files the analyzer is asked about (one
     per shape that has no script yet), and each other missing file with the path of the
-    file whose script is to describe it. `unprofiled`: why each structured file has no shape
+    file whose script is to describe it. `columns`: the column names of each such origin's
+    shape, which its like files share (`shapes.shape_key`), to tell whether a member's
+    output describes it (`_fits`). `unprofiled`: why each structured file has no shape
     to share (its offline profile failed, or names no structure: the file could not be
-    read); such a file is analyzed alone, and reported by describe and its estimate."""
+    read); such a file is analyzed alone, and reported by describe and its estimate.
+
+    A plan holds no profile: however large the lake, memory holds a shape key per group,
+    the paths, and one chunk of profiles (`PROFILE_CHUNK`) while they are read."""
 
     analyze: list[DataFile] = field(default_factory=list)
     members: list[tuple[DataFile, str]] = field(default_factory=list)
     groups: int = 0
-    profiles: dict[str, str] = field(default_factory=dict)
+    columns: dict[str, list[str]] = field(default_factory=dict)
     unprofiled: dict[str, str] = field(default_factory=dict)
 
 
@@ -96,8 +105,10 @@ def plan_analysis(
     if not missing and not every_shape:
         return Plan()
     limits = ProfileLimits(memory_mb=spec.limits["memory_mb"], workers=spec.max_parallel)
+    # A chunk keeps every profiling worker busy: two full batches each, at least.
+    size = max(PROFILE_CHUNK, 2 * limits.batch_files * limits.workers)
     work_root = Path(spec.work_dir) if spec.work_dir else None
-    profiles = catalog.profiles(
+    chunks = catalog.profile_chunks(
         files,
         lambda new: profile_files(
             Path(spec.data_dir),
@@ -106,24 +117,38 @@ def plan_analysis(
             mode=spec.sandbox,
             work_root=work_root,
         ),  # fmt: skip
+        size,
     )
+    plan = Plan()
+    # Of each profile only its shape key is kept, and the column names once per shape.
+    groups: dict[tuple[str, ...], list[DataFile]] = {}
+    columns: dict[tuple[str, ...], list[str]] = {}
     by_path = {f.path: f for f in files}
-    todo = {f.path for f in missing}
-    plan = Plan(profiles=profiles)
-    for file in files:
-        if shape_key(file.path, file.format, profiles[file.path])[0] == "alone":
-            plan.unprofiled[file.path] = _why_alone(file.path, profiles[file.path])
-    groups = group_by_shape((f.path, f.format, profiles[f.path]) for f in files)
+    for chunk in chunks:
+        for path, profile in chunk.items():
+            file = by_path[path]
+            key = shape_key(file.path, file.format, profile)
+            if key[0] == "alone":
+                plan.unprofiled[file.path] = _why_alone(file.path, profile)
+            if key not in groups:
+                groups[key], columns[key] = [], sorted(column_names(profile))
+            groups[key].append(file)
     plan.groups = len(groups)
-    for group in groups:
-        wanted = [path for path in group if path in todo]
+    todo = {f.path for f in missing}
+    for key, group in groups.items():
+        wanted = [f for f in group if f.path in todo]
         if not wanted:
             continue
-        origin = next((p for p in group if p not in todo and shares_script(known.get(p))), None)
+        origin = next(
+            (f.path for f in group if f.path not in todo and shares_script(known.get(f.path))),
+            None,
+        )
         if origin is None:
-            origin = wanted.pop(0)
-            plan.analyze.append(by_path[origin])
-        plan.members += [(by_path[path], origin) for path in wanted]
+            first = wanted.pop(0)
+            origin = first.path
+            plan.analyze.append(first)
+        plan.members += [(file, origin) for file in wanted]
+        plan.columns[origin] = columns[key]
     return plan
 
 
@@ -238,19 +263,16 @@ def _skeleton(code: str) -> str:
     return ast.dump(tree)
 
 
-def _fits(output: str, origin: dict[str, Any], member: str, profiles: dict[str, str]) -> bool:
+def _fits(output: str, origin: dict[str, Any], member: str, columns: Collection[str]) -> bool:
     """Whether a member's output describes the member: it never names the origin's file
-    (unless both have one name), and it names every column of the member that the origin's
-    output named of the origin's."""
+    (unless both have one name), and it names every column of the shape (`columns`, which
+    the origin and its like files share) that the origin's output named of the origin's."""
     name, path = PurePosixPath(origin["path"]).name, origin["path"]
     if name != PurePosixPath(member).name and re.search(_token(name), output):
         return False
     if path != member and path in output:
         return False
-    named = {
-        c for c in column_names(profiles.get(origin["path"], "")) if c in origin["description"]
-    }
-    return named <= {c for c in column_names(profiles.get(member, "")) if c in output}
+    return all(c in output for c in columns if c in origin["description"])
 
 
 def describe_members(
@@ -258,11 +280,12 @@ def describe_members(
     files: list[dict[str, Any]],
     origin: dict[str, Any],
     spec: RunSpec,
-    profiles: dict[str, str],
+    columns: Collection[str],
 ) -> list[dict[str, Any] | None]:
     """The catalog record of each of `files` described by `origin`'s script, with no model
-    call; None for a file the script does not fit (see the module's docstring). Each
-    file's script runs alone, over that file alone: what one prints is its own file's."""
+    call; None for a file the script does not fit (see the module's docstring). `columns`:
+    the column names of their shape (`Plan.columns`). Each file's script runs alone, over
+    that file alone: what one prints is its own file's."""
     records: list[dict[str, Any] | None] = []
     for file in files:
         code = for_member(origin["script"], origin["path"], file["path"])
@@ -272,7 +295,7 @@ def describe_members(
         label = f"analysis {file['path']} (script of {origin['path']})"
         result = calls.execute(label, code, files=own_files(file))
         output = result.output.strip()
-        fits = result.ok and output and _fits(output, origin, file["path"], profiles)
+        fits = result.ok and output and _fits(output, origin, file["path"], columns)
         records.append(_record(file, origin, code, output, spec) if fits else None)
     return records
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -97,12 +97,20 @@ class Catalog:
         self.store = store
         self.root = root
         self._index_key = f"catalog/roots/{_short(root)}.json"
-        self._index = self._load_index()
+        self._loaded: dict[str, list[Any]] | None = None  # the index, read on first use
         self._changed = False
         self.hashed = 0  # files whose content was hashed by this catalog (new or changed)
         self.computed = 0  # profiles computed (not found in the catalog)
 
     # -- listing ---------------------------------------------------------------------------
+
+    @property
+    def _index(self) -> dict[str, list[Any]]:
+        # Read when a listing needs it: reading profiles or analyses of a large lake does
+        # not hold an entry per file besides the caller's list.
+        if self._loaded is None:
+            self._loaded = self._load_index()
+        return self._loaded
 
     def identify(self, path: Path, relative: str) -> tuple[str, str]:
         """A file's sha256 and format: the indexed ones while its size and mtime (and, for
@@ -151,15 +159,38 @@ class Catalog:
     ) -> dict[str, str]:
         """path -> offline profile of every file. Profiles missing from the catalog are made
         by `compute(missing_files)` (which returns path -> text) and stored."""
+        return {
+            path: text
+            for chunk in self.profile_chunks(files, compute)
+            for path, text in chunk.items()
+        }
+
+    def profile_chunks(
+        self,
+        files: list[DataFile],
+        compute: Callable[[list[DataFile]], dict[str, str]],
+        size: int | None = None,
+    ) -> Iterator[dict[str, str]]:
+        """The offline profiles of `files` (path -> text), `size` files at a time in their
+        order (None: all at once): a caller that keeps only what it needs of each chunk holds
+        at most `size` profiles, however large the lake. Each chunk's missing profiles are
+        made by `compute(missing_files)` and stored before the chunk is given."""
         version = profiler_version()
-        keys = {f.path: f"catalog/profiles/{f.sha256}/{_short(f.path, version)}.txt" for f in files}
-        found = self._read_many(keys.values())
-        missing = [f for f in files if keys[f.path] not in found]
-        fresh = compute(missing) if missing else {}
-        self.computed += len(fresh)
-        kept = {path: text for path, text in fresh.items() if not transient(path, text)}
-        self._write_many({keys[path]: text for path, text in kept.items()})
-        return {f.path: found.get(keys[f.path], fresh.get(f.path, "")) for f in files}
+        step = size or max(1, len(files))
+        for start in range(0, len(files), step):
+            chunk = files[start : start + step]
+            keys = {
+                f.path: f"catalog/profiles/{f.sha256}/{_short(f.path, version)}.txt" for f in chunk
+            }
+            found = self._read_many(keys.values())
+            missing = [f for f in chunk if keys[f.path] not in found]
+            fresh = compute(missing) if missing else {}
+            self.computed += len(fresh)
+            kept = {path: text for path, text in fresh.items() if not transient(path, text)}
+            self._write_many({keys[path]: text for path, text in kept.items()})
+            texts = {f.path: found.get(keys[f.path], fresh.get(f.path, "")) for f in chunk}
+            del found, fresh, kept  # not held while the caller reads this chunk
+            yield texts
 
     # -- analyzer records ------------------------------------------------------------------
 

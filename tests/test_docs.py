@@ -47,7 +47,7 @@ def commands(command, path=("dsstar",)):
 def help_options(path: tuple[str, ...]) -> set[str]:
     """The option names `dsstar ... --help` lists, from the app itself (in this process)."""
     done = CliRunner().invoke(
-        app, [*path[1:], "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"}
+        app, [*path[1:], "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": None}
     )
     assert done.exit_code == 0, done.output
     return options_in_help(done.output)

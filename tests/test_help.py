@@ -27,6 +27,15 @@ def command_paths(command, path=()):
 COMMANDS = list(command_paths(typer.main.get_command(app)))
 
 
+@pytest.fixture(autouse=True)
+def no_width_fixed_before(monkeypatch):
+    """typer fixes its help's width when it is first imported (TERMINAL_WIDTH), and dsstar's
+    main widens piped help: an earlier test in this process may have left either behind."""
+    import typer.rich_utils
+
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", None)
+
+
 def rendered(path, width):
     env = {"COLUMNS": str(width), "TERMINAL_WIDTH": None, "LINES": "50"}
     done = CliRunner().invoke(app, [*path, "--help"], env=env)

@@ -131,3 +131,13 @@ def test_a_replay_names_the_first_changed_line_a_missing_round_and_the_answer(tm
     assert compared["answer"]["change"] == (
         "was 'Northeast, Ada Park' (verified), now no answer (failed): no reply"
     )
+
+
+def test_a_label_travels_in_its_header_as_ascii_and_comes_back_whole():
+    # a label names a file, whose name may be any text, or not even UTF-8 (a lone surrogate)
+    from dsstar.model.recorded import call_header, call_label
+
+    for label in ("coder r01", "analyzer é ✓ 😀/x 100%.csv", "analyzer f\udcae\xc8$.csv"):
+        header = call_header(label)
+        header.encode("ascii")
+        assert call_label(header) == label

@@ -24,7 +24,14 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError  # noqa: E402
 from dsstar.model.caching import cache_marked, cached_tokens, reasoning_of  # noqa: E402
 from dsstar.model.config import LLMConfig  # noqa: E402
-from dsstar.model.recorded import CALL_HEADER, PROVIDER, recorded_location, recording  # noqa: E402
+from dsstar.model.recorded import (  # noqa: E402
+    CALL_HEADER,
+    PROVIDER,
+    call_header,
+    call_label,
+    recorded_location,
+    recording,
+)
 from dsstar.text import clean  # noqa: E402
 
 __all__ = [
@@ -86,7 +93,7 @@ def _recorded_provider(litellm: Any) -> Any:
     class RecordedProvider(CustomLLM):  # type: ignore[misc]
         def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
             headers = kwargs.get("headers") or {}
-            label = headers.get(CALL_HEADER)
+            label = call_label(headers.get(CALL_HEADER) or "")
             if not label:
                 raise CustomLLMError(400, f"a recorded reply is looked up by {CALL_HEADER}")
             try:
@@ -255,7 +262,7 @@ def complete(
     agent, the run and the call's `label` (its round and agent) as headers."""
     headers = {"X-DSStar-Agent": agent, "X-DSStar-Run": run_id}
     if label:
-        headers[CALL_HEADER] = label
+        headers[CALL_HEADER] = call_header(label)
     kwargs: dict[str, Any] = {
         "model": config.model,
         # A prompt may quote file names or data that cannot be encoded; send what can be.

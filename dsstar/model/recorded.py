@@ -28,6 +28,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from urllib.parse import quote, unquote
 
 import fsspec
 import yaml
@@ -37,6 +38,8 @@ from dsstar.errors import ConfigError
 
 __all__ = [
     "CALL_HEADER",
+    "call_header",
+    "call_label",
     "PROVIDER",
     "Recording",
     "RecordedReply",
@@ -46,8 +49,19 @@ __all__ = [
 ]
 
 PROVIDER = "recorded"
-# The header that names a request's label (its round and agent); every request carries it.
+# The header that names a request's label (its round and agent); every request carries it,
+# percent-encoded: a label may name a file whose name is not ASCII, or not even UTF-8.
 CALL_HEADER = "X-DSStar-Call"
+
+
+def call_header(label: str) -> str:
+    """`label` as the value of CALL_HEADER (an HTTP header holds ASCII only)."""
+    return quote(label.encode("utf-8", "surrogatepass"), safe=" ()/,:;=_-.")
+
+
+def call_label(header: str) -> str:
+    """The label a CALL_HEADER value names."""
+    return unquote(header, errors="surrogatepass")
 
 
 @dataclass(frozen=True)

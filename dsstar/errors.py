@@ -15,6 +15,8 @@
     ├── SlotWaitError            no shared concurrency slot came free within DSSTAR_SLOT_WAIT
     ├── OverBudget               the next model call would pass the run's ceiling
     ├── CrashLoop                a run crashed its worker more often than it may be resumed
+    ├── RunEnded                 a run ended without an answer (failed, over budget, stopped by
+    │                            a person); carries the run's result
     └── AgentError               an agent's replies never became usable (e.g. no plan step)
 
     Interrupted                  SIGINT or SIGTERM asked a command to stop (a BaseException,
@@ -36,6 +38,7 @@ __all__ = [
     "DataError",
     "ForbiddenError",
     "Interrupted",
+    "RunEnded",
     "LLMError",
     "LLMFatalError",
     "LLMTransientError",
@@ -124,6 +127,19 @@ class OverBudget(DSStarError):
 class CrashLoop(DSStarError):
     """A flow run crashed its worker more times than DSSTAR_MAX_CRASH_RETRIES allows it to be
     resumed after a crash; it fails instead of landing on the next worker."""
+
+
+class RunEnded(DSStarError):
+    """A run ended without an answer: `result` is its result (`dsstar run --json`). It is the
+    data of the Failed or Cancelled state its flow run ends in, so that calling the flow
+    raises it, named by its one-line reason, and a reader of the state finds the result."""
+
+    def __init__(self, message: str, result: dict) -> None:
+        super().__init__(message, result)
+        self.result = result
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 class Interrupted(BaseException):

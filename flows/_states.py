@@ -3,8 +3,9 @@
 What the UI, automations and dashboards see follows the run's outcome (`status` in
 run.json): an answer is Completed; `failed` is Failed with its reason; `over_budget` is
 Failed under its own name (OverBudget) with what was spent; a person's stop is Cancelled.
-Each of these states carries the run's result (`dsstar run --json`) as its data, so the CLI,
-the nightly batch and the benchmark read it from any of them. The UI's Retry on a Failed
+Each of these states carries the run's result (`dsstar run --json`) as its data (in a
+`RunEnded` error for Failed and Cancelled, which calling the flow raises), so the CLI, the
+nightly batch and the benchmark read it from any of them. The UI's Retry on a Failed
 run schedules the same flow run again, which resumes the same run id (see docs/operations.md).
 
 A run whose process was killed reports nothing: its flow run would stay Running forever.
@@ -24,6 +25,7 @@ from prefect.client.schemas.objects import State
 from prefect.states import Cancelled, Crashed, Failed
 
 from dsstar.algorithm.verdict import ANSWERED, Status
+from dsstar.errors import RunEnded
 from dsstar.text import clean
 
 __all__ = ["OVER_BUDGET_STATE", "final_state", "mark_crashed", "one_line"]
@@ -50,11 +52,12 @@ def final_state(result: dict[str, Any]) -> dict[str, Any] | State:
     if status == Status.STOPPED:
         rounds = result.get("rounds") or 0
         message = f"stopped by a person after round {rounds - 1:02d}" if rounds else "stopped"
-        return Cancelled(message=message, data=result)
+        return Cancelled(message=message, data=RunEnded(message, result))
     if status == Status.OVER_BUDGET:
         message = one_line(result.get("error"), "over budget")
-        return Failed(name=OVER_BUDGET_STATE, message=message, data=result)
-    return Failed(message=one_line(result.get("error"), f"the run ended {status}"), data=result)
+        return Failed(name=OVER_BUDGET_STATE, message=message, data=RunEnded(message, result))
+    message = one_line(result.get("error"), f"the run ended {status}")
+    return Failed(message=message, data=RunEnded(message, result))
 
 
 def mark_crashed(flow_run_id: str | UUID, reason: str) -> bool:

@@ -19,7 +19,7 @@ from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot, open_data
-from dsstar.errors import OverBudget, UsageError
+from dsstar.errors import OverBudget, RunEnded, UsageError
 from dsstar.execution import scratch
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import RunForm, explain
@@ -203,6 +203,8 @@ def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
         return run_result(record, store.uri(f"runs/{run_id}"))
     if isinstance(value, dict):
         return value
+    if isinstance(value, RunEnded):  # failed, over budget or stopped: the run's own result
+        return value.result
     return state.result()  # raises the run's error
 
 

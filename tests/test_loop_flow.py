@@ -11,6 +11,7 @@ import pytest
 from fake_llm import text_of
 from scenarios import ANSWER, two_rounds
 
+from dsstar.errors import RunEnded
 from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
@@ -55,9 +56,9 @@ def test_accept_finalizes_the_current_plan(env, llm, sales):
 def test_stop_ends_the_run_without_an_answer_keeping_its_rounds(env, llm, sales):
     folder = answered(env, "t-stopped", "stop")
     two_rounds(llm)
-    result = ds_star(
-        question=QUESTION, data=str(sales), run_id="t-stopped", options={"ask_human": True}
-    )
+    with pytest.raises(RunEnded, match="stopped by a person after round 00") as ended:
+        ds_star(question=QUESTION, data=str(sales), run_id="t-stopped", options={"ask_human": True})
+    result = ended.value.result
 
     assert result["status"] == "stopped" and result["answer"] is None
     assert result["rounds"] == 1 and llm.calls("finalyzer") == []

@@ -4,6 +4,7 @@ unused, and how the run's ceiling (the real meter) bounds calls in flight togeth
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,9 @@ class Scripted:
     noted in `events`. With `meet`, round NN's verifier, router and planner (rNN+1) each
     wait, on their first asking, until the other two have been asked: if they were asked
     one after another the run would fail (BrokenBarrierError), never pass by chance. With a
-    `ceiling`, every call holds a fixed bound on the real meter and spends `spend` tokens."""
+    `ceiling`, every call holds a fixed bound on the real meter and spends `spend` tokens; a
+    round's calls come to the meter in the order they are asked (verifier, router, planner),
+    as their requests leave in that order, so which one a tight ceiling refuses is known."""
 
     replies: dict[str, list[str]]
     meet: bool = False
@@ -52,18 +55,50 @@ class Scripted:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _met: set[str] = field(default_factory=set)
     _barriers: dict[str, threading.Barrier] = field(default_factory=dict)
+    _came: dict[str, threading.Event] = field(default_factory=dict)  # label -> at the meter
 
     def ask(self, agent: str, label: str, messages: list[Message]) -> str:
         self._meet(label)
         if self.ceiling is None:
             return self._reply(agent, label, messages)
-        with self.meter.hold(self.ceiling, Estimate(100, None), label):
+        self._came_after(self._before(label))
+        try:
+            holding = self.meter.hold(self.ceiling, Estimate(100, None), label)
+            holding.__enter__()
+        finally:
+            self._came_at(label)
+        with contextlib.ExitStack() as stack:
+            stack.push(holding)
             with self._lock:
                 self.most_held = max(self.most_held, self.meter.tokens + self.meter._held_tokens)
             text = self._reply(agent, label, messages)
             self.meter.charge({"label": label, "request": prompt_hash(messages),
                                "input_tokens": self.spend, "output_tokens": 0})  # fmt: skip
             return text
+
+    @staticmethod
+    def _before(label: str) -> str | None:
+        """The call asked just before `label` in a round asked at once."""
+        agent, _, rest = label.partition(" r")
+        if "#" in rest or not rest.isdigit():
+            return None
+        number = int(rest)
+        if agent == "router":
+            return f"verifier r{number:02d}"
+        if agent == "planner" and number > 0:
+            return f"router r{number - 1:02d}"
+        return None
+
+    def _event(self, label: str) -> threading.Event:
+        with self._lock:
+            return self._came.setdefault(label, threading.Event())
+
+    def _came_at(self, label: str) -> None:
+        self._event(label).set()
+
+    def _came_after(self, label: str | None) -> None:
+        if label is not None:
+            self._event(label).wait(timeout=30)
 
     def _reply(self, agent: str, label: str, messages: list[Message]) -> str:
         with self._lock:

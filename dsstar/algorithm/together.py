@@ -75,7 +75,9 @@ def judge(
             pool, AgentCalls(planner, budget).plan_next, following, question, files, plan, output
         )
     agents = AgentCalls(calls, budget)
-    verdict, reply = verifying.result()
+    verdict, reply = _needed(verifying) or agents.verify(
+        label, question, plan, script, files
+    )  # fmt: skip
     if verdict.sufficient:
         return Judged(verdict, reply, unused=(*router.asked, *planner.asked))
     route = _needed(routing) or agents.route(label, question, plan, output, files)

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from artifact_cards import artifacts_tab
 from conftest import EXAMPLE, REPO, require_binary
 from fake_llm import Error, FakeLLM, text_of
 from prefect import get_client
@@ -168,38 +169,10 @@ def test_on_demand_run_from_the_api_stores_artifacts_and_ledger_rows(served, on_
     assert {f"{run_id}-round-00", f"{run_id}-round-01", f"{run_id}-rounds"} <= keys
 
     # The UI: the flow run's page in headless Chromium shows the run's artifacts.
-    page_text = screenshot_artifacts_tab(flow_run.id, tmp_path / "flow-run.png")
+    page_text = artifacts_tab(flow_run.id, tmp_path / "flow-run.png")
     assert run_id in page_text
     assert f"{run_id}-round-01" in page_text and f"{run_id}-rounds" in page_text
     assert (tmp_path / "flow-run.png").stat().st_size > 10_000
-
-
-def screenshot_artifacts_tab(flow_run_id, path: Path) -> str:
-    """Open the flow run's page in headless Chromium, show its Artifacts tab, screenshot it
-    and return the rendered text."""
-    from playwright.sync_api import sync_playwright
-
-    chromium = require_binary(CHROMIUM, "chromium")
-    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
-    flags = [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ]
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=flags)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
-        page.get_by_text("Artifacts", exact=True).first.click(timeout=30_000)
-        page.get_by_text("MARKDOWN").first.wait_for(timeout=30_000)
-        page.screenshot(path=str(path), full_page=True)
-        text = page.inner_text("body")
-        browser.close()
-    return text
 
 
 def open_page(url: str, path: Path, wait_for: str) -> str:

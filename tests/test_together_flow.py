@@ -6,6 +6,7 @@ are stored with their round, and a resumed run asks none of them again."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dsstar.model.recorded import call_label
 from fake_llm import Error, FakeLLM, text_of
 from scenarios import (
     ANSWER,
@@ -40,7 +42,8 @@ STEPS = [
 
 
 @pytest.fixture
-def together(env, monkeypatch):
+def together(env, monkeypatch, fresh_limits):
+    """Rounds asked at once, on limits no earlier test's killed run still holds slots of."""
     monkeypatch.setenv("DSSTAR_PARALLEL_ROUNDS", "true")
     return env
 
@@ -57,28 +60,31 @@ def dsstar(*args: str) -> subprocess.CompletedProcess:
 
 def slow_model(llm: FakeLLM) -> None:
     """Every reply of the rounds after DELAY, the arrival of each request noted on it. The
-    model also waits, up to PATIENCE, for the three requests a round may send together (a
-    verdict, a route, the next step) to be there before it answers any of them: a loaded
-    machine may start them apart, but only calls made one after another never meet."""
-    gathered, met = threading.Condition(), []
-    planners = []
+    model also waits, up to PATIENCE, for the three requests a round may send together (the
+    verdict and route of round N, the step for round N+1, known by their call labels) to be
+    there before it answers any of them: a loaded machine may start them apart, but only
+    calls made one after another never meet. Gathering by label, not by count, keeps a
+    retried request from being counted twice."""
+    gathered, met = threading.Condition(), {}
 
-    def together(request: dict[str, Any]) -> bool:
-        if request["agent"] == "planner":  # not the first step, nor the one after a backtrack
-            planners.append(request)
-            return len(planners) > 1 and "Step 2 is wrong!" not in text_of(request)
-        return request["agent"] in ("verifier", "router")
+    def trio_of(request: dict[str, Any]) -> int | None:
+        agent, _, label = call_label(request["headers"].get("x-dsstar-call", "")).partition(" ")
+        number = int(label[1:]) if re.fullmatch(r"r\d+", label) else None
+        if agent in ("verifier", "router") and number is not None:
+            return number
+        # The next step asked with a verdict (not the first step, nor the one a backtrack asks).
+        if agent == "planner" and number and "Step 2 is wrong!" not in text_of(request):
+            return number - 1
+        return None
 
     def wait(request: dict[str, Any]) -> None:
         request["arrived"] = time.monotonic()
-        if request["agent"] == "analyzer":
-            return
-        with gathered:
-            if together(request):
-                met.append(request)
+        trio = trio_of(request)
+        if trio is not None:
+            with gathered:
+                met.setdefault(trio, set()).add(request["agent"])
                 gathered.notify_all()
-                trio = 3 * ((len(met) - 1) // 3 + 1)
-                gathered.wait_for(lambda: len(met) >= trio, timeout=PATIENCE)
+                gathered.wait_for(lambda: len(met[trio]) == 3, timeout=PATIENCE)
         time.sleep(DELAY)
 
     llm.intercept(wait)

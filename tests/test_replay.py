@@ -96,6 +96,8 @@ def test_the_demo_answers_with_its_recorded_replies_and_says_where_to_look(env, 
     from prefect.client.schemas.filters import (
         ArtifactFilter,
         ArtifactFilterKey,
+        FlowRunFilter,
+        FlowRunFilterId,
         LogFilter,
         LogFilterFlowRunId,
     )
@@ -104,6 +106,7 @@ def test_the_demo_answers_with_its_recorded_replies_and_says_where_to_look(env, 
 
     keyless = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
     keyless["PREFECT_LOGGING_LEVEL"] = "INFO"  # the suite's WARNING would drop the Logs tab's
+    keyless.pop("DSSTAR_PARALLEL_ROUNDS")  # a newcomer's default: a round's calls asked at once
     done = dsstar("demo", env=keyless)
     assert done.returncode == 0, done.stderr
     assert not llm.requests  # DSSTAR_API_BASE points at the model server: never asked
@@ -130,6 +133,11 @@ def test_the_demo_answers_with_its_recorded_replies_and_says_where_to_look(env, 
         assert "**Replies: recorded**" in card.data
         flow_run = client.read_flow_run(record["flow_run_id"])
         assert flow_run.state.is_completed() and "recorded-replies" in flow_run.tags
+        # Every call the run made had its reply recorded, those asked beside a verdict too:
+        # the UI shows no failed task.
+        this_run = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
+        tasks = client.read_task_runs(flow_run_filter=this_run)
+        assert tasks and not [t.name for t in tasks if t.state.is_failed()]
         deadline = time.monotonic() + 30  # the server stores logs in batches, a little later
         while True:
             lines = [log.message for log in client.read_logs(log_filter=only_this_run)]

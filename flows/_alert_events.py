@@ -26,11 +26,12 @@ from dsstar.data.contracts import contract_key
 from dsstar.inputs.questions import Question
 from dsstar.locations import normalize_location
 from dsstar.records.ledger import question_key
-from dsstar.records.record import changed_outputs
+from dsstar.records.record import changed_outputs, total_cost
 from dsstar.storage import Store
+from dsstar.text import money
 from flows.alerts import ANSWER_CHANGED, BUDGET_REACHED, CONTRACT_BROKEN, DELIVERABLE_CHANGED
 
-__all__ = ["announce_night"]
+__all__ = ["announce_night", "spent"]
 
 _MOST = 2000  # characters of an answer or an observed value carried by an event
 _MOST_FAILURES = 20  # expectations listed per file; the run's artifact has them all
@@ -78,8 +79,6 @@ def _emit_budget(batch: str, results: Sequence[dict[str, Any]]) -> None:
     skipped = [r for r in results if r.get("status") == "skipped"]
     if not stopped and not skipped:
         return
-    cost = sum(r.get("cost_usd") or 0.0 for r in results)
-    tokens = sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in results)
     emit_event(
         BUDGET_REACHED,
         id=_event_id(batch, BUDGET_REACHED),
@@ -90,7 +89,7 @@ def _emit_budget(batch: str, results: Sequence[dict[str, Any]]) -> None:
         related=_question_run(stopped[0]) if stopped else [],
         payload={
             "batch": batch,
-            "spent": f"${cost:.4f}, {tokens:,} tokens (questions; the shared analysis aside)",
+            "spent": spent(results),
             "over_budget": "; ".join(str(r.get("question")) for r in stopped) or "none",
             "skipped": "; ".join(str(r.get("question")) for r in skipped) or "none",
             "error": (stopped or skipped)[0].get("error"),
@@ -98,15 +97,20 @@ def _emit_budget(batch: str, results: Sequence[dict[str, Any]]) -> None:
     )
 
 
+def spent(results: Sequence[dict[str, Any]]) -> str:
+    """What the batch's questions spent, as the CLI says it: `unknown` cost when a question
+    that asked a model has none (a model without a price), never a part passed for the whole."""
+    costs = [r.get("cost_usd") for r in results if r.get("llm_calls")]
+    cost = total_cost(costs) if costs else 0.0
+    tokens = sum((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0) for r in results)
+    return f"{money(cost)}, {tokens:,} tokens (questions; the shared analysis aside)"
+
+
 def _emit_changed(question: Question, result: dict[str, Any], was: str, now: str) -> None:
-    key = question_key(question.question, question.guidelines)
     emit_event(
         ANSWER_CHANGED,
         id=_event_id(result.get("run_id"), ANSWER_CHANGED, now),
-        resource={
-            "prefect.resource.id": f"dsstar.question.{key}",
-            "prefect.resource.name": question.question[:200],
-        },
+        resource=_question(question),
         related=_question_run(result),
         payload={
             "question": question.question,
@@ -123,15 +127,11 @@ def _emit_changed(question: Question, result: dict[str, Any], was: str, now: str
 def _emit_delivered(
     question: Question, result: dict[str, Any], previous_run: str, changed: list[str]
 ) -> None:
-    key = question_key(question.question, question.guidelines)
     outputs = result.get("outputs") or []
     emit_event(
         DELIVERABLE_CHANGED,
         id=_event_id(result.get("run_id"), DELIVERABLE_CHANGED, *changed),
-        resource={
-            "prefect.resource.id": f"dsstar.question.{key}",
-            "prefect.resource.name": question.question[:200],
-        },
+        resource=_question(question),
         related=_question_run(result),
         payload={
             "question": question.question,
@@ -190,6 +190,13 @@ def _emit_broken(root: str, path: str, broken: dict[str, Any], store: Store) -> 
             "run_id": broken["result"].get("run_id"),
         },
     )
+
+
+def _question(question: Question) -> dict[str, str]:
+    """The resource a question's events are about: the same question over every night."""
+    key = question_key(question.question, question.guidelines)
+    return {"prefect.resource.id": f"dsstar.question.{key}",
+            "prefect.resource.name": question.question[:200]}  # fmt: skip
 
 
 def _question_run(result: dict[str, Any]) -> list[dict[str, str]]:

@@ -80,8 +80,11 @@ REPLIES = Path(__file__).parent / "dacode_replies"
 #   question's spelling and DA-Code matches keys exactly;
 # - ml-binary-016: the F1 upper bound is 1.0 (perfect predictions); a gradient-boosted
 #   model reaches about 0.80, half-way between the bounds;
-# - ml-competition-006: the quadratic weighted kappa needs predictions spanning the gold's
-#   range (3..8); rounded regression predictions do not reach the rare grades.
+# - ml-competition-006: the upper bound, a quadratic weighted kappa of 0.597, is the
+#   competition's best; grades matched to the training distribution reach about 0.55
+#   (rounded regression scores never predict the rare 3s and 8s, which DA-Code scores 0).
+# Both score between their bounds: half-way, about 0.5.
+PARTIAL = ["ml-binary-016", "ml-competition-006"]
 SCORES_ONE = ["data-sa-001", "di-text-001", "dm-csv-001", "dm-csv-010", "dm-csv-050",
               "ml-cluster-002", "ml-cluster-013", "ml-regression-011", "plot-bar-004"]  # fmt: skip
 
@@ -134,8 +137,10 @@ def test_bench_run_dacode_whole_slice_with_chat_style_replies(env, llm, tmp_path
     assert result["tasks"] == 14
     rows = {r["task_id"]: r for r in json.loads((out / "scores.json").read_text())["tasks"]}
     assert {t: rows[t]["score"] for t in SCORES_ONE} == dict.fromkeys(SCORES_ONE, 1.0)
+    assert all(0.3 < rows[t]["score"] < 0.7 for t in PARTIAL), {t: rows[t] for t in PARTIAL}
     by_category = result["summary"]["by_category"]
-    for category in ("data-sa", "di-text", "dm-csv", "ml-cluster", "ml-regression", "plot-bar"):
+    for category in ("data-sa", "di-text", "dm-csv", "ml-binary", "ml-cluster", "ml-competition",
+                     "ml-regression", "plot-bar"):  # fmt: skip
         assert by_category[category]["score"] > 0, category
     chart = out / "answers" / "plot-bar-004" / "dabench" / "plot.json"
     assert json.loads(chart.read_text())["graph_title"] == "Sex vs Pclass Survival Comparison"

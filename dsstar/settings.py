@@ -193,6 +193,7 @@ class Settings(BaseSettings):
         description="First of the 256 host uids that generated scripts run as when dsstar is"
         " root. Containers without a user namespace share the host's uids, and a dsstar on the"
         " host sees (and kills) the processes of its own range: the image uses another.",
+        json_schema_extra={"cap": False},  # a range, not a bound: guarded (inputs/trust.py)
     )
     exec_cpu_seconds: float | None = Field(
         None, gt=0, description="CPU seconds per script process (default: exec timeout + 2)."

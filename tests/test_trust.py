@@ -53,6 +53,8 @@ def test_guarded_settings_are_refused_unless_the_worker_allows_them(worker):
         {"storage": "/etc"},
         {"work_dir": "/root"},
         {"dask_address": "tcp://10.0.0.5:8786"},
+        {"exec_uid_base": 1_300_000},  # another process's range, higher or lower
+        {"exec_uid_base": 100_000},
     ):
         with pytest.raises(ForbiddenError, match="DSSTAR_FORM_ALLOW=" + next(iter(chosen))):
             trust.check_form(chosen, Settings())
@@ -73,6 +75,7 @@ def test_what_the_worker_uses_anyway_and_harmless_settings_pass(worker):
         "storage": "/srv/runs/",
         "max_rounds": 3,
         "exec_timeout": 10.0,
+        "exec_uid_base": 1_200_000,  # the worker's own range
     }
     trust.check_form(harmless, Settings())
     worker.setenv("DSSTAR_SANDBOX", "none")  # a container that is its own isolation

@@ -56,6 +56,8 @@ __all__ = [
 # Each guarded setting and what a form choosing it could do with the worker's authority.
 GUARDED = {
     "sandbox": "runs generated code without isolation, as the worker's user",
+    "exec_uid_base": "runs generated code as uids that another dsstar process on this host"
+    " may run its scripts as, and whose processes each then kills",
     "api_base": "sends the worker's model key and the prompts to another server",
     "embedding_api_base": "sends the worker's embedding key and file texts to another server",
     "model": "routes prompts (and that provider's key) to a provider the worker does not use",

@@ -6,8 +6,8 @@ are stored with their round, and a resumed run asks none of them again."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dsstar.model.recorded import call_label
 from fake_llm import Error, FakeLLM, text_of
 from scenarios import (
     ANSWER,
@@ -28,6 +27,8 @@ from scenarios import (
     describe_script,
     fence,
 )
+
+from dsstar.model.recorded import call_label
 
 pytestmark = pytest.mark.slow
 

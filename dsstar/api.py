@@ -2,6 +2,7 @@
 notebook or a script.
 
     ask(question, data, **settings)   one run of the ds-star flow in this process -> Answer
+                                      (on_event=: a handler given each `dsstar.events` event)
     describe(data, **settings)        every file's description  -> list[FileDescription]
     runs(limit=20, storage=...)       recent runs, newest first  -> list[RunSummary]
 
@@ -29,15 +30,17 @@ import functools
 import inspect
 import logging
 import os
+import threading
 import warnings
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from dsstar.errors import DSStarError, LLMFatalError, UsageError
+from dsstar.events import Event
 from dsstar.results import Answer, FileDescription, RunSummary
 from dsstar.settings import Settings
 from dsstar.text import clean
@@ -91,6 +94,7 @@ def ask(
     guidelines: str = "",
     run_id: str | None = None,
     verbose: bool | int = False,
+    on_event: Callable[[Event], object] | None = None,
     **settings: Any,
 ) -> Answer:
     """Answer `question` from the files under `data` (a folder, a file or an s3:// URL) with
@@ -100,6 +104,11 @@ def ask(
     It prints and logs nothing: the run's log lines go to the Prefect API (the UI's Logs tab)
     only. `verbose=True` shows them on the console too, as `dsstar run --verbose` does; a
     logging level (`verbose=logging.WARNING`) shows those of that level and above.
+
+    `on_event` is called with each event of the run as it happens, a typed record of
+    `dsstar.events` (`Analyzed`, `LLMCall`, `LLMReplied`, `RoundDone`, ...), in order and
+    one at a time, from the thread that emits it: keep it quick, and match the kinds it
+    wants by class. An exception it raises is logged and does not stop the run.
 
     Example: dsstar.ask("Which region had the highest revenue?", "examples/sales")
     """
@@ -114,7 +123,7 @@ def ask(
     from flows import run_console
 
     level = (logging.INFO if verbose else None) if isinstance(verbose, bool) else int(verbose)
-    result, error = run_prepared(prepared, lambda: run_console(level))
+    result, error = run_prepared(prepared, lambda: _following(run_console(level), on_event))
     if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
         raise error
     return Answer.from_result(result)
@@ -327,6 +336,33 @@ def _settings(name: Namer, **values: Any) -> Settings:
         return RunOptions(**{k: v for k, v in values.items() if v is not None}).settings()
     except ValidationError as exc:
         raise UsageError(explain(exc, name)) from exc
+
+
+@contextmanager
+def _following(
+    around: AbstractContextManager[Any], on_event: Callable[[Event], object] | None
+) -> Iterator[None]:
+    """Inside `around`, `on_event` hears every progress event of this process (see `ask`)."""
+    with around:
+        if on_event is None:
+            yield
+            return
+        from dsstar import progress
+
+        lock = threading.Lock()  # the run's threads emit at once: the handler hears one at a time
+
+        def heard(event: Event) -> None:
+            with lock:
+                try:
+                    on_event(event)
+                except Exception:  # a watcher's mistake is no reason to fail the run
+                    logging.getLogger("dsstar.api").exception("on_event failed on %r", event)
+
+        stop = progress.listen(heard)
+        try:
+            yield
+        finally:
+            stop()
 
 
 def _quiet_prefect() -> None:

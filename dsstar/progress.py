@@ -1,18 +1,20 @@
 """In-process progress events, so a front end (the CLI's live display) can follow a run.
 
-The flow and its tasks call `emit`; listeners run in the emitting thread and must be quick.
-Nothing is emitted anywhere else: a run on a worker with no listener costs nothing.
+The flow and its tasks call `emit` with a typed event (`dsstar.events`); listeners run in the
+emitting thread and must be quick. Nothing is emitted anywhere else: a run on a worker with no
+listener costs nothing.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+
+from dsstar.events import Event
 
 __all__ = ["Listener", "emit", "listen"]
 
-Listener = Callable[[dict[str, Any]], None]
+Listener = Callable[[Event], None]
 _listeners: list[Listener] = []
 _lock = threading.Lock()
 
@@ -30,9 +32,9 @@ def listen(listener: Listener) -> Callable[[], None]:
     return stop
 
 
-def emit(event: str, **data: Any) -> None:
-    """Tell every listener about `event` (e.g. "llm", "round", "stage")."""
+def emit(event: Event) -> None:
+    """Tell every listener about `event` (e.g. `LLMCall`, `RoundDone`)."""
     with _lock:
         listeners = list(_listeners)
     for listener in listeners:
-        listener({"event": event, **data})
+        listener(event)

@@ -18,6 +18,7 @@ from dsstar.algorithm.likeness import Plan, batch_size, shares_script
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.errors import OverBudget
+from dsstar.events import AnalysisStarted, FileAnalyzed, Unprofiled
 from dsstar.model.ceiling import meter
 from dsstar.model.llm import preload
 from tasks.analysis import analysis_task, describe_members
@@ -38,10 +39,10 @@ def analyze_files(
     files, results, misses = known_analyses(spec, source, fresh)
     if misses:
         preload()  # litellm's import overlaps the profiling and the first analyses
-    progress.emit("stage", name="analyze", total=len(files), cached=len(results))
+    progress.emit(AnalysisStarted(total=len(files), cached=len(results)))
     plan = analysis_plan(spec, source, files, results, misses)
     if plan.unprofiled:  # each is analyzed alone: said, never billed silently
-        progress.emit("unprofiled", count=len(plan.unprofiled), reasons=plan.unprofiled)
+        progress.emit(Unprofiled(plan.unprofiled))
     window, spec_dict = _window(spec), asdict(spec)
     done = _Counter(len(misses))
     analyze = analysis_task(spec)
@@ -124,7 +125,7 @@ class _Counter:
 
     def step(self, count: int = 1) -> None:
         for _ in range(count):
-            progress.emit("analyzed", done=next(self._next), total=self.total)
+            progress.emit(FileAnalyzed(done=next(self._next), total=self.total))
 
 
 def _bounded(

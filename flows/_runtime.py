@@ -14,6 +14,16 @@ from dsstar.algorithm.runtime import Round, Script, Solved
 from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Verdict
 from dsstar.data.sources import DataSource
+from dsstar.events import (
+    Analyzed,
+    Event,
+    HumanAnswered,
+    HumanAsked,
+    Retrieved,
+    Reused,
+    RoundDone,
+    details,
+)
 from dsstar.records.record import (
     guidance_key,
     guidance_objects,
@@ -61,15 +71,17 @@ class FlowRuntime(TaskCalls):
     def note(self, **fields: Any) -> None:
         self.run.note(**fields)
 
-    def say(self, event: str, **details: Any) -> None:
-        if event == "reused":
-            story.reused(details["previous_run"])
-        elif event == "analyzed":
-            story.analyzed(details["files"], self.run_id)
-        elif event == "retrieved":
-            story.retrieved(details["paths"], details["total"])
-        else:  # a line the story has no words of its own for
-            story.say("%s: %s", event, details, level=logging.INFO)
+    def say(self, event: Event) -> None:
+        match event:
+            case Reused(previous_run=previous_run):
+                story.reused(previous_run)
+            case Analyzed(files=files):
+                story.analyzed(files, self.run_id)
+            case Retrieved(paths=paths, total=total):
+                story.retrieved(paths, total)
+            case _:  # a line the story has no words of its own for
+                story.say("%s: %s", type(event).__name__, details(event), level=logging.INFO)
+        progress.emit(event)  # the story is also progress: whoever follows the run hears it
 
     # -- steps 3 to 5 ------------------------------------------------------------------------
 
@@ -78,9 +90,7 @@ class FlowRuntime(TaskCalls):
         publish_round(self.run_id, item, uris[1])  # uris[1]: the round's code.py
         publish_rounds_table(self.run_id, self.run.rounds)
         story.round_done(round.number, round.plan, round.verdict.sufficient, round.script.result.ok)
-        progress.emit(
-            "round", number=round.number, sufficient=round.verdict.sufficient, **self.run.totals()
-        )
+        progress.emit(RoundDone(round.number, round.verdict.sufficient, **self.run.totals()))
 
     def record_route(self, number: int, route: Route) -> None:
         plan = self.run.rounds[-1]["plan"] if self.run.rounds else []
@@ -106,7 +116,7 @@ class FlowRuntime(TaskCalls):
         except FileNotFoundError:
             pass
         # The Prefect UI's form (the run pauses), or the terminal prompt of `dsstar run`.
-        progress.emit("human", round=checkpoint.round, timeout_s=self.settings.human_timeout)
+        progress.emit(HumanAsked(checkpoint.round, timeout_s=self.settings.human_timeout))
         guidance = ask_human(checkpoint, self.settings.human_timeout)
-        progress.emit("human_done", round=checkpoint.round, choice=str(guidance.choice))
+        progress.emit(HumanAnswered(checkpoint.round, choice=str(guidance.choice)))
         return guidance

@@ -25,6 +25,7 @@ from dsstar.algorithm.verdict import ANSWERED
 from dsstar.bench import BenchTask, agent_totals, get, score, table_rows, write_outputs
 from dsstar.bench.report import render_report
 from dsstar.errors import DSStarError
+from dsstar.events import BenchStarted, BenchTaskDone
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
 from dsstar.inputs.questions import Question
 from dsstar.records.ledger import Ledger
@@ -117,7 +118,7 @@ def ds_star_bench(
             }
         else:
             pending.append(task)
-    progress.emit("bench_start", total=len(specs), done=len(outcomes))
+    progress.emit(BenchStarted(total=len(specs), done=len(outcomes)))
     for task in specs:
         if task.task_id in outcomes:
             _announce(suite, task, outcomes[task.task_id], judge, skipped=True)
@@ -215,12 +216,13 @@ def _task_score(suite: str, task: BenchTask, outcome: dict[str, Any], judge: Any
 
 def _announce(suite: str, task: BenchTask, outcome: dict, judge: Any, skipped: bool) -> None:
     progress.emit(
-        "bench_task",
-        task_id=task.task_id,
-        status=outcome["status"],
-        score=_task_score(suite, task, outcome, judge),
-        cost_usd=outcome.get("cost_usd") or 0.0,
-        skipped=skipped,
+        BenchTaskDone(
+            task_id=task.task_id,
+            status=outcome["status"],
+            score=_task_score(suite, task, outcome, judge),
+            cost_usd=outcome.get("cost_usd") or 0.0,
+            skipped=skipped,
+        )
     )
 
 

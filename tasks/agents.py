@@ -8,6 +8,7 @@ from typing import Any
 
 from dsstar import progress
 from dsstar.algorithm.spec import RunSpec
+from dsstar.events import Executing, LLMCall, LLMReplied
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.ceiling import meter
 from dsstar.model.llm import Message
@@ -48,7 +49,7 @@ class TaskCalls:
 
     def ask(self, agent: str, label: str, messages: list[Message]) -> str:
         label = clean(label)  # it names a task run; a file name in it may not be valid UTF-8
-        progress.emit("llm", agent=agent, label=label)
+        progress.emit(LLMCall(agent, label))
         reply = self._ask(
             label=label,
             agent=agent,
@@ -63,12 +64,12 @@ class TaskCalls:
         )
         meter(self.spec.run_id).charge(reply)
         self.replies.append(reply)
-        progress.emit("llm_done", **reply)
+        progress.emit(LLMReplied.from_reply(reply))
         return reply["text"]
 
     def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         label = clean(label)
-        progress.emit("execute", label=label)
+        progress.emit(Executing(label))
         return ExecResult.from_dict(
             self._execute(
                 label=label,

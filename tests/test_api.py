@@ -13,6 +13,16 @@ from scenarios import ANSWER, always_first_time, two_rounds
 
 import dsstar
 from dsstar.errors import RunIdInUse, UsageError
+from dsstar.events import (
+    AnalysisStarted,
+    Analyzed,
+    Event,
+    Executing,
+    LLMCall,
+    LLMReplied,
+    Retrieved,
+    RoundDone,
+)
 from dsstar.inputs import trust
 from dsstar.inputs.form import RunForm
 
@@ -69,6 +79,32 @@ def test_ask_answers_with_a_typed_answer_stored_and_listed_once_per_run(env, llm
     assert [(r.run_id, r.answer, r.status) for r in listed] == [(answer.run_id, ANSWER, "verified")]
     with pytest.raises(RunIdInUse, match=answer.run_id):  # as `dsstar run --run-id` refuses it
         dsstar.ask(QUESTION, sales, run_id=answer.run_id)
+
+
+def test_ask_hands_each_typed_event_to_on_event_in_order(env, llm, sales):
+    """The handler hears the run as it happens: the files analyzed, then the files shown to
+    the agents, then each round judged; every model call announced, then answered once."""
+    two_rounds(llm)
+    heard: list[Event] = []
+    answer = dsstar.ask(QUESTION, sales, max_rounds=5, on_event=heard.append)
+    assert answer.status == "verified" and all(isinstance(e, Event) for e in heard)
+
+    stages = (AnalysisStarted, Analyzed, Retrieved, RoundDone)
+    told = [e for e in heard if isinstance(e, stages)]
+    assert [type(e) for e in told] == [AnalysisStarted, Analyzed, Retrieved, RoundDone, RoundDone]
+    started, analyzed, retrieved, *rounds = told
+    files = {p.relative_to(sales).as_posix() for p in sales.rglob("*") if p.is_file()}
+    assert started.total == len(files) and {f["path"] for f in analyzed.files} == files
+    assert retrieved.total == len(files) and retrieved.paths
+    assert [(r.number, r.sufficient) for r in rounds] == [(0, False), (1, True)]
+    assert heard.index(rounds[0]) < heard.index(rounds[1]) < len(heard) - 1  # finalize after
+
+    asked = [e for e in heard if isinstance(e, LLMCall)]
+    replied = [e for e in heard if isinstance(e, LLMReplied)]
+    assert len(replied) == answer.llm_calls == len(llm.requests)
+    assert sorted(e.label for e in asked) == sorted(e.label for e in replied)
+    assert sum(e.input_tokens for e in replied) == answer.input_tokens
+    assert replied[-1].agent == "finalyzer" and isinstance(heard[-1], Executing)
 
 
 @pytest.mark.parametrize(

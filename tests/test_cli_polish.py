@@ -16,6 +16,7 @@ from conftest import REPO
 from scenarios import ANSWER, two_rounds
 
 import dsstar
+from dsstar.events import Event, HumanAnswered, HumanAsked, LLMCall, LLMReplied
 
 QUESTION = "Which region had the [bold]highest[/bold] revenue in 2024 H1, and who manages it?"
 
@@ -166,18 +167,18 @@ def test_progress_lines_in_a_log_and_the_runs_show_report(env, llm, tmp_path, sa
     assert report["figures"]["rounds"] == 2 and set(report["verdict_replies"]) == {"0", "1"}
 
 
-def _live_line(*events: tuple[str, dict]) -> str:
+def _live_line(*events: Event) -> str:
     from dsstar import progress
     from dsstar.cli._output import LiveProgress
 
     with LiveProgress(enabled=False) as live:
-        for kind, data in events:
-            progress.emit(kind, **data)
+        for event in events:
+            progress.emit(event)
         return live.line()
 
 
-def _call(cost: float | None) -> tuple[str, dict]:
-    return "llm_done", {"input_tokens": 100, "output_tokens": 20, "cost_usd": cost}
+def _call(cost: float | None) -> Event:
+    return LLMReplied("coder", "coder r00", "m", input_tokens=100, output_tokens=20, cost_usd=cost)
 
 
 def test_one_cost_figure_per_run_unknown_when_any_price_is():
@@ -197,9 +198,9 @@ def test_one_cost_figure_per_run_unknown_when_any_price_is():
 
 
 def test_the_live_line_follows_the_rounds_after_a_person_answers():
-    waiting = ("human", {"round": 0, "timeout_s": 60})
-    guided = ("human_done", {"round": 0, "choice": "guide"})
-    planner = ("llm", {"label": "planner r01"})
+    waiting = HumanAsked(round=0, timeout_s=60)
+    guided = HumanAnswered(round=0, choice="guide")
+    planner = LLMCall(agent="planner", label="planner r01")
     assert _live_line(waiting, planner).startswith("round 00 waiting for a person")
     line = _live_line(waiting, guided, planner)
     assert line.startswith("round 00 guided by a person · planner r01"), line

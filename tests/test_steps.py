@@ -15,6 +15,7 @@ from dsstar.algorithm.runtime import Solved
 from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataSource
+from dsstar.events import Analyzed, Retrieved, Reused
 from dsstar.execution import scratch
 from dsstar.settings import Settings
 
@@ -61,7 +62,7 @@ def test_files_are_described_then_shown_to_the_agents_through_every_round(
     assert set(described) == {"README.md", "orders_2024.csv", "regions.json"}
     assert all(a["source"] == "analyzer" for a in described.values())
     # Step 1 before step 2 before the rounds; every agent sees the descriptions.
-    assert [event for event, _ in rt.story] == ["analyzed", "retrieved"]
+    assert [type(event) for event in rt.story] == [Analyzed, Retrieved]
     assert rt.labels.index("planner r00") > rt.labels.index("analyzer orders_2024.csv")
     assert "file: orders_2024.csv" in text_of(llm.calls("planner")[0])
     assert sorted(rt.notes["files_considered"]) == [
@@ -94,7 +95,7 @@ def test_a_verified_solution_that_still_answers_is_reused(llm, settings, source)
     assert solution.reused_from == "earlier" and solution.status is Status.VERIFIED
     assert solution.plan == previous.plan and solution.final.result.stdout.strip() == ANSWER
     assert rt.labels == ["execute reuse", "verifier reuse"]  # no analysis, no rounds
-    assert rt.story == [("reused", {"previous_run": "earlier"})]
+    assert rt.story == [Reused(previous_run="earlier")]
 
 
 def test_a_rejected_solution_seeds_the_first_plan(llm, settings, source) -> None:

@@ -16,6 +16,7 @@ from test_ledger import database_url, record  # noqa: F401  (a fixture, used by 
 
 from dsstar.cli import _output
 from dsstar.errors import LLMFatalError
+from dsstar.events import LLMCall
 from dsstar.model.config import LLMConfig
 from dsstar.model.llm import complete
 from dsstar.records.ledger import Ledger
@@ -212,6 +213,6 @@ def test_json_report_stays_valid_json(monkeypatch, capsys) -> None:
 
 def test_live_progress_line_is_not_markup() -> None:
     progress = _output.LiveProgress(enabled=False)
-    progress._on_event({"event": "llm", "label": "analyzer data/[/x]\x1b[31m.csv"})
+    progress._on_event(LLMCall("analyzer", "analyzer data/[/x]\x1b[31m.csv"))
     text = progress.__rich__()
     assert "[/x]" in text.plain and "\x1b" not in text.plain

@@ -23,6 +23,7 @@ from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Verdict
 from dsstar.data.contracts import check_source
 from dsstar.data.sources import DataSource
+from dsstar.events import StoryEvent, details
 from dsstar.execution.sandbox import ExecResult, Limits, run_script
 from dsstar.model.config import LLMConfig
 from dsstar.model.llm import Message, complete
@@ -58,7 +59,7 @@ class LocalRuntime:
     checkpoints: list[Checkpoint] = field(default_factory=list)
     reuses: list[tuple[Script, Verdict, str]] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
-    story: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    story: list[StoryEvent] = field(default_factory=list)  # what `say` was told, in order
 
     @property
     def run_id(self) -> str:
@@ -122,9 +123,10 @@ class LocalRuntime:
     def note(self, **fields: Any) -> None:
         self.notes.update(fields)
 
-    def say(self, event: str, **details: Any) -> None:
-        self.story.append((event, details))
-        log.info("%s: %s", event, {k: v for k, v in details.items() if k != "files"})
+    def say(self, event: StoryEvent) -> None:
+        self.story.append(event)
+        told = {k: v for k, v in details(event).items() if k != "files"}
+        log.info("%s: %s", type(event).__name__.lower(), told)
 
     # -- steps 3 to 5 ------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from dsstar.algorithm.agents import PROMPT_OUTPUT_CHARS
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Checkpoint, Guidance
 from dsstar.algorithm.verdict import Verdict
+from dsstar.events import StoryEvent
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.llm import Message
 
@@ -68,9 +69,9 @@ class Runtime(Calls, Protocol):
         """Facts about the run for its record (run.json), e.g. the files the agents saw."""
         ...
 
-    def say(self, event: str, **details: Any) -> None:
-        """A line of the run's story for whoever watches it: "reused" (previous_run),
-        "analyzed" (files), "retrieved" (paths, total)."""
+    def say(self, event: StoryEvent) -> None:
+        """A line of the run's story for whoever watches it: `Reused`, `Analyzed` or
+        `Retrieved` (`dsstar.events`)."""
         ...
 
     def record_round(self, round: Round) -> None:

@@ -27,6 +27,7 @@ from dsstar.data.contracts import failed_paths
 from dsstar.data.retrieval import embedding_similarity
 from dsstar.data.sources import DataSource
 from dsstar.errors import OverBudget
+from dsstar.events import Analyzed, Retrieved, Reused
 from dsstar.model.llm import count_tokens
 from dsstar.settings import Settings
 
@@ -61,7 +62,7 @@ def solve(
     if previous and not contracts["failed"]:
         script = loop.reuse(rt, question, previous.plan, previous.solution, budget)
         if script:
-            rt.say("reused", previous_run=previous.run_id)
+            rt.say(Reused(previous.run_id))
             return Solution(Status.VERIFIED, previous.plan, script, reused_from=previous.run_id)
 
     # 1. Analyze every file; descriptions are cached by file content, except for files that
@@ -72,7 +73,7 @@ def solve(
         rt.record_analyses(exc.analyses)
         raise
     rt.record_analyses(analyses)
-    rt.say("analyzed", files=analyses)
+    rt.say(Analyzed(analyses))
 
     # 2. Retrieve: only the top-K descriptions go into the prompts, documentation files
     #    whole, all of them within the prompt's token budget.
@@ -110,5 +111,5 @@ def _problem(
         question, context, settings.context_tokens, lambda text: count_tokens(model, text)
     )
     rt.note(files_considered=[f.path for f in context], context_left_out=fitted.left_out)
-    rt.say("retrieved", paths=[f.path for f in context], total=len(files))
+    rt.say(Retrieved([f.path for f in context], total=len(files)))
     return Problem(question, guidelines, fitted.files, script_libraries(settings))

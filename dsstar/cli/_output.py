@@ -17,6 +17,18 @@ from rich.text import Text
 
 from dsstar.algorithm.verdict import verdict_label
 from dsstar.cli._app import console, err, plural
+from dsstar.events import (
+    AnalysisStarted,
+    Event,
+    FileAnalyzed,
+    HumanAnswered,
+    HumanAsked,
+    LLMCall,
+    LLMReplied,
+    RoundDone,
+    SlotWait,
+    Unprofiled,
+)
 from dsstar.records.record import total_cost
 from dsstar.text import clean_deep, for_terminal, money
 
@@ -120,35 +132,34 @@ class LiveProgress:
         if self.live:
             self.status.start()
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        kind, where = event["event"], None
-        if kind == "stage":
-            cached = f", {event['cached']} cached" if event.get("cached") else ""
-            where = self.state["where"] = f"analyzing {event['total']} files{cached}"
-        elif kind == "analyzed":
-            self.state["where"] = f"analyzed {event['done']}/{event['total']} files"
-            if event["done"] == event["total"]:
-                where = self.state["where"]
-        elif kind == "unprofiled":
-            where = f"{event['count']} files have no offline profile: each is analyzed alone"
-        elif kind == "llm":
-            self.state["agent"] = event["label"]
-        elif kind == "llm_done":
-            self.state["tokens"] += event["input_tokens"] + event["output_tokens"]
-            self.costs.append(event.get("cost_usd"))
-        elif kind == "slot_wait":
-            waited = int(event["waited"])
-            where = self.state["where"] = (
-                f"waiting {waited} s for a {event['limit']} slot ({event['detail']})"
-            )
-        elif kind == "human":
-            self.state["where"] = f"round {event['round']:02d} waiting for a person"
-        elif kind == "human_done":
-            said = _GUIDED.get(event["choice"], event["choice"])
-            where = self.state["where"] = f"round {event['round']:02d} {said}"
-        elif kind == "round":
-            verdict = verdict_label(event["sufficient"])
-            where = self.state["where"] = f"round {event['number']:02d} {verdict}"
+    def _on_event(self, event: Event) -> None:
+        where = None  # set: a line of its own where the line is not redrawn
+        match event:
+            case AnalysisStarted(total=total, cached=cached):
+                cached_part = f", {cached} cached" if cached else ""
+                where = self.state["where"] = f"analyzing {total} files{cached_part}"
+            case FileAnalyzed(done=done, total=total):
+                self.state["where"] = f"analyzed {done}/{total} files"
+                if done == total:
+                    where = self.state["where"]
+            case Unprofiled(count=count):
+                where = f"{count} files have no offline profile: each is analyzed alone"
+            case LLMCall(label=label):
+                self.state["agent"] = label
+            case LLMReplied():
+                self.state["tokens"] += event.input_tokens + event.output_tokens
+                self.costs.append(event.cost_usd)
+            case SlotWait(limit=limit, detail=detail, waited=waited):
+                where = self.state["where"] = (
+                    f"waiting {int(waited)} s for a {limit} slot ({detail})"
+                )
+            case HumanAsked(round=number):
+                self.state["where"] = f"round {number:02d} waiting for a person"
+            case HumanAnswered(round=number, choice=choice):
+                said = _GUIDED.get(choice, choice)
+                where = self.state["where"] = f"round {number:02d} {said}"
+            case RoundDone(number=number, sufficient=sufficient):
+                where = self.state["where"] = f"round {number:02d} {verdict_label(sufficient)}"
         if where and self.lines:
             err.print(Text(self.line()), crop=False)
 

@@ -22,6 +22,7 @@ from dsstar.cli._app import (
     setting_option,
 )
 from dsstar.errors import DSStarError, UsageError
+from dsstar.events import BenchStarted, BenchTaskDone, Event, LLMReplied
 
 __all__ = ["bench"]
 
@@ -270,21 +271,21 @@ class _BenchProgress:
             self.stop()
             self.bar.__exit__(None, None, None)
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        kind = event["event"]
-        if kind == "bench_start":
-            # Tasks finished by an earlier call count as done but not toward the ETA's pace.
-            self.bar.reset(self.task, total=event["total"], completed=event["done"])
-        elif kind == "llm_done":
-            self.cost += event.get("cost_usd") or 0.0
-        elif kind == "bench_task":
-            if event["skipped"]:
-                self.cost += event["cost_usd"]
-            if event["score"] is not None:
-                self.scores.append(event["score"])
-            accuracy = (f"accuracy {100 * sum(self.scores) / len(self.scores):.1f} %"
-                        if self.scores else "accuracy n/a")  # fmt: skip
-            self.bar.update(self.task, advance=0 if event["skipped"] else 1, accuracy=accuracy)
-        else:
-            return
+    def _on_event(self, event: Event) -> None:
+        match event:
+            case BenchStarted(total=total, done=done):
+                # Tasks finished by an earlier call count as done but not toward the ETA's pace.
+                self.bar.reset(self.task, total=total, completed=done)
+            case LLMReplied(cost_usd=cost):
+                self.cost += cost or 0.0
+            case BenchTaskDone(score=score, cost_usd=cost, skipped=skipped):
+                if skipped:
+                    self.cost += cost
+                if score is not None:
+                    self.scores.append(score)
+                accuracy = (f"accuracy {100 * sum(self.scores) / len(self.scores):.1f} %"
+                            if self.scores else "accuracy n/a")  # fmt: skip
+                self.bar.update(self.task, advance=0 if skipped else 1, accuracy=accuracy)
+            case _:
+                return
         self.bar.update(self.task, cost=self.cost)

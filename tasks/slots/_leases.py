@@ -34,6 +34,7 @@ from typing import Any
 
 from dsstar import progress
 from dsstar.errors import SlotWaitError
+from dsstar.events import SlotWait
 from dsstar.execution import stopping
 from tasks.slots import _holders
 from tasks.slots._api import BUSY_RETRIES as _BUSY_RETRIES
@@ -254,7 +255,7 @@ def take(name: str, mode: str, *, records: Path | None = None, wait_s: float | N
             noticed = now
             detail = holding(name, records)
             log.warning("waiting for a %s slot (%s)", name, detail)
-            progress.emit("slot_wait", limit=name, detail=detail, waited=now - started)
+            progress.emit(SlotWait(name, detail, waited=now - started))
         time.sleep(min(retry_after, 0.25) * random.uniform(0.5, 1.0))  # polling is cheap
 
 

@@ -1,0 +1,77 @@
+"""Events are typed records, one frozen class per kind in `dsstar.events`; listeners match
+them by class and pass over the kinds they do not show; the handler of `dsstar.ask` hears
+them one at a time, and its mistakes never stop a run."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import threading
+from contextlib import nullcontext
+
+import pytest
+
+from dsstar import events, progress
+from dsstar.api import _following
+from dsstar.cli._output import LiveProgress
+from dsstar.events import Analyzed, Event, LLMCall, LLMReplied, Retrieved, RoundDone
+
+
+def test_every_kind_is_a_frozen_event_named_in_all():
+    kinds = [
+        c for _, c in inspect.getmembers(events, inspect.isclass)
+        if issubclass(c, Event) and c.__module__ == events.__name__
+    ]  # fmt: skip
+    assert len(kinds) > 10 and {c.__name__ for c in kinds} <= set(events.__all__)
+    for kind in kinds:
+        assert dataclasses.is_dataclass(kind) and kind.__dataclass_params__.frozen, kind
+
+
+def test_a_reply_record_becomes_its_event():
+    record = {"agent": "coder", "label": "coder r00", "run_id": "r", "text": "...",
+              "model": "m", "input_tokens": 7, "output_tokens": 3, "cost_usd": None}  # fmt: skip
+    event = LLMReplied.from_reply(record)
+    assert event == LLMReplied("coder", "coder r00", "m", 7, 3, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.input_tokens = 0  # type: ignore[misc]
+
+
+def test_the_live_line_passes_over_the_story():
+    with LiveProgress(enabled=False) as live:
+        progress.emit(Analyzed(files=[]))
+        progress.emit(Retrieved(paths=["data/a.csv"], total=1))
+        assert live.line().startswith("starting · - ·")
+        progress.emit(LLMCall("planner", "planner r00"))
+        progress.emit(RoundDone(0, False, llm_calls=1, input_tokens=1, output_tokens=1,
+                                cost_usd=None))  # fmt: skip
+        assert live.line().startswith("round 00 not sufficient · planner r00 ·")
+
+
+def test_the_handler_hears_one_event_at_a_time_and_its_errors_stop_nothing(caplog):
+    inside, most, heard = [0], [0], []
+
+    def handler(event: Event) -> None:
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        threading.Event().wait(0.001)  # long enough for another thread to come in
+        heard.append(event)
+        inside[0] -= 1
+        if isinstance(event, LLMCall) and event.label == "boom":
+            raise RuntimeError("a bug in the handler")
+
+    with caplog.at_level(logging.ERROR, logger="dsstar.api"), _following(nullcontext(), handler):
+        threads = [
+            threading.Thread(target=lambda n=n: progress.emit(LLMCall("coder", f"coder {n}")))
+            for n in range(8)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        progress.emit(LLMCall("coder", "boom"))  # logged, not raised
+        progress.emit(LLMCall("coder", "after"))
+    progress.emit(LLMCall("coder", "not heard"))  # the run is over: nobody listens
+
+    assert most[0] == 1 and len(heard) == 10 and heard[-1] == LLMCall("coder", "after")
+    assert "on_event failed" in caplog.text and "a bug in the handler" in caplog.text

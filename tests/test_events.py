@@ -15,7 +15,16 @@ import pytest
 from dsstar import events, progress
 from dsstar.api import _following
 from dsstar.cli._output import LiveProgress
-from dsstar.events import Analyzed, Event, LLMCall, LLMReplied, Retrieved, RoundDone
+from dsstar.events import (
+    AnalysisStarted,
+    Analyzed,
+    Event,
+    LLMCall,
+    LLMReplied,
+    Retrieved,
+    RoundDone,
+    Unprofiled,
+)
 
 
 def test_every_kind_is_a_frozen_event_named_in_all():
@@ -46,6 +55,15 @@ def test_the_live_line_passes_over_the_story():
         progress.emit(RoundDone(0, False, llm_calls=1, input_tokens=1, output_tokens=1,
                                 cost_usd=None))  # fmt: skip
         assert live.line().startswith("round 00 not sufficient · planner r00 ·")
+
+
+def test_files_without_an_offline_profile_are_said_on_a_line_of_their_own(capsys):
+    with LiveProgress(enabled=False) as live:  # stderr is no terminal here: lines, as in a log
+        progress.emit(AnalysisStarted(total=40, cached=0))
+        progress.emit(Unprofiled(reasons={f"data/{n}.bin": "not a table" for n in range(3)}))
+        assert live.line().startswith("analyzing 40 files · ")  # the state goes on
+    said = capsys.readouterr().err.splitlines()
+    assert said[-1] == "3 files have no offline profile: each is analyzed alone"
 
 
 def test_the_handler_hears_one_event_at_a_time_and_its_errors_stop_nothing(caplog):

@@ -134,6 +134,7 @@ class LiveProgress:
 
     def _on_event(self, event: Event) -> None:
         where = None  # set: a line of its own where the line is not redrawn
+        notice = None  # a line of its own, redrawn line or not; the state stays as it was
         match event:
             case AnalysisStarted(total=total, cached=cached):
                 cached_part = f", {cached} cached" if cached else ""
@@ -143,7 +144,7 @@ class LiveProgress:
                 if done == total:
                     where = self.state["where"]
             case Unprofiled(count=count):
-                where = f"{count} files have no offline profile: each is analyzed alone"
+                notice = f"{count} files have no offline profile: each is analyzed alone"
             case LLMCall(label=label):
                 self.state["agent"] = label
             case LLMReplied():
@@ -162,6 +163,8 @@ class LiveProgress:
                 where = self.state["where"] = f"round {number:02d} {verdict_label(sufficient)}"
         if where and self.lines:
             err.print(Text(self.line()), crop=False)
+        if notice:  # printed above a redrawn line, which goes on below it
+            err.print(Text(shown(notice)), crop=False)
 
     def line(self) -> str:
         """The state as one line of plain text."""

@@ -1,6 +1,5 @@
 """What a run records, as plain data: the stored objects of each stage under runs/<run_id>/
-(the keys are dsstar.keys), a round's row in the round table, token
-totals."""
+(named by dsstar.keys), a round's row in the round table, token totals."""
 
 from __future__ import annotations
 

@@ -238,18 +238,19 @@ def run_prepared(
 def failed_result(storage: str, run_id: str, exc: BaseException | None) -> dict[str, Any]:
     """The result of a run that did not finish, rebuilt from its stored run.json."""
     from dsstar.execution.failure import exception_line
+    from dsstar.keys import run_folder, run_record
     from dsstar.storage import Store
     from dsstar.views.report import run_result
 
     store = Store(storage)
     record: dict[str, Any] = {"run_id": run_id}
     try:
-        record = store.read_json(f"runs/{run_id}/run.json")
+        record = store.read_json(run_record(run_id))
     except (OSError, DSStarError):
         pass  # the run failed before it could store anything
     record["status"] = "failed"
     record.setdefault("error", exception_line(exc) if exc is not None else "the run did not finish")
-    return run_result(record, store.uri(f"runs/{run_id}"))
+    return run_result(record, store.uri(run_folder(run_id)))
 
 
 @_refusing_kept

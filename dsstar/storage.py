@@ -1,11 +1,9 @@
-"""The artifact store: a local folder or an fsspec URL (s3://bucket/prefix), and the layout of
-everything stored in it (`LAYOUT`: the docs render it, and a test checks every object a run
-stores against it).
+"""The artifact store: a local folder or an fsspec URL (s3://bucket/prefix). What is stored
+where in it, the keys, is dsstar.keys.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -22,45 +20,7 @@ from dsstar.errors import StorageError, UsageError
 from dsstar.locations import normalize_location
 from dsstar.text import clean, clean_deep
 
-__all__ = ["LAYOUT", "Store", "analysis_key", "check_run_id", "new_run_id", "round_key"]
-
-# Every kind of object under a storage URL: (key pattern, what it holds). A <name> stands for
-# one path segment and a trailing ... for any keys below; <key> is `analysis_key(path)`, <NN>
-# `round_key(n)`, <config> a digest of what the entry depends on, <root> a data root's folder
-# (readable tail and hash). The keys are built where the objects are written: records/record.py
-# (the objects below runs/<run_id>/), views/listing.py, records/claim.py, model/replies.py,
-# data/catalog.py, data/contracts/ and tasks/_common.py (cache/).
-LAYOUT: tuple[tuple[str, str], ...] = (
-    ("runs/<run_id>/run.json", "parameters, status, answer, totals, host, pid and heartbeat"),
-    ("runs/<run_id>/claims/<NNNNNN>.json", "who holds the run id: one per attempt (run, resume)"),
-    ("runs/<run_id>/analysis/<key>/script.py", "the analyzer's script for one file"),
-    ("runs/<run_id>/analysis/<key>/output.txt", "the file's description, as the agents saw it"),
-    ("runs/<run_id>/analysis/<key>/attempts.json", "the file's path, format, hash and attempts"),
-    ("runs/<run_id>/reuse/code.py", "a stored solution tried first and rejected"),
-    ("runs/<run_id>/reuse/output.txt", "its output"),
-    ("runs/<run_id>/reuse/verdict.json", "the verifier's decision on it"),
-    ("runs/<run_id>/rounds/<NN>/plan.json", "the plan executed in round NN (step texts)"),
-    ("runs/<run_id>/rounds/<NN>/code.py", "the script of round NN"),
-    ("runs/<run_id>/rounds/<NN>/output.txt", "its stdout and stderr"),
-    ("runs/<run_id>/rounds/<NN>/verdict.json", "the verifier's decision and debug attempts"),
-    ("runs/<run_id>/rounds/<NN>/route.json", "the router's decision that opened round NN"),
-    ("runs/<run_id>/rounds/<NN>/guidance.json", "a person's answer after round NN (ask_human)"),
-    ("runs/<run_id>/rounds/<NN>/figures/<name>", "figure files round NN's script saved"),
-    ("runs/<run_id>/final/solution.py", "the script that states the answer"),
-    ("runs/<run_id>/final/output.txt", "its whole stdout and stderr (a failure's traceback)"),
-    ("runs/<run_id>/final/answer.json", "the answer, the status and the plan"),
-    ("runs/<run_id>/final/notebook.ipynb", "every round as notebook cells, then the solution"),
-    ("runs/<run_id>/final/outputs/...", "every file the final script wrote: the deliverables"),
-    ("runs/<run_id>/final/charts/...", "name.json: the description of each chart among them"),
-    ("runs/<run_id>/replies/<label>-<hash>.json", "every model reply, kept as it arrives"),
-    ("contracts/<root>/<key>.json", "a file's data contract (Great Expectations suite)"),
-    ("contracts/<root>/passed/<key>.json", "the statistics of its last passed validation"),
-    ("contracts-docs/<root>/...", "Data Docs and summary.html of `contracts validate`"),
-    ("catalog/roots/<digest>.json", "per data root: path, size, mtime, format, sha256"),
-    ("catalog/profiles/<sha256>/<config>.txt", "offline profiles, by content, path and profiler"),
-    ("catalog/analyses/<sha256>/<config>.json", "analyzer descriptions, by content and prompt"),
-    ("cache/...", "Prefect's persisted task results (replies, executions, analyses)"),
-)
+__all__ = ["Store", "check_run_id", "new_run_id"]
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -77,29 +37,6 @@ def check_run_id(run_id: str) -> str:
 def new_run_id() -> str:
     """Sortable and unique: UTC time plus a random suffix, e.g. 20261121-193000-3fa2c1."""
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
-
-
-def round_key(number: int) -> str:
-    """The folder name of round `number`: 00, 01, ..."""
-    return f"{number:02d}"
-
-
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-def analysis_key(path: str) -> str:
-    """The folder of a file's analysis: bounded (at most 117 characters) and collision-free.
-
-    A short plain name (letters, digits, '.', '_', '-') is its own key. Any other path, for
-    example `x/y.csv` or a 300-character one, becomes a readable prefix, '~' and a hash of
-    the whole path; plain keys never contain '~', so the two kinds cannot meet, and
-    `x/y.csv` and `x__y.csv` get different keys. The original path is kept in the record."""
-    if _PLAIN_KEY.fullmatch(path) and ".." not in path:
-        return path
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", path.replace("/", "__")).strip("._")[:100]
-    # surrogatepass: a file name that is not valid UTF-8 (surrogate-escaped) still hashes
-    digest = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{readable or 'file'}~{digest}"
 
 
 def _storage_hint(url: str) -> str:

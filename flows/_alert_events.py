@@ -22,8 +22,8 @@ from typing import Any
 
 from prefect.events import emit_event
 
-from dsstar.data.contracts import contract_key
 from dsstar.inputs.questions import Question
+from dsstar.keys import contract
 from dsstar.locations import normalize_location
 from dsstar.records.ledger import question_key
 from dsstar.records.record import changed_outputs, total_cost
@@ -183,7 +183,7 @@ def _emit_broken(root: str, path: str, broken: dict[str, Any], store: Store) -> 
         payload={
             "file": path,
             "data": root,
-            "contract": store.uri(contract_key(root, path)),
+            "contract": store.uri(contract(root, path)),
             "failures": failures,
             "expectations": "\n".join(lines),  # ready to show: templates need no loop
             "questions": "; ".join(broken["questions"]),

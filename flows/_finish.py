@@ -9,6 +9,7 @@ from dsstar.algorithm.answer import stated_answer
 from dsstar.algorithm.runtime import Script
 from dsstar.algorithm.verdict import Status
 from dsstar.execution.failure import failure_line
+from dsstar.keys import FINAL, final_object
 from dsstar.records.record import final_objects
 from dsstar.views.notebook import build_notebook
 from flows import _story as story
@@ -40,11 +41,11 @@ def finish(
         figures=final.result.figures if final is not None else None,
     )
     if final is not None:
-        run.add_figures("final", final)
+        run.add_figures(FINAL, final)
     outputs = run.add_outputs(final)
     objects = final_objects(final, answer, status.value, plan, notebook)
     uris = dict(zip(objects, run.save(objects, "final"), strict=True))
-    solution_uri = uris.get("final/solution.py")
+    solution_uri = uris.get(final_object("solution.py"))
     run.note(
         status=status.value,
         answer=answer,
@@ -58,9 +59,9 @@ def finish(
     links = {
         "run folder": run.store.uri(run.prefix),
         "solution": solution_uri,
-        "solution's output": uris.get("final/output.txt"),
-        "answer": uris["final/answer.json"],
-        "notebook": uris["final/notebook.ipynb"],
+        "solution's output": uris.get(final_object("output.txt")),
+        "answer": uris[final_object("answer.json")],
+        "notebook": uris[final_object("notebook.ipynb")],
     }
     links |= {f"output {f['name']}": f["uri"] for f in outputs}
     publish_summary(run.run_id, run.record, {k: v for k, v in links.items() if v})

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from dsstar.algorithm.agents import clip
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
-from dsstar.storage import round_key
+from dsstar.keys import round_key
 from dsstar.text import clean
 from tasks.keys import artifact_key
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from prefect.runtime import flow_run
 
+from dsstar import keys
 from dsstar.algorithm.runtime import Round, Script
 from dsstar.algorithm.verdict import Status
 from dsstar.errors import OverBudget
@@ -34,7 +35,7 @@ from dsstar.records.record import (
     usage,
 )
 from dsstar.settings import Settings
-from dsstar.storage import Store, check_run_id, round_key
+from dsstar.storage import Store, check_run_id
 from dsstar.views.report import run_result
 from flows._states import mark_crashed
 from tasks.record import storage_writer
@@ -112,7 +113,7 @@ class Run:
             storage_retry_delay=settings.storage_retry_delay,
         )
         try:
-            run.save({"run.json": record}, "run")
+            run.save({keys.RUN_RECORD: record}, "run")
         except BaseException:
             run.release()
             raise
@@ -129,12 +130,12 @@ class Run:
 
     @property
     def prefix(self) -> str:
-        return f"runs/{self.run_id}"
+        return keys.run_folder(self.run_id)
 
     def save(self, objects: dict[str, Any], label: str) -> list[str]:
         """Write `objects` (keys relative to the run's folder); returns their URIs."""
         return storage_writer(self.storage_retry_delay)(
-            label, self.store.url, {f"{self.prefix}/{k}": v for k, v in objects.items()}
+            label, self.store.url, {keys.in_run(self.run_id, k): v for k, v in objects.items()}
         )
 
     def note(self, **fields: Any) -> None:
@@ -154,7 +155,7 @@ class Run:
             reused_analyses=sum(a["run_id"] != self.run_id for a in analyses),
             heartbeat_at=_now(),
         )
-        self.save({**analysis_objects(analyses), "run.json": self.record}, "analysis")
+        self.save({**analysis_objects(analyses), keys.RUN_RECORD: self.record}, "analysis")
         self._round_start = (self._call_count(), time.monotonic())
 
     def add_round(self, round: Round) -> tuple[dict[str, Any], list[str]]:
@@ -167,15 +168,15 @@ class Run:
             if (call.get("label"), call.get("request")) in discarded:
                 call["unused"] = True
         item = round_item(round, calls, time.monotonic() - start_time)
-        item["figures"] = self.add_figures(f"rounds/{round_key(round.number)}", round.script)
+        item["figures"] = self.add_figures(keys.round_folder(round.number), round.script)
         self.rounds.append(item)
         self.note(
             round_table=[round_row(r) for r in self.rounds], heartbeat_at=_now(), **self.totals()
         )
         uris = self.save(
             # run.json too, so `dsstar runs show` follows a run as it goes
-            {**round_objects(round), "run.json": self.record},
-            f"round {round_key(round.number)}",
+            {**round_objects(round), keys.RUN_RECORD: self.record},
+            f"round {keys.round_key(round.number)}",
         )
         self._round_start = (self._call_count(), time.monotonic())
         return item, uris
@@ -183,7 +184,7 @@ class Run:
     def add_figures(self, folder: str, script: Script) -> list[dict[str, Any]]:
         """List the figures `script` saved (stored under <folder>/figures/) in run.json."""
         entries = figure_entries(
-            folder, script.result, lambda k: self.store.uri(f"{self.prefix}/{k}")
+            folder, script.result, lambda k: self.store.uri(keys.in_run(self.run_id, k))
         )
         kept = [f for f in self.record.get("saved_figures") or [] if f["where"] != folder]
         self.note(saved_figures=kept + entries)  # a resumed run replaces a round's list
@@ -194,7 +195,9 @@ class Run:
         with the bound that left any out (outputs_error)."""
         result = final.result if final is not None else None
         entries = (
-            output_entries(result, lambda k: self.store.uri(f"{self.prefix}/{k}")) if result else []
+            output_entries(result, lambda k: self.store.uri(keys.in_run(self.run_id, k)))
+            if result
+            else []
         )
         self.note(outputs=entries, outputs_error=(result.outputs_error if result else "") or None)
         return entries
@@ -230,7 +233,7 @@ class Run:
         """Final totals into run.json and the run into the ledger; returns the result."""
         self.note(finished_at=_now(), rounds=len(self.rounds), **self.totals())
         self.record.setdefault("plan", self.rounds[-1]["plan"] if self.rounds else [])
-        self.save({"run.json": self.record}, "run")
+        self.save({keys.RUN_RECORD: self.record}, "run")
         if self.ledger:
             ledger_record = {**self.result(), **self.record, "solution": solution}
             self.ledger.record(ledger_record, self.record.get("round_table") or [], self._calls())

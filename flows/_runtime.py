@@ -24,6 +24,7 @@ from dsstar.events import (
     RoundDone,
     details,
 )
+from dsstar.keys import in_run, round_key
 from dsstar.records.record import (
     guidance_key,
     guidance_objects,
@@ -32,7 +33,6 @@ from dsstar.records.record import (
     route_objects,
 )
 from dsstar.settings import Settings
-from dsstar.storage import round_key
 from flows import _story as story
 from flows._analysis import analyze_files
 from flows._contracts import check_contracts
@@ -110,7 +110,7 @@ class FlowRuntime(TaskCalls):
     def ask_human(self, checkpoint: Checkpoint) -> Guidance | None:
         if not self.asks_human():
             return None
-        key = f"{self.run.prefix}/{guidance_key(checkpoint.round)}"
+        key = in_run(self.run.run_id, guidance_key(checkpoint.round))
         try:  # a resumed run: the earlier answer stands, so the guided calls are cached
             return read_guidance(self.run.store.read_json(key))
         except FileNotFoundError:

@@ -28,6 +28,7 @@ from dsstar.errors import DSStarError
 from dsstar.events import BenchStarted, BenchTaskDone
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
 from dsstar.inputs.questions import Question
+from dsstar.keys import final_object, in_run, run_record
 from dsstar.records.ledger import Ledger
 from dsstar.settings import Settings
 from dsstar.storage import Store
@@ -164,7 +165,7 @@ def _judge(suite: str, settings: Settings, out: Path) -> Any:
 
 def _stored(store: Store, run_id: str) -> dict[str, Any] | None:
     try:
-        return store.read_json(f"runs/{run_id}/run.json")
+        return store.read_json(run_record(run_id))
     except (FileNotFoundError, DSStarError):
         return None
 
@@ -191,7 +192,7 @@ def _outcome(
     solution = None
     if record.get("status") in FINISHED:
         try:
-            solution = store.read_text(f"runs/{run_id}/final/solution.py")
+            solution = store.read_text(in_run(run_id, final_object("solution.py")))
         except (FileNotFoundError, DSStarError):
             pass
     keys = ("run_id", "status", "answer", "error", "rounds", "llm_calls", "input_tokens",

@@ -25,6 +25,7 @@ from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.trust import check_form, hold_data_location
+from dsstar.keys import run_folder, run_record
 from dsstar.locations import normalize_location
 from dsstar.model.ceiling import Ceiling, forget
 from dsstar.settings import Settings
@@ -197,10 +198,10 @@ def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
         value = state.result(raise_on_failure=False)
     except MissingResult:
         store = Store(storage or Settings().storage)
-        record = store.read_json(f"runs/{run_id}/run.json")
+        record = store.read_json(run_record(run_id))
         if not state.is_completed() and record.get("status") not in _ENDED_WITH_A_RESULT:
             raise
-        return run_result(record, store.uri(f"runs/{run_id}"))
+        return run_result(record, store.uri(run_folder(run_id)))
     if isinstance(value, dict):
         return value
     if isinstance(value, RunEnded):  # failed, over budget or stopped: the run's own result

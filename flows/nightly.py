@@ -22,6 +22,7 @@ from dsstar.errors import DSStarError, OverBudget, UsageError
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, explain, options_form
 from dsstar.inputs.questions import Question, load_questions
 from dsstar.inputs.trust import check_data_location, check_form, check_question_set
+from dsstar.keys import run_record
 from dsstar.locations import normalize_location
 from dsstar.model.ceiling import Ceiling, forget
 from dsstar.records.ledger import Ledger, question_key
@@ -221,7 +222,7 @@ class BatchBudget:
 
 def _stored_record(storage: str, run_id: str) -> dict[str, Any] | None:
     try:
-        return Store(storage).read_json(f"runs/{run_id}/run.json")
+        return Store(storage).read_json(run_record(run_id))
     except (FileNotFoundError, DSStarError):  # never stored: the result row is all there is
         return None
 
@@ -326,7 +327,7 @@ def earlier_outputs(
     if not earlier:
         return None
     try:
-        record = store.read_json(f"runs/{earlier[-1]}/run.json")
+        record = store.read_json(run_record(earlier[-1]))
     except (FileNotFoundError, DSStarError):
         return None
     return {"run_id": earlier[-1], "outputs": record.get("outputs") or []}

@@ -9,6 +9,7 @@ from typing import Any
 from prefect.filesystems import LocalFileSystem, RemoteFileSystem, WritableFileSystem
 
 from dsstar.errors import LLMTransientError, StorageError
+from dsstar.keys import CACHE
 from dsstar.locations import is_remote, local_path
 from tasks.keys import digest
 
@@ -27,7 +28,7 @@ def result_storage(storage_url: str) -> WritableFileSystem:
 @functools.lru_cache(maxsize=32)
 def _saved_result_storage(storage_url: str, api_url: str | None) -> WritableFileSystem:
     """The block, saved once per process and Prefect API (each save is a database write)."""
-    base = f"{storage_url.rstrip('/')}/cache"
+    base = f"{storage_url.rstrip('/')}/{CACHE}"
     if is_remote(base):
         block: WritableFileSystem = RemoteFileSystem(basepath=base)
     else:

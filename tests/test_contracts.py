@@ -16,13 +16,13 @@ import pytest
 from dsstar.data.contracts import (
     accept_file,
     check_data_root,
-    contract_key,
     failed_paths,
     load_contract,
     read_tables,
     validate_file,
 )
 from dsstar.data.sources import DataSource
+from dsstar.keys import contract
 from dsstar.storage import Store
 from dsstar.views.report import run_result
 from flows.nightly import contracts_cell
@@ -91,7 +91,7 @@ def test_first_check_creates_one_suite_per_tabular_file(lake, tmp_path):
     assert ("expect_column_values_to_be_unique", "units") not in kinds  # no identifier
     book = load_contract(store, str(lake), "book.xlsx")
     assert [t["table"] for t in book["tables"]] == ["orders", "regions"]
-    assert (tmp_path / "storage" / contract_key(str(lake), "orders.csv")).is_file()
+    assert (tmp_path / "storage" / contract(str(lake), "orders.csv")).is_file()
 
     import great_expectations as gx  # the stored JSON is a GX 1.x suite as is
 
@@ -136,7 +136,7 @@ def test_unchanged_content_against_unchanged_suites_is_not_validated_again(lake,
     assert again["orders.csv"]["evaluated_expectations"] == first["orders.csv"][
         "evaluated_expectations"]  # fmt: skip
     # An edited suite is validated for real, and can fail on the same content.
-    key = contract_key(str(lake), "orders.csv")
+    key = contract(str(lake), "orders.csv")
     document = store.read_json(key)
     for expectation in document["tables"][0]["suite"]["expectations"]:
         if expectation["type"] == "expect_table_row_count_to_be_between":
@@ -178,7 +178,7 @@ def test_breaking_changes_are_named_with_what_was_observed(
 def test_edited_suite_is_honoured_and_accept_replaces_it(lake, tmp_path):
     store = Store(str(tmp_path / "storage"))
     check(store, lake)
-    key = contract_key(str(lake), "orders.csv")
+    key = contract(str(lake), "orders.csv")
     document = store.read_json(key)
     suite = document["tables"][0]["suite"]
     for item in suite["expectations"]:  # the user tightens the range of units
@@ -204,7 +204,7 @@ def test_vanished_file_and_invalid_suite_fail_by_name(lake, tmp_path):
     store = Store(str(tmp_path / "storage"))
     check(store, lake)
     (lake / "orders.tsv").unlink()
-    key = contract_key(str(lake), "orders.csv")
+    key = contract(str(lake), "orders.csv")
     document = store.read_json(key)
     document["tables"][0]["suite"]["expectations"].append({"type": "expect_nonsense", "kwargs": {}})
     store.write_json(key, document)
@@ -218,7 +218,7 @@ def test_vanished_file_and_invalid_suite_fail_by_name(lake, tmp_path):
 def test_contracts_live_in_s3_storage(lake, s3):
     store = Store(s3)
     check(store, lake)
-    assert store.exists(contract_key(str(lake), "orders.parquet"))
+    assert store.exists(contract(str(lake), "orders.parquet"))
     write(lake, "orders.parquet", ORDERS.rename(columns={"price": "cost"}))
     assert [f["path"] for f in check(store, lake)["failed"]][:1] == ["orders.parquet"]
 

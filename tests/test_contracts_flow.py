@@ -15,7 +15,7 @@ from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from scenarios import ANSWER, fence, two_rounds
 
-from dsstar.data.contracts import contract_key
+from dsstar.keys import contract
 from flows.ds_star import ds_star
 
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def test_contract_life_cycle(env, llm, sales):
     two_rounds(llm)
     first = ds_star(question=QUESTION, data=str(sales), run_id="life-1")
     assert first["contracts"] == {"checked": 0, "failed": []}
-    stored = os.path.join(env["DSSTAR_STORAGE"], contract_key(str(sales), "orders_2024.csv"))
+    stored = os.path.join(env["DSSTAR_STORAGE"], contract(str(sales), "orders_2024.csv"))
     assert json.load(open(stored))["gx_version"]
 
     orders.write_text(original + NEW_ROWS)  # compatible growth

@@ -19,8 +19,8 @@ from scenarios import ANSWER, always_first_time
 from typer.testing import CliRunner
 
 from dsstar.cli import app
+from dsstar.keys import LAYOUT
 from dsstar.settings import Settings
-from dsstar.storage import LAYOUT
 
 REPO = Path(__file__).resolve().parents[1]
 

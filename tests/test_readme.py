@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, dsstar_settings
 from scenarios import ANSWER, always_first_time
 
-from dsstar.storage import LAYOUT
+from dsstar.keys import LAYOUT
 
 pytestmark = pytest.mark.slow
 
@@ -98,4 +98,4 @@ def test_the_commands_work_as_written(page, llm, tmp_path):
     patterns = [layout_pattern(pattern) for pattern, _ in LAYOUT]
     assert any(key.startswith("runs/") for key in stored)
     unknown = [key for key in stored if not any(p.match(key) for p in patterns)]
-    assert not unknown, f"stored objects missing from dsstar.storage.LAYOUT: {unknown}"
+    assert not unknown, f"stored objects missing from dsstar.keys.LAYOUT: {unknown}"

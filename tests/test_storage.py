@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from dsstar.errors import StorageError
-from dsstar.storage import Store, analysis_key, new_run_id, round_key
+from dsstar.keys import analysis_key, round_key
+from dsstar.storage import Store, new_run_id
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@
   every command and subcommand, its usage, help and options;
 - reference/settings.md from `dsstar.settings.Settings`: every field, its DSSTAR_* variable,
   type, default and description;
-- reference/storage.md from `dsstar.storage.LAYOUT`: every kind of stored object.
+- reference/storage.md from `dsstar.keys.LAYOUT`: every kind of stored object.
 
 Nothing here is committed as Markdown: the pages exist only in the built site.
 """
@@ -113,12 +113,12 @@ def _form_rule() -> Any:
 
 def storage_page() -> str:
     """The storage layout, from the one table in the code."""
-    from dsstar.storage import LAYOUT
+    from dsstar.keys import LAYOUT
 
     rows = "\n".join(f"| `{pattern}` | {what} |" for pattern, what in LAYOUT)
     return (
         "# Storage layout\n\n"
-        "Generated from `dsstar.storage.LAYOUT` when this site is built. Everything dsstar\n"
+        "Generated from `dsstar.keys.LAYOUT` when this site is built. Everything dsstar\n"
         "stores goes under `--storage` (`DSSTAR_STORAGE`, default `~/.dsstar`): a local folder\n"
         "or an fsspec URL such as `s3://bucket/prefix`, laid out the same way.\n\n"
         f"| key | holds |\n|---|---|\n{rows}\n\n"

@@ -25,6 +25,7 @@ from dsstar.algorithm.verdict import ANSWERED
 from dsstar.bench import dacode_charts, dacode_ml, dacode_tables, dacode_text, registry
 from dsstar.bench.suites import BenchTask
 from dsstar.errors import DSStarError, UsageError
+from dsstar.keys import chart, in_run, output
 
 __all__ = ["DacodeLayout", "collect", "dacode_tasks", "layout", "read_answers", "read_truth"]
 
@@ -321,7 +322,7 @@ def collect(task: BenchTask, record: dict[str, Any], store: Any, out: Path) -> d
         if name is None:
             continue
         try:
-            data = _read_stored(store, f"runs/{run_id}/final/outputs/{name}")
+            data = _read_stored(store, in_run(run_id, output(str(name))))
         except (OSError, DSStarError) as exc:
             errors.append(f"{name}: {exc}")
             continue
@@ -334,9 +335,7 @@ def collect(task: BenchTask, record: dict[str, Any], store: Any, out: Path) -> d
     chosen = chosen or (charts[0] if charts else None)
     if chosen is not None:
         try:
-            description = json.loads(
-                _read_stored(store, f"runs/{run_id}/final/charts/{chosen}.json")
-            )
+            description = json.loads(_read_stored(store, in_run(run_id, chart(chosen))))
         except (OSError, ValueError, DSStarError) as exc:
             errors.append(f"chart {chosen}: {exc}")
         else:

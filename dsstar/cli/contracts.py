@@ -54,7 +54,8 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
 
     Example: dsstar contracts show examples/sales
     """
-    from dsstar.data.contracts import contract_key, stored_contracts
+    from dsstar.data.contracts import stored_contracts
+    from dsstar.keys import contract
     from dsstar.locations import normalize_location
     from dsstar.storage import Store
 
@@ -65,7 +66,7 @@ def show(data: DataArg, storage: StorageOpt = None, as_json: JsonOpt = False) ->
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     for document in documents:
-        document["uri"] = store.uri(contract_key(location, str(document.get("path"))))
+        document["uri"] = store.uri(contract(location, str(document.get("path"))))
     if as_json:
         sys.stdout.write(json.dumps({"data": location, "contracts": documents}) + "\n")
         return
@@ -92,7 +93,8 @@ def validate(
 
     Example: dsstar contracts validate examples/sales --data-docs
     """
-    from dsstar.data.contracts import check_data_root, render_html, root_key
+    from dsstar.data.contracts import check_data_root, render_html
+    from dsstar.keys import contracts_docs
 
     try:
         store, location, source = _open(data, storage)
@@ -100,12 +102,11 @@ def validate(
         if data_docs:  # GX's own Data Docs, plus a one-page summary of this check
             from dsstar.data.contracts import build_data_docs
 
-            prefix = f"contracts-docs/{root_key(location)}"
             report["data_docs"] = build_data_docs(
-                store, location, source.mount_dir, source.files(), f"{prefix}/gx"
+                store, location, source.mount_dir, source.files(), contracts_docs(location, "gx")
             )
             report["summary"] = store.write_text(
-                f"{prefix}/summary.html", render_html(location, report)
+                contracts_docs(location, "summary.html"), render_html(location, report)
             )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
@@ -144,7 +145,8 @@ def accept(
 
     Example: dsstar contracts accept examples/sales --path orders_2024.csv
     """
-    from dsstar.data.contracts import accept_file, contract_key
+    from dsstar.data.contracts import accept_file
+    from dsstar.keys import contract
 
     try:
         store, location, source = _open(data, storage)
@@ -155,7 +157,7 @@ def accept(
         accepted = [f.path for f in files if accept_file(store, location, source.mount_dir, f)]
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    uris = [store.uri(contract_key(location, p)) for p in accepted]
+    uris = [store.uri(contract(location, p)) for p in accepted]
     if as_json:
         sys.stdout.write(json.dumps({"accepted": accepted, "uris": uris}) + "\n")
         return

@@ -37,6 +37,7 @@ from dsstar.cli.run import run_flow
 from dsstar.errors import DSStarError
 from dsstar.inputs.form import OPTION_FIELDS
 from dsstar.inputs.questions import PROJECT_DIR, load_questions
+from dsstar.keys import replies_folder, run_record
 from dsstar.storage import check_run_id
 
 # What a recorded run must not take from the stored settings or the environment: another
@@ -77,8 +78,8 @@ def replay(
     try:
         check_run_id(run_id)
         store = Store(load_settings(storage=storage).storage)
-        record = store.read_json(f"runs/{run_id}/run.json")
-        if not store.listdir(f"runs/{run_id}/replies"):
+        record = store.read_json(run_record(run_id))
+        if not store.listdir(replies_folder(run_id)):
             fail_usage(f"run {run_id} kept no model replies to replay", as_json)
         stored = {k: v for k, v in (record.get("settings") or {}).items() if k in OPTION_FIELDS}
         options = {k: v for k, v in stored.items() if v is not None} | _RECORDED

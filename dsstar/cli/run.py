@@ -33,6 +33,7 @@ from dsstar.errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
 from dsstar.execution import stopping
 from dsstar.inputs.form import OPTION_FIELDS
 from dsstar.inputs.preflight import unreadable_warning
+from dsstar.keys import run_folder, run_record
 from dsstar.settings import Settings
 from dsstar.storage import check_run_id
 
@@ -173,7 +174,7 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
             err.print(f"{reason} before run {run_id} stored anything", highlight=False)
             return
         if as_json:
-            sys.stdout.write(json.dumps(run_result(record, store.uri(f"runs/{run_id}"))) + "\n")
+            sys.stdout.write(json.dumps(run_result(record, store.uri(run_folder(run_id)))) + "\n")
         err.print(f"{reason}; continue with: {invoked()} resume {run_id}", highlight=False)
 
     return stop
@@ -214,14 +215,14 @@ def resume(
     try:
         check_run_id(run_id)
         store = Store(load_settings(storage=storage).storage)
-        record = store.read_json(f"runs/{run_id}/run.json")
+        record = store.read_json(run_record(run_id))
     except FileNotFoundError:
         fail_usage(f"no run {run_id} under {store.url}", as_json)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if record.get("status") in ANSWERED:
         err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
-        report(run_result(record, store.uri(f"runs/{run_id}")), as_json)
+        report(run_result(record, store.uri(run_folder(run_id))), as_json)
         raise typer.Exit(EXIT_OK)
     _refuse_if_running(record, force, as_json)
 

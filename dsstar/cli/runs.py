@@ -22,6 +22,7 @@ from dsstar.cli._app import (
 from dsstar.cli._output import heading, json_line, shown
 from dsstar.cli._tables import Format, FormatOpt, print_table, resolve_format
 from dsstar.errors import DSStarError
+from dsstar.keys import run_folder
 from dsstar.text import money
 
 runs_app = typer.Typer(
@@ -125,7 +126,7 @@ def runs_show(
     elif round_number is not None:
         _print_round(payload)
     else:
-        _print_run(payload, store.uri(f"runs/{run_id}"))
+        _print_run(payload, store.uri(run_folder(run_id)))
 
 
 def _print_run(record: dict[str, Any], uri: str) -> None:

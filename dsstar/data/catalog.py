@@ -27,9 +27,10 @@ from dsstar.data.formats import definition_sources, generation
 from dsstar.data.profiler import detect_format, transient
 from dsstar.data.sources import DataFile, DataSource
 from dsstar.errors import StorageError
+from dsstar.keys import catalog_analysis, catalog_profile, catalog_root
 from dsstar.storage import Store
 
-__all__ = ["Catalog", "analysis_object", "profiler_version", "save_analysis", "sha256_file"]
+__all__ = ["Catalog", "profiler_version", "save_analysis", "sha256_file"]
 
 _IO_THREADS = 16  # storage round trips in flight when reading or writing many objects
 
@@ -79,14 +80,9 @@ def _profiler_version_at(_formats: int) -> str:
     return _short(*own, *definition_sources())
 
 
-def analysis_object(sha256: str, key: str) -> str:
-    """Where the analyzer record of content `sha256` under configuration `key` is kept."""
-    return f"catalog/analyses/{sha256}/{key}.json"
-
-
 def save_analysis(store: Store, sha256: str, key: str, record: dict[str, Any]) -> None:
     """Keep one analyzer record (a JSON-safe dict) for every later command and run."""
-    store.write_json(analysis_object(sha256, key), record)
+    store.write_json(catalog_analysis(sha256, key), record)
 
 
 class Catalog:
@@ -96,7 +92,7 @@ class Catalog:
         """`root`: the data root's location, normalized (`DataSource.location`)."""
         self.store = store
         self.root = root
-        self._index_key = f"catalog/roots/{_short(root)}.json"
+        self._index_key = catalog_root(_short(root))
         self._loaded: dict[str, list[Any]] | None = None  # the index, read on first use
         self._changed = False
         self.hashed = 0  # files whose content was hashed by this catalog (new or changed)
@@ -179,9 +175,7 @@ class Catalog:
         step = size or max(1, len(files))
         for start in range(0, len(files), step):
             chunk = files[start : start + step]
-            keys = {
-                f.path: f"catalog/profiles/{f.sha256}/{_short(f.path, version)}.txt" for f in chunk
-            }
+            keys = {f.path: catalog_profile(f.sha256, _short(f.path, version)) for f in chunk}
             found = self._read_many(keys.values())
             missing = [f for f in chunk if keys[f.path] not in found]
             fresh = compute(missing) if missing else {}
@@ -197,7 +191,7 @@ class Catalog:
     def analyses(self, wanted: dict[str, tuple[str, str]]) -> dict[str, dict[str, Any]]:
         """path -> stored analyzer record, for the paths of `wanted` (path -> (sha256, key))
         that have one."""
-        objects = {path: analysis_object(sha, key) for path, (sha, key) in wanted.items()}
+        objects = {path: catalog_analysis(sha, key) for path, (sha, key) in wanted.items()}
         found = self._read_many(objects.values())
         records: dict[str, dict[str, Any]] = {}
         for path, key in objects.items():

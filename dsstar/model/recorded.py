@@ -34,6 +34,7 @@ import fsspec
 import yaml
 from fsspec.core import url_to_fs
 
+from dsstar import keys
 from dsstar.errors import ConfigError
 
 __all__ = [
@@ -121,7 +122,7 @@ def _read(location: str) -> dict[str, RecordedReply]:
     try:
         fs, root = url_to_fs(location)
         root = root.rstrip("/")
-        if fs.isdir(f"{root}/replies"):
+        if fs.isdir(f"{root}/{keys.REPLIES}"):
             return _from_run(fs, root)
         if fs.isdir(root):
             return _from_folder(fs, root)
@@ -141,9 +142,9 @@ def _read(location: str) -> dict[str, RecordedReply]:
 
 def _from_run(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, RecordedReply]:
     """A run's own replies, and those that made the file descriptions it reused."""
-    replies = _from_folder(fs, f"{root}/replies")
+    replies = _from_folder(fs, f"{root}/{keys.REPLIES}")
     runs, run_id = root.rsplit("/", 1)
-    for found in fs.glob(f"{root}/analysis/*/attempts.json"):
+    for found in fs.glob(f"{root}/{keys.analysis_glob('attempts.json')}"):
         try:
             kept = json.loads(fs.cat_file(found))
         except (OSError, json.JSONDecodeError):
@@ -152,7 +153,8 @@ def _from_run(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, RecordedRep
         if not origin or not path or origin == run_id or "/" in origin:
             continue
         about = re.compile(rf"(analyzer|(debugger|summarizer) analysis) {re.escape(path)}( #\d+)?")
-        for label, reply in _from_folder(fs, f"{runs}/{origin}/replies").items():
+        # the folder of run `origin`, beside this one
+        for label, reply in _from_folder(fs, f"{runs}/{origin}/{keys.REPLIES}").items():
             if about.fullmatch(label):
                 replies.setdefault(label, reply)
     return replies

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dsstar import keys
 from dsstar.errors import StorageError
 from dsstar.model.llm import Message, prompt_hash
 from dsstar.storage import Store
@@ -23,15 +24,13 @@ class Replies:
 
     def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
-        self.folder = f"runs/{run_id}/replies"
+        self.run_id = run_id
 
     def key(self, label: str, config: dict[str, Any], messages: list[Message]) -> str:
         """The object of one request: its label (round and agent), model, temperature and
         exact prompt (what changes the answer, as in the task's cache key)."""
-        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in label)[:60]
         model = {"model": config["model"], "temperature": config.get("temperature")}
-        request = prompt_hash([model, *messages])
-        return f"{self.folder}/{safe}-{request}.json"
+        return keys.reply(self.run_id, label, prompt_hash([model, *messages]))
 
     def replay(self, key: str) -> dict[str, Any] | None:
         """The reply kept under `key`, if the run received it before."""

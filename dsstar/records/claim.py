@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from dsstar import keys
 from dsstar.errors import RunIdInUse
 from dsstar.execution.scratch import owner
 from dsstar.records.identity import RunIdentity, refuse_other_run
@@ -68,14 +69,13 @@ def claim_run(
     """Claim `run_id` in `store` for this process, or raise RunIdInUse saying who holds it
     (a live run), that it has finished, or (given the `identity` of the run to start) that
     the stored run is another one."""
-    prefix = f"runs/{run_id}"
     record = _refuse_stored(store, run_id, identity)
-    claims = [n for n in store.listdir(f"{prefix}/claims") if n.endswith(".json")]
+    claims = [n for n in store.listdir(keys.claims_folder(run_id)) if n.endswith(".json")]
     number, held = 1, None
     if claims:
-        last = max(claims)
-        number = int(last.split(".", 1)[0]) + 1
-        held = _read(store, f"{prefix}/claims/{last}")
+        last = int(max(claims).split(".", 1)[0])
+        number = last + 1
+        held = _read(store, keys.claim(run_id, last))
         retried = _same_flow_run(held or {}, flow_run_id)  # its earlier attempt is over
         if held and not held.get("released_at") and not retried and _live(held, record):
             raise _in_use(run_id, held)
@@ -85,7 +85,7 @@ def claim_run(
         "flow_run_id": flow_run_id,
         "claimed_at": _now(),
     }
-    key = f"{prefix}/claims/{number:06d}.json"
+    key = keys.claim(run_id, number)
     if not store.create_json(key, mine):  # another run took this number a moment ago
         raise _in_use(run_id, _read(store, key) or {})
     replaced = held if held and not held.get("released_at") else None
@@ -101,11 +101,11 @@ def claim_run(
 def _refuse_stored(store: Store, run_id: str, identity: RunIdentity | None) -> dict[str, Any]:
     """The stored run.json of `run_id` ({} if none); refused when the run has finished, or
     is not the one `identity` asks for."""
-    prefix = f"runs/{run_id}"
-    record = _read(store, f"{prefix}/run.json") or {}
+    record = _read(store, keys.run_record(run_id)) or {}
     if record.get("status") in FINISHED:
         raise RunIdInUse(
-            f"run {run_id} has finished ({record['status']}) under {store.uri(prefix)}; a"
+            f"run {run_id} has finished ({record['status']}) under"
+            f" {store.uri(keys.run_folder(run_id))}; a"
             " finished run is never overwritten: choose another run id"
         )
     refuse_other_run(run_id, record, identity)

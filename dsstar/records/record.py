@@ -1,6 +1,5 @@
 """What a run records, as plain data: the stored objects of each stage under runs/<run_id>/
-(the storage layout is dsstar.storage.LAYOUT), a round's row in the round table, token
-totals."""
+(named by dsstar.keys), a round's row in the round table, token totals."""
 
 from __future__ import annotations
 
@@ -12,12 +11,12 @@ from dataclasses import asdict
 from pathlib import PurePosixPath
 from typing import Any
 
+from dsstar import keys
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Choice, Guidance
 from dsstar.algorithm.runtime import Round, Script
 from dsstar.algorithm.verdict import Verdict
 from dsstar.execution.sandbox import ExecResult
-from dsstar.storage import analysis_key, round_key
 
 __all__ = [
     "analysis_objects",
@@ -45,10 +44,10 @@ def analysis_objects(analyses: list[dict[str, Any]]) -> dict[str, Any]:
     """analysis/<file>/script.py, output.txt and attempts.json of every analyzed file."""
     objects: dict[str, Any] = {}
     for item in analyses:
-        folder = f"analysis/{analysis_key(item['path'])}"
-        objects[f"{folder}/script.py"] = item["script"]
-        objects[f"{folder}/output.txt"] = item["description"]
-        objects[f"{folder}/attempts.json"] = {
+        path = item["path"]
+        objects[keys.analysis_object(path, "script.py")] = item["script"]
+        objects[keys.analysis_object(path, "output.txt")] = item["description"]
+        objects[keys.analysis_object(path, "attempts.json")] = {
             k: item[k] for k in ("path", "format", "sha256", "source", "error", "attempts")
         } | {"analyzed_in_run": item["run_id"]}
     return objects
@@ -56,12 +55,12 @@ def analysis_objects(analyses: list[dict[str, Any]]) -> dict[str, Any]:
 
 def round_objects(round: Round) -> dict[str, Any]:
     """rounds/NN/plan.json, code.py, output.txt, verdict.json (in this order), figures/."""
-    folder = f"rounds/{round_key(round.number)}"
+    number = round.number
     return {
-        f"{folder}/plan.json": list(round.plan),
-        f"{folder}/code.py": round.script.code,
-        f"{folder}/output.txt": round.script.result.output,
-        f"{folder}/verdict.json": {
+        keys.round_object(number, "plan.json"): list(round.plan),
+        keys.round_object(number, "code.py"): round.script.code,
+        keys.round_object(number, "output.txt"): round.script.result.output,
+        keys.round_object(number, "verdict.json"): {
             "sufficient": round.verdict.sufficient,
             "reply": round.reply,
             "execution_ok": round.script.result.ok,
@@ -70,21 +69,20 @@ def round_objects(round: Round) -> dict[str, Any]:
             # and counted, never followed.
             "unused": [asdict(asked) for asked in round.unused],
         },
-    } | figure_objects(folder, round.script.result)
+    } | figure_objects(keys.round_folder(number), round.script.result)
 
 
 def figure_objects(folder: str, result: ExecResult) -> dict[str, bytes]:
     """<folder>/figures/<name>: the figure files a round's script saved in its working
     directory (the final script's are among its outputs, final/outputs/)."""
-    return {f"{folder}/figures/{f['name']}": base64.b64decode(f["data"]) for f in result.figures}
+    return {keys.figure(folder, f["name"]): base64.b64decode(f["data"]) for f in result.figures}
 
 
 def figure_entries(folder: str, result: ExecResult, uri: Callable[[str], str]) -> list[dict]:
     """How run.json lists those figures: where (rounds/NN or final), name, bytes, URI."""
-    within = "outputs" if folder == "final" else "figures"
+    key = keys.output if folder == keys.FINAL else lambda name: keys.figure(folder, name)
     return [
-        {"where": folder, "name": f["name"], "bytes": f["bytes"],
-         "uri": uri(f"{folder}/{within}/{f['name']}")}
+        {"where": folder, "name": f["name"], "bytes": f["bytes"], "uri": uri(key(f["name"]))}
         for f in result.figures
     ]  # fmt: skip
 
@@ -94,9 +92,9 @@ def output_objects(result: ExecResult) -> dict[str, Any]:
     final/charts/<name>.json: the description of each matplotlib figure among them."""
     objects: dict[str, Any] = {}
     for item in result.outputs:
-        objects[f"final/outputs/{item['name']}"] = base64.b64decode(item["data"])
+        objects[keys.output(item["name"])] = base64.b64decode(item["data"])
         if isinstance(item.get("chart"), dict):
-            objects[f"final/charts/{item['name']}.json"] = item["chart"]
+            objects[keys.chart(item["name"])] = item["chart"]
     return objects
 
 
@@ -110,12 +108,12 @@ def output_entries(result: ExecResult, uri: Callable[[str], str]) -> list[dict[s
         entry = {
             "name": item["name"],
             "bytes": item["bytes"],
-            "uri": uri(f"final/outputs/{item['name']}"),
+            "uri": uri(keys.output(item["name"])),
             "media_type": media_type(item["name"]),
             "sha256": hashlib.sha256(data).hexdigest(),  # tells a changed deliverable
         }
         if isinstance(item.get("chart"), dict):
-            entry["chart"] = uri(f"final/charts/{item['name']}.json")
+            entry["chart"] = uri(keys.chart(item["name"]))
         entries.append(entry)
     return entries
 
@@ -156,7 +154,7 @@ def media_type(name: str) -> str:
 def route_objects(number: int, route: Route) -> dict[str, Any]:
     """rounds/NN/route.json: the decision that opened round NN."""
     return {
-        f"rounds/{round_key(number)}/route.json": {"decision": route.label, "reply": route.reply}
+        keys.round_object(number, "route.json"): {"decision": route.label, "reply": route.reply}
     }
 
 
@@ -173,7 +171,7 @@ def guidance_objects(number: int, guidance: Guidance) -> dict[str, Any]:
 
 
 def guidance_key(number: int) -> str:
-    return f"rounds/{round_key(number)}/guidance.json"
+    return keys.round_object(number, "guidance.json")
 
 
 def read_guidance(stored: dict[str, Any]) -> Guidance:
@@ -189,9 +187,9 @@ def read_guidance(stored: dict[str, Any]) -> Guidance:
 def reuse_objects(script: Script, verdict: Verdict, reply: str) -> dict[str, Any]:
     """reuse/: a stored solution tried first and rejected (round 00 belongs to the new plan)."""
     return {
-        "reuse/code.py": script.code,
-        "reuse/output.txt": script.result.output,
-        "reuse/verdict.json": {
+        keys.reuse_object("code.py"): script.code,
+        keys.reuse_object("output.txt"): script.result.output,
+        keys.reuse_object("verdict.json"): {
             "sufficient": verdict.sufficient,
             "reply": reply,
             "ok": script.result.ok,
@@ -205,7 +203,10 @@ def final_objects(
     """final/solution.py and output.txt (when there is one), answer.json, notebook.ipynb,
     outputs/ and charts/."""
     solution = (
-        {"final/solution.py": final.code, "final/output.txt": final.result.output}
+        {
+            keys.final_object("solution.py"): final.code,
+            keys.final_object("output.txt"): final.result.output,
+        }
         if final is not None
         else {}
     )
@@ -213,8 +214,8 @@ def final_objects(
     return (
         solution
         | {
-            "final/answer.json": {"answer": answer, "status": status, "plan": plan},
-            "final/notebook.ipynb": notebook,
+            keys.final_object("answer.json"): {"answer": answer, "status": status, "plan": plan},
+            keys.final_object("notebook.ipynb"): notebook,
         }
         | figures
     )

@@ -10,9 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from dsstar import keys
 from dsstar.errors import DSStarError, UsageError
 from dsstar.records.state import liveness
-from dsstar.storage import Store, round_key
+from dsstar.storage import Store
 from dsstar.views.report import agent_usage, run_figures
 
 __all__ = [
@@ -29,7 +30,7 @@ ROUND_FILES = ("plan.json", "code.py", "output.txt", "verdict.json", "route.json
 def read_run(store: Store, run_id: str) -> dict[str, Any]:
     """A run's run.json. Raises UsageError when there is no such run."""
     try:
-        return store.read_json(f"runs/{run_id}/run.json")
+        return store.read_json(keys.run_record(run_id))
     except FileNotFoundError:
         raise UsageError(f"no run {run_id} under {store.url}") from None
 
@@ -44,7 +45,7 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
 
     def reply(number: int) -> str | None:
         try:
-            found = store.read_json(f"runs/{run_id}/rounds/{round_key(number)}/verdict.json")
+            found = store.read_json(keys.in_run(run_id, keys.round_object(number, "verdict.json")))
         except (FileNotFoundError, DSStarError):
             return None
         return found.get("reply") if isinstance(found, dict) else None
@@ -60,9 +61,9 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
         except DSStarError:
             agents = None  # the ledger is optional for a report: storage has the rest
     final = {
-        name.split(".")[0]: store.uri(f"runs/{run_id}/final/{name}")
+        name.split(".")[0]: store.uri(keys.in_run(run_id, keys.final_object(name)))
         for name in ("notebook.ipynb", "solution.py", "answer.json")
-        if store.exists(f"runs/{run_id}/final/{name}")
+        if store.exists(keys.in_run(run_id, keys.final_object(name)))
     }
     return record | {
         "final": final,  # the notebook, solution and answer files, where the run wrote them
@@ -76,11 +77,11 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
 def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
     """The most recent runs (newest first): id, question, answer, status, rounds, cost,
     started."""
-    run_ids = sorted(store.listdir("runs"), reverse=True)[:limit]  # ids sort by start time
+    run_ids = sorted(store.listdir(keys.RUNS), reverse=True)[:limit]  # ids sort by start time
 
     def summary(run_id: str) -> dict[str, Any]:
         try:
-            record = store.read_json(f"runs/{run_id}/run.json")
+            record = store.read_json(keys.run_record(run_id))
         except FileNotFoundError:
             record = {"status": "unknown"}
         return {
@@ -102,11 +103,11 @@ def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
 def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:
     """Everything stored for one round: plan, code, output, verdict, route and the URIs of
     the figure files its script saved (top level of figures/)."""
-    folder = f"runs/{run_id}/rounds/{round_key(number)}"
+    folder = keys.in_run(run_id, keys.round_folder(number))
     found: dict[str, Any] = {"round": number}
     for name in ROUND_FILES:
         try:
-            text = store.read_text(f"{folder}/{name}")
+            text = store.read_text(keys.in_run(run_id, keys.round_object(number, name)))
         except FileNotFoundError:
             continue
         key = name.rsplit(".", 1)[0]
@@ -116,8 +117,8 @@ def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:
             found[key] = text
     if len(found) == 1:
         raise UsageError(f"run {run_id} has no round {number}")
-    names = store.listdir(f"{folder}/figures")
-    found["figures"] = [store.uri(f"{folder}/figures/{name}") for name in names]
+    names = store.listdir(keys.figures_folder(folder))
+    found["figures"] = [store.uri(keys.figure(folder, name)) for name in names]
     return found
 
 
@@ -127,14 +128,14 @@ def mark_interrupted(
     """Mark this process's run `interrupted` in run.json (and the ledger), unless the flow did
     already. Returns the stored record, or None when the run stored nothing yet."""
     try:
-        record = store.read_json(f"runs/{run_id}/run.json")
+        record = store.read_json(keys.run_record(run_id))
     except (FileNotFoundError, DSStarError):
         return None
     if record.get("status") != "running" or record.get("pid") not in (None, os.getpid()):
         return record  # finished, already marked, or another process's attempt
     now = datetime.now(UTC).isoformat(timespec="seconds")
     record.update(status="interrupted", error=reason, finished_at=now)
-    store.write_json(f"runs/{run_id}/run.json", record)
+    store.write_json(keys.run_record(run_id), record)
     if database_url:
         from dsstar.records.ledger import Ledger
 

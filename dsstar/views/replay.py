@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsstar import keys
 from dsstar.storage import Store
 
 __all__ = ["compare_runs", "recorded_model"]
@@ -20,21 +21,21 @@ _SHOWN = 80  # characters of a differing line shown in the report
 def recorded_model(store: Store, run_id: str) -> str:
     """The model that answers with the replies that made `run_id` (see
     dsstar.model.recorded): its own, and those of the file descriptions it reused."""
-    return f"recorded/{store.uri(f'runs/{run_id}')}"
+    return f"recorded/{store.uri(keys.run_folder(run_id))}"
 
 
 def compare_runs(store: Store, stored_id: str, replay_id: str) -> dict[str, Any]:
     """How the run `replay_id` compares with `stored_id`: `same` (every round's output and
     the answer as stored), and per round and for the answer what differs (None when same)."""
     rounds = []
-    numbers = set(store.listdir(f"runs/{stored_id}/rounds"))
-    numbers |= set(store.listdir(f"runs/{replay_id}/rounds"))
+    numbers = set(store.listdir(keys.in_run(stored_id, keys.ROUNDS)))
+    numbers |= set(store.listdir(keys.in_run(replay_id, keys.ROUNDS)))
     for number in sorted(numbers):
-        before = _read(store, f"runs/{stored_id}/rounds/{number}")
-        after = _read(store, f"runs/{replay_id}/rounds/{number}")
+        before = _read(store, stored_id, int(number))
+        after = _read(store, replay_id, int(number))
         change = _change(before, after)
         rounds.append({"round": int(number), "same": change is None, "change": change})
-    stored = store.read_json(f"runs/{stored_id}/run.json")
+    stored = store.read_json(keys.run_record(stored_id))
     now = _record(store, replay_id)
     answer = {
         "stored": stored.get("answer"),
@@ -54,17 +55,19 @@ def compare_runs(store: Store, stored_id: str, replay_id: str) -> dict[str, Any]
     }
 
 
-def _read(store: Store, folder: str) -> tuple[str, str] | None:
+def _read(store: Store, run_id: str, number: int) -> tuple[str, str] | None:
     """A round's output and script, or None when the run has no such round."""
     try:
-        return store.read_text(f"{folder}/output.txt"), store.read_text(f"{folder}/code.py")
+        output = store.read_text(keys.in_run(run_id, keys.round_object(number, "output.txt")))
+        code = store.read_text(keys.in_run(run_id, keys.round_object(number, "code.py")))
+        return output, code
     except FileNotFoundError:
         return None
 
 
 def _record(store: Store, run_id: str) -> dict[str, Any]:
     try:
-        return store.read_json(f"runs/{run_id}/run.json")
+        return store.read_json(keys.run_record(run_id))
     except FileNotFoundError:
         return {"status": "failed", "error": "the replay stored nothing"}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from dsstar.keys import run_folder, run_record
 from dsstar.records.state import FINISHED
 from dsstar.storage import Store
 
@@ -59,11 +60,11 @@ def run_result(record: dict[str, Any], artifacts_uri: str) -> dict[str, Any]:
 def finished_result(store: Store, run_id: str) -> dict[str, Any] | None:
     """The result of a run that has finished (answered, or stopped by a person), read back
     from its run.json; None for a run that has not (failed, interrupted, never started)."""
-    key = f"runs/{run_id}/run.json"
+    key = run_record(run_id)
     record = store.read_json(key) if store.exists(key) else None
     if not record or record.get("status") not in FINISHED:
         return None
-    return run_result(record, store.uri(f"runs/{run_id}"))
+    return run_result(record, store.uri(run_folder(run_id)))
 
 
 def agent_usage(calls: list[Any]) -> list[dict[str, Any]]:

@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dsstar import keys
 from dsstar.data.contracts._bounded import read_tables_bounded as read_tables
 from dsstar.data.contracts._build import build_suite, gx_version
 from dsstar.data.contracts._read import TABULAR_FORMATS, TableSkipped
 from dsstar.data.contracts._validate import Failure, validate_frame
 from dsstar.errors import ContractError, StorageError
-from dsstar.storage import Store, analysis_key
+from dsstar.storage import Store
 
 if TYPE_CHECKING:
     from dsstar.data.sources import DataSource
@@ -38,11 +38,9 @@ __all__ = [
     "FileCheck",
     "accept_file",
     "check_data_root",
-    "contract_key",
     "create_contract",
     "failed_paths",
     "load_contract",
-    "root_key",
     "stored_contracts",
     "validate_file",
 ]
@@ -51,18 +49,6 @@ __all__ = [
 class FileLike(Protocol):
     path: str
     format: str
-
-
-def root_key(location: str) -> str:
-    """A bounded, collision-free folder name for a data root: readable tail + hash."""
-    tail = re.sub(r"[^A-Za-z0-9_.-]+", "_", location.rstrip("/").rsplit("/", 1)[-1])[:40]
-    digest = hashlib.sha256(location.encode("utf-8")).hexdigest()[:12]
-    return f"{tail or 'root'}-{digest}"
-
-
-def contract_key(location: str, path: str) -> str:
-    """The storage key of the contract of file `path` (relative) under data root `location`."""
-    return f"contracts/{root_key(location)}/{analysis_key(path)}.json"
 
 
 @dataclass
@@ -89,7 +75,7 @@ class FileCheck:
 def load_contract(store: Store, location: str, path: str) -> dict[str, Any] | None:
     """The stored document of one file, or None when it has no contract yet."""
     try:
-        return store.read_json(contract_key(location, path))
+        return store.read_json(keys.contract(location, path))
     except FileNotFoundError:
         return None
 
@@ -119,7 +105,7 @@ def create_contract(
             for t in tables
         ],
     }
-    store.write_json(contract_key(location, file.path), document)
+    store.write_json(keys.contract(location, file.path), document)
     return document
 
 
@@ -135,7 +121,7 @@ def validate_file(
     `create`): that is its first analysis, so there is nothing to compare with yet."""
     started = time.perf_counter()
     content = getattr(file, "sha256", "") or ""
-    memo_key = f"contracts/{root_key(location)}/passed/{analysis_key(file.path)}.json"
+    memo_key = keys.passed_contract(location, file.path)
     document = load_contract(store, location, file.path)
     if document is None:
         made, reason = _try_create(store, location, root, file) if create else (False, None)
@@ -210,12 +196,12 @@ def failed_paths(report: dict[str, Any]) -> set[str]:
 
 def stored_contracts(store: Store, location: str) -> list[dict[str, Any]]:
     """Every contract document stored for a data root, by path."""
-    folder = f"contracts/{root_key(location)}"
+    folder = keys.contracts_folder(location)
     documents = []
     for name in store.listdir(folder):
         if name.endswith(".json"):
             try:
-                documents.append(store.read_json(f"{folder}/{name}"))
+                documents.append(store.read_json(f"{folder}/{name}"))  # a listed name
             except (FileNotFoundError, StorageError):
                 continue  # a half-written or edited-to-invalid file: `show` reports the rest
     return sorted(documents, key=lambda d: str(d.get("path")))

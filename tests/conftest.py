@@ -12,6 +12,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,24 @@ def prefect_server():
         APILogWorker.drain_all(timeout=10)
         stop(proc)
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
+
+
+@contextmanager
+def prefect_api(url: str) -> Iterator[None]:
+    """This process's Prefect client at `url` (a proxy, a test's own server) for the block.
+    Prefect keeps services per process whose client stays bound to the API of their first
+    use: the task engine's slot acquirers (a tagged task run, as a nightly question's, asks
+    them for its tag's slots), the event and log workers. They are drained while that API is
+    still up, so that the flows this process runs later are not sent to a server that is gone
+    (a nightly batch after one through a closed proxy failed on its tag's slots)."""
+    from prefect._internal.concurrency.services import QueueService
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield
+    finally:
+        QueueService.drain_all(timeout=30)  # every service; each is made again when next used
 
 
 @pytest.fixture

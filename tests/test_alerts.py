@@ -23,13 +23,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import EXAMPLE, REPO, _free_port, start_prefect_server
+from conftest import EXAMPLE, REPO, _free_port, prefect_api, start_prefect_server
 from fake_llm import Error, FakeLLM, text_of
 from prefect import get_client
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
 from prefect.deployments import run_deployment
-from prefect.settings import PREFECT_API_URL, temporary_settings
 from processes import start, stop
 from scenarios import ANSWER, always_first_time
 
@@ -127,7 +126,7 @@ def alerting(tmp_path_factory):
         PREFECT_RUNNER_POLL_FREQUENCY="1",
     )
     try:
-        with temporary_settings(updates={PREFECT_API_URL: api}):
+        with prefect_api(api):
             CustomWebhookNotificationBlock(
                 name="dsstar alerts",
                 url=receiver.url,

@@ -11,7 +11,7 @@ import os
 from urllib.parse import urlsplit
 
 import pytest
-from prefect.settings import PREFECT_API_URL, temporary_settings
+from conftest import prefect_api
 from scenarios import ANSWER, always_first_time
 from tcp_proxy import TcpProxy
 
@@ -31,7 +31,7 @@ def test_a_question_whose_completed_state_lost_its_result_is_reported_from_stora
     # The first flow run to complete is the question's (the batch completes after it).
     proxy.lose_reply(rb"^POST \S*/flow_runs/\S+/set_state ", rb'"type":\s*"COMPLETED"')
     try:
-        with temporary_settings(updates={PREFECT_API_URL: f"{proxy.url}{api.path}"}):
+        with prefect_api(f"{proxy.url}{api.path}"):
             [result] = ds_star_nightly(questions_file=str(question_set))
     finally:
         proxy.close()

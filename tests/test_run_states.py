@@ -20,10 +20,9 @@ from uuid import UUID
 
 import pytest
 from artifact_cards import artifact_keys, artifacts_tab, cards
-from conftest import REPO
+from conftest import REPO, prefect_api
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
-from prefect.settings import PREFECT_API_URL, temporary_settings
 from scenarios import ANSWER, always_first_time, answered, asked, fence, never_satisfied, two_rounds
 from tcp_proxy import TcpProxy
 
@@ -130,7 +129,7 @@ def test_three_rounds_under_a_lost_reply_show_one_table_and_one_card_per_round(
     proxy = TcpProxy(api.port)
     proxy.lose_reply(rb"^POST \S*/artifacts/ ", rb"three-round-00")
     try:
-        with temporary_settings(updates={PREFECT_API_URL: f"{proxy.url}{api.path}"}):
+        with prefect_api(f"{proxy.url}{api.path}"):
             state = ds_star(question=QUESTION, data=str(sales), run_id="three", max_rounds=2,
                             reuse=False, return_state=True)  # fmt: skip
     finally:

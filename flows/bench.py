@@ -28,7 +28,7 @@ from dsstar.errors import DSStarError
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
 from dsstar.inputs.questions import Question
 from dsstar.records.ledger import Ledger
-from dsstar.settings import Settings
+from dsstar.settings import Settings, default
 from dsstar.storage import Store
 from dsstar.views.report import agent_usage
 from flows.ds_star import completed_result, ds_star
@@ -80,7 +80,7 @@ def ds_star_bench(
     out: str,
     model: str | None = None,
     storage: str | None = None,
-    max_rounds: int = 20,
+    max_rounds: int = default("max_rounds"),
     options: RunOptions | None = None,
     parallel: int = 1,
 ) -> dict[str, Any]:

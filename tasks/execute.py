@@ -9,6 +9,7 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from dsstar.execution.sandbox import Limits, run_script
+from dsstar.settings import default
 from tasks.keys import digest, key_part
 from tasks.slots import slot
 
@@ -38,7 +39,7 @@ def execute(
     python: str | None = None,
     work_dir: str | None = None,
     max_parallel: int = 1,
-    slot_wait: float = 600.0,
+    slot_wait: float = default("slot_wait"),
     files: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run `code` in the sandbox with the data folder mounted read-only at `data/` (only

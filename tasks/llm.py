@@ -13,7 +13,7 @@ from dsstar.model.config import LLMConfig
 from dsstar.model.llm import Message, complete, prompt_hash
 from dsstar.model.pricing import estimate
 from dsstar.model.replies import Replies
-from dsstar.settings import api_key_here
+from dsstar.settings import api_key_here, default
 from dsstar.storage import Store
 from tasks._common import is_transient
 from tasks.keys import digest, key_part
@@ -55,7 +55,7 @@ def ask(
     storage: str | None = None,
     concurrency: int = 1,
     rpm: int | None = None,
-    slot_wait: float = 600.0,
+    slot_wait: float = default("slot_wait"),
     ceiling: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency.

@@ -26,7 +26,7 @@ from dsstar.inputs.form import RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.locations import normalize_location
-from dsstar.model.ceiling import Ceiling, forget
+from dsstar.model.ceiling import forget
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from flows import _story as story
@@ -130,10 +130,6 @@ def _checked_run(
         if flow_run.id:  # a flow run that kills its worker each time is not resumed forever
             check_crash_loop(flow_run.id, settings.max_crash_retries)
         return solve(run, question, data, guidelines, settings)
-    except OverBudget as exc:  # a stop, not a failure: resumable with a higher ceiling
-        result = run.over_budget(exc, Ceiling(settings.max_cost, settings.max_tokens))
-        story.say("%s", run.record["error"], level=logging.WARNING)
-        return result
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
         story.failed(exception_line(exc))
@@ -177,7 +173,12 @@ def solve(
         story.say(warning, level=logging.WARNING)
     spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
     runtime = FlowRuntime(run, spec, settings)
-    solution = steps.solve(runtime, question, guidelines, source, settings, spec.budget)
+    try:
+        solution = steps.solve(runtime, question, guidelines, source, spec)
+    except OverBudget as exc:  # a stop, not a failure: resumable with a higher ceiling
+        result = run.over_budget(exc, spec.ceiling)
+        story.say("%s", run.record["error"], level=logging.WARNING)
+        return result
     return finish(
         run, solution.status, solution.plan, solution.final, reused_from=solution.reused_from
     )

@@ -34,7 +34,7 @@ def execute(
     code: str,
     run_id: str,
     data_dir: str,
-    limits: dict[str, Any],
+    limits: Limits,
     sandbox: str,
     python: str | None = None,
     work_dir: str | None = None,
@@ -49,7 +49,7 @@ def execute(
         result = run_script(
             code,
             data_dir=Path(data_dir),
-            limits=Limits(**limits),
+            limits=limits,
             mode=sandbox,
             work_root=Path(work_dir) if work_dir else None,
             files=files,

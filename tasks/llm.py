@@ -56,13 +56,13 @@ def ask(
     concurrency: int = 1,
     rpm: int | None = None,
     slot_wait: float = default("slot_wait"),
-    ceiling: dict[str, Any] | None = None,
+    ceiling: Ceiling | None = None,
 ) -> dict[str, Any]:
     """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency.
     At most `concurrency` requests are in flight at once and `rpm` start per minute.
     With `storage`, the reply is kept in the run's store as it arrives, and a request the
     run already had answered (before a crash) is answered from there. With a `ceiling`
-    (Ceiling fields), a request that could pass it is not sent (OverBudget), and one that
+    (the run spec's), a request that could pass it is not sent (OverBudget), and one that
     is sent carries an output limit that keeps it within the ceiling."""
     replies = Replies(Store(storage), run_id) if storage else None
     key = replies.key(label, config, messages) if replies else ""
@@ -71,7 +71,7 @@ def ask(
     if kept is not None:  # paid for before: counted, never checked again
         spent.charge(kept)
         return kept
-    limit = Ceiling(**ceiling) if ceiling else Ceiling()
+    limit = ceiling or Ceiling()
     bound = estimate(config["model"], messages) if limit else None
     api_key = api_key_here()  # read here, never passed as a (recorded) task parameter
     with slot("llm", concurrency, run_id, slot_wait):

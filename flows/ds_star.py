@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any
 
 from prefect import get_client
 from prefect.client.schemas.objects import State
@@ -22,7 +22,7 @@ from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import OverBudget, RunEnded, UsageError
 from dsstar.execution import scratch
 from dsstar.execution.failure import exception_line
-from dsstar.inputs.form import RunForm, explain
+from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.locations import normalize_location
@@ -38,7 +38,7 @@ from flows._runtime import FlowRuntime
 from flows._states import final_state
 from flows.workers import check_crash_loop
 
-__all__ = ["PreparedRun", "completed_result", "default_run_id", "ds_star", "run_question"]
+__all__ = ["completed_result", "default_run_id", "ds_star", "run_question"]
 
 
 def default_run_id() -> str:
@@ -211,14 +211,6 @@ def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
 
 # The outcomes whose flow run ends Failed or Cancelled with the run's result as its data.
 _ENDED_WITH_A_RESULT = frozenset({Status.FAILED, Status.OVER_BUDGET, Status.STOPPED})
-
-
-class PreparedRun(Protocol):
-    """A run built and checked in this process (see `dsstar.api.prepare_run`): its form
-    validated, its settings built, its question checked and its preflight passed."""
-
-    form: Any
-    settings: Settings
 
 
 # The run `run_question` hands to the flow it starts, beside its parameters. Parameters are

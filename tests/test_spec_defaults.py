@@ -6,13 +6,17 @@ from there, so changing a default is one edit."""
 from __future__ import annotations
 
 import ast
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
+from dsstar.algorithm.context import Retrieval
 from dsstar.algorithm.runtime import Budget
+from dsstar.algorithm.spec import RunSpec
 from dsstar.data.profiler import ProfileLimits
 from dsstar.execution.sandbox import Limits
+from dsstar.model.ceiling import Ceiling
 from dsstar.settings import Settings, default
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +34,9 @@ CHOSEN_BY_A_SETTING = {
     ("dsstar/data/profiler/isolated.py", "ProfileLimits", "file_max_bytes"): "profile_max_bytes",
     ("dsstar/data/profiler/isolated.py", "ProfileLimits", "max_chars"): "max_description_chars",
     ("dsstar/data/profiler/isolated.py", "ProfileLimits", "memory_mb"): "exec_memory_mb",
+    ("dsstar/algorithm/context.py", "Retrieval", "top_k"): "top_k",
+    ("dsstar/algorithm/context.py", "Retrieval", "max_document_chars"): "max_document_chars",
+    ("dsstar/algorithm/context.py", "Retrieval", "context_tokens"): "context_tokens",
     ("flows/bench.py", "ds_star_bench", "max_rounds"): "max_rounds",
     ("tasks/llm.py", "ask", "slot_wait"): "slot_wait",
     ("tasks/execute.py", "execute", "slot_wait"): "slot_wait",
@@ -72,3 +79,14 @@ def test_the_bounds_defaults_are_the_settings():
     )
     assert Limits().timeout_s == default("exec_timeout")
     assert ProfileLimits().max_chars == default("max_description_chars")
+
+
+@pytest.mark.parametrize("part", [Budget, Retrieval, Ceiling], ids=lambda p: p.__name__)
+def test_a_spec_part_filled_by_name_is_named_as_its_settings(part):
+    # RunSpec.from_settings fills these field by field from the settings of the same names:
+    # a new field of one of them is a new setting's value without a further edit there.
+    assert {f.name for f in fields(part)} <= set(Settings.model_fields)
+    spec = RunSpec.from_settings(
+        Settings(model="openai/m", max_rounds=3, top_k=5, max_tokens=99), "r", "/tmp", Path("/tmp")
+    )
+    assert (spec.budget.max_rounds, spec.retrieval.top_k, spec.ceiling.max_tokens) == (3, 5, 99)

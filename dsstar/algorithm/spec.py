@@ -8,9 +8,9 @@ before any run spec exists."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dsstar.algorithm.agents import ROSTER
 from dsstar.algorithm.context import Retrieval
@@ -48,20 +48,23 @@ def sandbox_limits(settings: Settings) -> Limits:
     )
 
 
+_P = TypeVar("_P")
+
+
+def _named_as_settings(part: type[_P], settings: Settings) -> _P:
+    """A typed part of the spec whose fields are named as the settings that choose them:
+    each field filled from its setting, so a new one is a field there and nothing here."""
+    return part(**{f.name: getattr(settings, f.name) for f in fields(part)})  # type: ignore[arg-type]
+
+
 def loop_budget(settings: Settings) -> Budget:
     """The loop's bounds."""
-    return Budget(
-        max_rounds=settings.max_rounds,
-        max_debug_attempts=settings.max_debug_attempts,
-        summarize_over_chars=settings.summarize_over_chars,
-        max_output_chars=settings.max_output_chars,
-        parallel_rounds=settings.parallel_rounds,
-    )
+    return _named_as_settings(Budget, settings)
 
 
 def spend_ceiling(settings: Settings) -> Ceiling:
     """The most a run may spend on model calls (falsy: no bound); a nightly batch's too."""
-    return Ceiling(max_cost=settings.max_cost, max_tokens=settings.max_tokens)
+    return _named_as_settings(Ceiling, settings)
 
 
 def script_libraries(settings: Settings) -> list[str]:
@@ -123,12 +126,7 @@ class RunSpec:
             limits=sandbox_limits(settings),
             budget=loop_budget(settings),
             ceiling=spend_ceiling(settings),
-            retrieval=Retrieval(
-                top_k=settings.top_k,
-                max_description_chars=settings.max_description_chars,
-                max_document_chars=settings.max_document_chars,
-                context_tokens=settings.context_tokens,
-            ),
+            retrieval=_named_as_settings(Retrieval, settings),
             embedding=Embedding.of(settings),
             reuse=settings.reuse,
             sandbox=settings.sandbox,

@@ -11,6 +11,7 @@ from pathlib import Path
 from dsstar.algorithm.analysis import config_key
 from dsstar.algorithm.runtime import Budget
 from dsstar.algorithm.spec import RunSpec
+from dsstar.data.retrieval import Embedding
 from dsstar.execution.sandbox import Limits
 from dsstar.model.ceiling import Ceiling
 from dsstar.settings import Settings
@@ -57,3 +58,21 @@ def test_a_files_analysis_key_is_what_it_was_with_a_dict_of_limits():
     }
     spec = replace(_spec(), libraries=["pandas 2.2"], limits=Limits(), llm=llm)
     assert config_key({"path": "x.csv", "format": "csv"}, spec) == "cfa6da7d1113c4a57648"
+
+
+def test_the_embedding_model_travels_in_the_spec(tmp_path):
+    spec = _spec(
+        embedding_model="openai/e5",
+        embedding_api_base="http://127.0.0.1:9/v1",
+        embedding_cache_dir=tmp_path / "vectors",
+        embedding_input_type=True,
+        llm_timeout=7,
+    )
+    assert spec.embedding == Embedding(
+        "openai/e5", "http://127.0.0.1:9/v1", 7.0, str(tmp_path / "vectors"), True
+    )
+    assert RunSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    similarity = spec.embedding.similarity("r1")
+    assert similarity.input_types and similarity.cache.run_id == "r1"
+    assert similarity.cache.config.model == "openai/e5" and similarity.cache.config.timeout == 7.0
+    assert _spec(embedding_model=None).embedding is None  # BM25 alone

@@ -34,13 +34,13 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from dsstar.errors import DSStarError, LLMFatalError, UsageError
 from dsstar.events import Event
+from dsstar.inputs.form import PreparedRun
 from dsstar.results import Answer, FileDescription, RunSummary
 from dsstar.settings import Settings
 from dsstar.text import clean
@@ -149,16 +149,6 @@ def runs(limit: int = 20, storage: str | None = None) -> list[RunSummary]:
 
     store = Store(_settings(str, storage=storage).storage)
     return [RunSummary.from_dict(row) for row in listed(store, limit)]
-
-
-@dataclass(frozen=True)
-class PreparedRun:
-    """A run built and checked in this process, ready to start: its form (the flow's
-    parameters, with its run id), its settings, the question checked and the preflight
-    passed. The flow it starts takes both as they are and checks nothing again."""
-
-    form: Any  # dsstar.inputs.form.RunForm
-    settings: Settings
 
 
 @_refusing_kept

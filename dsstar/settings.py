@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from dsstar import sandbox_names
 from dsstar.errors import ConfigError
 
-__all__ = ["CAP", "Settings", "api_key_here"]
+__all__ = ["CAP", "Settings", "api_key_here", "default"]
 
 # Marks a setting that bounds resource use or spending, a cap (see dsstar/caps.py).
 CAP = {"cap": True}
@@ -358,6 +358,12 @@ class Settings(BaseSettings):
     def model_for(self, agent: str) -> str | None:
         """The model that `agent` talks to."""
         return self.agent_models.get(agent) or self.model
+
+
+def default(setting: str) -> Any:
+    """The default of `setting`, for a bound that a setting chooses (a dataclass field, a
+    flow parameter): each default is written once, on its field above."""
+    return Settings.model_fields[setting].default
 
 
 def api_key_here() -> str | None:

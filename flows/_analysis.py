@@ -43,7 +43,7 @@ def analyze_files(
     plan = analysis_plan(spec, source, files, results, misses)
     if plan.unprofiled:  # each is analyzed alone: said, never billed silently
         progress.emit(Unprofiled(plan.unprofiled))
-    window, spec_dict = _window(spec), asdict(spec)
+    window, spec_dict = _window(spec), spec.to_dict()
     done = _Counter(len(misses))
     analyze = analysis_task(spec)
     spent, stops = meter(spec.run_id), []

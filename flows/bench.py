@@ -30,7 +30,7 @@ from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
 from dsstar.inputs.questions import Question
 from dsstar.keys import final_object, in_run, run_record
 from dsstar.records.ledger import Ledger
-from dsstar.settings import Settings
+from dsstar.settings import Settings, default
 from dsstar.storage import Store
 from dsstar.views.report import agent_usage
 from flows.ds_star import completed_result, ds_star
@@ -82,7 +82,7 @@ def ds_star_bench(
     out: str,
     model: str | None = None,
     storage: str | None = None,
-    max_rounds: int = 20,
+    max_rounds: int = default("max_rounds"),
     options: RunOptions | None = None,
     parallel: int = 1,
 ) -> dict[str, Any]:

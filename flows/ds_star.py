@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any
 
 from prefect import get_client
 from prefect.client.schemas.objects import State
@@ -22,12 +22,12 @@ from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import OverBudget, RunEnded, UsageError
 from dsstar.execution import scratch
 from dsstar.execution.failure import exception_line
-from dsstar.inputs.form import RunForm, explain
+from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.keys import run_folder, run_record
 from dsstar.locations import normalize_location
-from dsstar.model.ceiling import Ceiling, forget
+from dsstar.model.ceiling import forget
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from flows import _story as story
@@ -39,7 +39,7 @@ from flows._runtime import FlowRuntime
 from flows._states import final_state
 from flows.workers import check_crash_loop
 
-__all__ = ["PreparedRun", "completed_result", "default_run_id", "ds_star", "run_question"]
+__all__ = ["completed_result", "default_run_id", "ds_star", "run_question"]
 
 
 def default_run_id() -> str:
@@ -131,10 +131,6 @@ def _checked_run(
         if flow_run.id:  # a flow run that kills its worker each time is not resumed forever
             check_crash_loop(flow_run.id, settings.max_crash_retries)
         return solve(run, question, data, guidelines, settings)
-    except OverBudget as exc:  # a stop, not a failure: resumable with a higher ceiling
-        result = run.over_budget(exc, Ceiling(settings.max_cost, settings.max_tokens))
-        story.say("%s", run.record["error"], level=logging.WARNING)
-        return result
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
         story.failed(exception_line(exc))
@@ -178,7 +174,12 @@ def solve(
         story.say(warning, level=logging.WARNING)
     spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
     runtime = FlowRuntime(run, spec, settings)
-    solution = steps.solve(runtime, question, guidelines, source, settings, spec.budget)
+    try:
+        solution = steps.solve(runtime, question, guidelines, source, spec)
+    except OverBudget as exc:  # a stop, not a failure: resumable with a higher ceiling
+        result = run.over_budget(exc, spec.ceiling)
+        story.say("%s", run.record["error"], level=logging.WARNING)
+        return result
     return finish(
         run, solution.status, solution.plan, solution.final, reused_from=solution.reused_from
     )
@@ -211,14 +212,6 @@ def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
 
 # The outcomes whose flow run ends Failed or Cancelled with the run's result as its data.
 _ENDED_WITH_A_RESULT = frozenset({Status.FAILED, Status.OVER_BUDGET, Status.STOPPED})
-
-
-class PreparedRun(Protocol):
-    """A run built and checked in this process (see `dsstar.api.prepare_run`): its form
-    validated, its settings built, its question checked and its preflight passed."""
-
-    form: Any
-    settings: Settings
 
 
 # The run `run_question` hands to the flow it starts, beside its parameters. Parameters are

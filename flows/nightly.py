@@ -15,7 +15,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
-from dsstar.algorithm.spec import RunSpec
+from dsstar.algorithm.spec import RunSpec, spend_ceiling
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, OverBudget, UsageError
@@ -131,7 +131,7 @@ def ds_star_nightly(**fields: Any) -> list[dict[str, Any]] | State:
         replace(q, data=check_data_location(q.data, worker)) for q in load_questions(questions_file)
     ]
     batch = default_run_id()  # stable across retries of this flow run: they resume
-    ceiling = Ceiling(settings.max_cost, settings.max_tokens)
+    ceiling = spend_ceiling(settings)
     analysis_calls, stop = share_analyses(questions, settings, batch)
     shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
     if ceiling:  # one question at a time, here, each bounded by what the batch has left

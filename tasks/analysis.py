@@ -19,7 +19,7 @@ __all__ = ["analysis_task", "analyze_file", "describe_members"]
 
 
 def _cache_key(context: TaskRunContext, params: dict[str, Any]) -> str:
-    file, spec = params["file"], RunSpec(**params["spec"])
+    file, spec = params["file"], RunSpec.from_dict(params["spec"])
     return "analysis-{}-{}".format(file["sha256"][:24], analysis.config_key(file, spec))
 
 
@@ -37,12 +37,12 @@ def _run_name() -> str:
 )
 def analyze_file(file: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """Describe one file and keep its description in the catalog."""
-    run_spec = RunSpec(**spec).without_outputs()
+    run_spec = RunSpec.from_dict(spec).without_outputs()
     # This task is the unit of caching and retry: its LLM calls and scripts run inline, not
     # as task runs of their own (a lake of 1,560 files means 3,120 fewer).
     calls = TaskCalls(run_spec, inline=True)
     record = {**analysis.analyze_file(calls, file, run_spec), "calls": calls.replies}
-    analysis.keep(record, RunSpec(**spec))
+    analysis.keep(record, RunSpec.from_dict(spec))
     return record
 
 
@@ -61,13 +61,13 @@ def describe_members(
     """Describe like files with `origin`'s script, no model call, and keep each description
     in the catalog. None for a file the script does not fit: it needs its own analysis.
     `columns`: the column names of their shape, which the origin's shares."""
-    run_spec = RunSpec(**spec).without_outputs()
+    run_spec = RunSpec.from_dict(spec).without_outputs()
     calls = TaskCalls(run_spec, inline=True)
     records = likeness.describe_members(calls, files, origin, run_spec, columns)
     for record in records:
         if record is not None:
             record["calls"] = []
-            analysis.keep(record, RunSpec(**spec))
+            analysis.keep(record, RunSpec.from_dict(spec))
     return records
 
 

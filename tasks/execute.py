@@ -9,6 +9,7 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from dsstar.execution.sandbox import Limits, run_script
+from dsstar.settings import default
 from tasks.keys import digest, key_part
 from tasks.slots import slot
 
@@ -33,12 +34,12 @@ def execute(
     code: str,
     run_id: str,
     data_dir: str,
-    limits: dict[str, Any],
+    limits: Limits,
     sandbox: str,
     python: str | None = None,
     work_dir: str | None = None,
     max_parallel: int = 1,
-    slot_wait: float = 600.0,
+    slot_wait: float = default("slot_wait"),
     files: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run `code` in the sandbox with the data folder mounted read-only at `data/` (only
@@ -48,7 +49,7 @@ def execute(
         result = run_script(
             code,
             data_dir=Path(data_dir),
-            limits=Limits(**limits),
+            limits=limits,
             mode=sandbox,
             work_root=Path(work_dir) if work_dir else None,
             files=files,

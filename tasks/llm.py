@@ -13,7 +13,7 @@ from dsstar.model.config import LLMConfig
 from dsstar.model.llm import Message, complete, prompt_hash
 from dsstar.model.pricing import estimate
 from dsstar.model.replies import Replies
-from dsstar.settings import api_key_here
+from dsstar.settings import api_key_here, default
 from dsstar.storage import Store
 from tasks._common import is_transient
 from tasks.keys import digest, key_part
@@ -55,14 +55,14 @@ def ask(
     storage: str | None = None,
     concurrency: int = 1,
     rpm: int | None = None,
-    slot_wait: float = 600.0,
-    ceiling: dict[str, Any] | None = None,
+    slot_wait: float = default("slot_wait"),
+    ceiling: Ceiling | None = None,
 ) -> dict[str, Any]:
     """Send `messages` to `agent`'s model; returns the reply with tokens, cost and latency.
     At most `concurrency` requests are in flight at once and `rpm` start per minute.
     With `storage`, the reply is kept in the run's store as it arrives, and a request the
     run already had answered (before a crash) is answered from there. With a `ceiling`
-    (Ceiling fields), a request that could pass it is not sent (OverBudget), and one that
+    (the run spec's), a request that could pass it is not sent (OverBudget), and one that
     is sent carries an output limit that keeps it within the ceiling."""
     replies = Replies(Store(storage), run_id) if storage else None
     key = replies.key(label, config, messages) if replies else ""
@@ -71,7 +71,7 @@ def ask(
     if kept is not None:  # paid for before: counted, never checked again
         spent.charge(kept)
         return kept
-    limit = Ceiling(**ceiling) if ceiling else Ceiling()
+    limit = ceiling or Ceiling()
     bound = estimate(config["model"], messages) if limit else None
     api_key = api_key_here()  # read here, never passed as a (recorded) task parameter
     with slot("llm", concurrency, run_id, slot_wait):

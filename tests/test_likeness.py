@@ -17,6 +17,7 @@ from scenarios import fence
 
 from dsstar.algorithm.likeness import _fits, for_member
 from dsstar.data.shapes import column_names, group_by_shape, schema_signature
+from dsstar.execution.sandbox import Limits
 
 # --- shapes -----------------------------------------------------------------------------------
 
@@ -375,17 +376,17 @@ def test_a_member_named_as_code_describes_itself_alone(env, llm, tmp_path):
 class SandboxCalls:
     """`Calls` with the real sandbox and no model: like files' scripts never ask one."""
 
-    def __init__(self, data_dir: Path, limits: dict) -> None:
+    def __init__(self, data_dir: Path, limits: Limits) -> None:
         self.data_dir, self.limits, self.runs = data_dir, limits, []
 
     def ask(self, agent: str, label: str, messages: list) -> str:
         raise AssertionError(f"no model call for like files, got {label}")
 
     def execute(self, label: str, code: str, files=None):
-        from dsstar.execution.sandbox import Limits, run_script
+        from dsstar.execution.sandbox import run_script
 
         self.runs.append(files)
-        return run_script(code, data_dir=self.data_dir, limits=Limits(**self.limits), files=files)
+        return run_script(code, data_dir=self.data_dir, limits=self.limits, files=files)
 
 
 def test_each_like_file_runs_alone_over_its_own_file(tmp_path) -> None:

@@ -291,7 +291,7 @@ def test_a_run_in_another_interpreter_tells_and_uses_its_libraries(
     source = DataSource(str(sales), scratch.new_dir(settings.work_dir, "env-test"))
     spec = RunSpec.from_settings(settings, "env-1", settings.storage, source.mount_dir)
     rt = LocalRuntime(spec, api_key="sk-x")
-    solution = steps.solve(rt, "What does tinylib say?", "", source, settings, spec.budget)
+    solution = steps.solve(rt, "What does tinylib say?", "", source, spec)
     assert solution.final.result.stdout.strip() == "42", solution.final.result.output
     for agent in ("analyzer", "coder"):
         text = " ".join(text_of(llm.calls(agent)[0]).split())

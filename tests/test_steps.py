@@ -45,8 +45,8 @@ def local(settings: Settings, source: DataSource, run_id: str, **options) -> Loc
     return LocalRuntime(spec, api_key="sk-x", **options)
 
 
-def solve(rt: LocalRuntime, settings: Settings, source: DataSource) -> steps.Solution:
-    return steps.solve(rt, QUESTION, GUIDELINES, source, settings, rt.spec.budget)
+def solve(rt: LocalRuntime, source: DataSource) -> steps.Solution:
+    return steps.solve(rt, QUESTION, GUIDELINES, source, rt.spec)
 
 
 def test_files_are_described_then_shown_to_the_agents_through_every_round(
@@ -54,7 +54,7 @@ def test_files_are_described_then_shown_to_the_agents_through_every_round(
 ) -> None:
     two_rounds(llm)
     rt = local(settings, source, "steps-1")
-    solution = solve(rt, settings, source)
+    solution = solve(rt, source)
 
     assert solution.status is Status.VERIFIED and len(solution.plan) == 2
     assert solution.final.result.stdout.strip() == ANSWER and solution.reused_from is None
@@ -75,11 +75,11 @@ def test_files_are_described_then_shown_to_the_agents_through_every_round(
 
 def test_a_second_run_reads_the_descriptions_from_the_catalog(llm, settings, source) -> None:
     always_first_time(llm)
-    solve(local(settings, source, "steps-first"), settings, source)
+    solve(local(settings, source, "steps-first"), source)
     analyzed = len(llm.calls("analyzer"))
 
     rt = local(settings, source, "steps-second")
-    solution = solve(rt, settings, source)
+    solution = solve(rt, source)
 
     assert analyzed == 3 and len(llm.calls("analyzer")) == analyzed  # none asked again
     assert {a["run_id"] for a in rt.analyses} == {"steps-first"}
@@ -90,7 +90,7 @@ def test_a_verified_solution_that_still_answers_is_reused(llm, settings, source)
     always_first_time(llm)
     previous = Solved("earlier", ["Compute revenue per region."], FINAL_ONLY_ANSWER)
     rt = local(settings, source, "steps-reuse", previous=previous)
-    solution = solve(rt, settings, source)
+    solution = solve(rt, source)
 
     assert solution.reused_from == "earlier" and solution.status is Status.VERIFIED
     assert solution.plan == previous.plan and solution.final.result.stdout.strip() == ANSWER
@@ -104,7 +104,7 @@ def test_a_rejected_solution_seeds_the_first_plan(llm, settings, source) -> None
     llm.default("coder", lambda req: fence(FINAL_ONLY_ANSWER))
     previous = Solved("earlier", ["Count the regions."], "print('three regions')")
     rt = local(settings, source, "steps-seed", previous=previous)
-    solution = solve(rt, settings, source)
+    solution = solve(rt, source)
 
     assert solution.reused_from is None and solution.status is Status.VERIFIED
     assert len(rt.reuses) == 1 and rt.reuses[0][2] == "No"

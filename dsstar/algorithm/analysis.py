@@ -62,7 +62,12 @@ def config_key(file: dict[str, Any], spec: RunSpec) -> str:
     }
     needs = [list(pair) for pair in file.get("needs") or ()]
     return digest(
-        file["path"], _request(file, spec), models, spec.limits, _SCOPE, *([needs] if needs else [])
+        file["path"],
+        _request(file, spec),
+        models,
+        asdict(spec.limits),
+        _SCOPE,
+        *([needs] if needs else []),
     )
 
 
@@ -105,7 +110,7 @@ def keep(record: dict[str, Any], spec: RunSpec) -> None:
 
 def _profile(path: str, spec: RunSpec) -> str:
     """The built-in profiler's description, read inside the sandbox like any script."""
-    limits = ProfileLimits(memory_mb=spec.limits["memory_mb"], workers=1)
+    limits = ProfileLimits(memory_mb=spec.limits.memory_mb, workers=1)
     work_root = Path(spec.work_dir) if spec.work_dir else None
     texts = profile_files(
         Path(spec.data_dir), [path], limits=limits, mode=spec.sandbox, work_root=work_root

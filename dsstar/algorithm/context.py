@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from dsstar.algorithm import agents
@@ -13,10 +14,21 @@ from dsstar.algorithm.agents import FileInfo
 from dsstar.algorithm.context_budget import Fitted, fit
 from dsstar.data.retrieval import Hit, Similarity, rank_sources
 from dsstar.errors import LLMError
+from dsstar.settings import default
 
-__all__ = ["fit_context", "retrieve"]
+__all__ = ["Retrieval", "fit_context", "retrieve"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Step 2's bounds (the settings of the same names; built by `dsstar.algorithm.spec`)."""
+
+    top_k: int = default("top_k")  # most sources shown
+    max_description_chars: int = default("max_description_chars")  # of one description
+    max_document_chars: int = default("max_document_chars")  # of a documentation file, whole
+    context_tokens: int = default("context_tokens")  # all of them together, in a prompt
 
 
 def retrieve(

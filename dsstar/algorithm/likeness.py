@@ -104,7 +104,7 @@ def plan_analysis(
     grouped (and `groups` counted) only for `every_shape`."""
     if not missing and not every_shape:
         return Plan()
-    limits = ProfileLimits(memory_mb=spec.limits["memory_mb"], workers=spec.max_parallel)
+    limits = ProfileLimits(memory_mb=spec.limits.memory_mb, workers=spec.max_parallel)
     # A chunk keeps every profiling worker busy: two full batches each, at least.
     size = max(PROFILE_CHUNK, 2 * limits.batch_files * limits.workers)
     work_root = Path(spec.work_dir) if spec.work_dir else None
@@ -305,7 +305,7 @@ def batch_size(origin: dict[str, Any], spec: RunSpec) -> int:
     output (`output_bytes`) if each prints twice what the origin printed, quoted as JSON,
     and at most `MAX_BATCH`; so a task's result stays small."""
     each = 3 * (2 * len(origin.get("description") or "") + 500)
-    return max(1, min(MAX_BATCH, spec.limits["output_bytes"] // each))
+    return max(1, min(MAX_BATCH, spec.limits.output_bytes // each))
 
 
 def _record(

@@ -81,14 +81,12 @@ class LocalRuntime:
         self.labels.append(label)
         return self._run(code, self.spec.limits, files)
 
-    def _run(
-        self, code: str, limits: dict[str, Any], files: Sequence[str] | None = None
-    ) -> ExecResult:
+    def _run(self, code: str, limits: Limits, files: Sequence[str] | None = None) -> ExecResult:
         work_dir = self.spec.work_dir
         return run_script(
             code,
             data_dir=Path(self.spec.data_dir),
-            limits=Limits(**limits),
+            limits=limits,
             mode=self.spec.sandbox,
             work_root=Path(work_dir) if work_dir else None,
             files=files,
@@ -161,4 +159,4 @@ class _WithoutFigures:
 
     def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         self.runtime.labels.append(label)
-        return self.runtime._run(code, {**self.runtime.spec.limits, "outputs": 0}, files)
+        return self.runtime._run(code, self.runtime.spec.without_outputs().limits, files)

@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dsstar.algorithm.agents import PROMPT_OUTPUT_CHARS
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Checkpoint, Guidance
 from dsstar.algorithm.verdict import Verdict
 from dsstar.events import StoryEvent
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.llm import Message
+from dsstar.settings import default
 
 if TYPE_CHECKING:  # only annotations: the data side is not loaded with the loop's types
     from dsstar.data.sources import DataSource
@@ -115,11 +115,11 @@ class Solved:
 class Budget:
     """The loop's bounds (the settings of the same names; built by `dsstar.algorithm.spec`)."""
 
-    max_rounds: int = 20
-    max_debug_attempts: int = 3
-    summarize_over_chars: int = 2000
-    max_output_chars: int = PROMPT_OUTPUT_CHARS
-    parallel_rounds: bool = True
+    max_rounds: int = default("max_rounds")
+    max_debug_attempts: int = default("max_debug_attempts")
+    summarize_over_chars: int = default("summarize_over_chars")
+    max_output_chars: int = default("max_output_chars")
+    parallel_rounds: bool = default("parallel_rounds")
 
 
 @dataclass

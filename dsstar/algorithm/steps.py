@@ -20,16 +20,14 @@ from dsstar.algorithm import loop
 from dsstar.algorithm.calls import Problem
 from dsstar.algorithm.context import fit_context, retrieve
 from dsstar.algorithm.context_budget import whole_documents
-from dsstar.algorithm.runtime import Budget, Runtime, Script
-from dsstar.algorithm.spec import script_libraries
+from dsstar.algorithm.runtime import Runtime, Script
+from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.contracts import failed_paths
-from dsstar.data.retrieval import embedding_similarity
 from dsstar.data.sources import DataSource
 from dsstar.errors import OverBudget
 from dsstar.events import Analyzed, Retrieved, Reused
 from dsstar.model.llm import count_tokens
-from dsstar.settings import Settings
 
 __all__ = ["Solution", "solve"]
 
@@ -51,14 +49,15 @@ def solve(
     question: str,
     guidelines: str,
     source: DataSource,
-    settings: Settings,
-    budget: Budget,
+    spec: RunSpec,
 ) -> Solution:
-    """Answer `question` about the files of `source` (steps 0 to 5, see the module)."""
+    """Answer `question` about the files of `source` (steps 0 to 5, see the module), within
+    the bounds of the run's `spec`."""
+    budget = spec.budget
     # 0. A question answered before: its verified solution runs on today's data first,
     #    unless a file broke its data contract (then the full loop runs, seeded below).
     contracts = rt.check_contracts(source)
-    previous = rt.previous_solution() if settings.reuse else None
+    previous = rt.previous_solution() if spec.reuse else None
     if previous and not contracts["failed"]:
         script = loop.reuse(rt, question, previous.plan, previous.solution, budget)
         if script:
@@ -77,7 +76,7 @@ def solve(
 
     # 2. Retrieve: only the top-K descriptions go into the prompts, documentation files
     #    whole, all of them within the prompt's token budget.
-    problem = _problem(rt, question, guidelines, source, settings, analyses)
+    problem = _problem(rt, question, guidelines, source, spec, analyses)
 
     # 3, 4. Round 0; then verify, route, plan, code, execute until the plan is sufficient,
     #    the rounds run out, or a person accepts or stops.
@@ -99,17 +98,18 @@ def _problem(
     question: str,
     guidelines: str,
     source: DataSource,
-    settings: Settings,
+    spec: RunSpec,
     analyses: list[dict[str, Any]],
 ) -> Problem:
     """Step 2: the files the agents see, noted in the run's record."""
-    files = whole_documents(analyses, source.mount_dir, settings.max_document_chars)
-    similarity = embedding_similarity(settings, rt.run_id)
-    context = retrieve(question, files, settings.top_k, settings.max_description_chars, similarity)
-    model = settings.model_for("planner") or ""
+    bounds = spec.retrieval
+    files = whole_documents(analyses, source.mount_dir, bounds.max_document_chars)
+    similarity = spec.embedding.similarity(rt.run_id) if spec.embedding else None
+    context = retrieve(question, files, bounds.top_k, bounds.max_description_chars, similarity)
+    model = spec.llm["planner"]["model"] or ""
     fitted = fit_context(
-        question, context, settings.context_tokens, lambda text: count_tokens(model, text)
+        question, context, bounds.context_tokens, lambda text: count_tokens(model, text)
     )
     rt.note(files_considered=[f.path for f in context], context_left_out=fitted.left_out)
     rt.say(Retrieved([f.path for f in context], total=len(files)))
-    return Problem(question, guidelines, fitted.files, script_libraries(settings))
+    return Problem(question, guidelines, fitted.files, spec.libraries)

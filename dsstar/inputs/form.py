@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
@@ -39,6 +40,7 @@ __all__ = [
     "OPTION_FIELDS",
     "SECRET_FIELDS",
     "WORKER_FIELDS",
+    "PreparedRun",
     "RunForm",
     "RunOptions",
     "default_text",
@@ -297,6 +299,17 @@ RunForm = create_model(
         ),
     ),
 )
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run built and checked in this process, ready to start (`dsstar.api.prepare_run`):
+    its form (the flow's parameters, with its run id) validated, its settings built, its
+    question checked and its preflight passed. The flow it starts takes both as they are and
+    checks nothing again; parameters from elsewhere never make one."""
+
+    form: Any  # a RunForm (a model built at import: no annotation can name it)
+    settings: Settings
 
 
 def form_parameters(form: type[BaseModel]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

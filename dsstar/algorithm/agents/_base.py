@@ -13,14 +13,14 @@ from typing import Any
 import jinja2
 
 from dsstar.model.llm import Message
+from dsstar.settings import default
 
 # The templates are package data of the top-level `prompts` package, installed or not.
 PROMPTS_DIR = Path(str(importlib.resources.files("prompts")))
 
 
 # Output shown to an agent is clipped: the head says what ran, the tail holds the traceback.
-# (The default of the max_output_chars setting.)
-PROMPT_OUTPUT_CHARS = 8000
+PROMPT_OUTPUT_CHARS = default("max_output_chars")
 # Code quoted in a prompt: far above any real script, but a runaway reply stays bounded.
 PROMPT_CODE_CHARS = 40_000
 # A plan step is one or two sentences; a longer reply is cut before it enters every prompt.

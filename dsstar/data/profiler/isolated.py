@@ -18,6 +18,7 @@ from pathlib import Path
 from dsstar.data.formats import BUILTIN_MODULES, plugin_sources
 from dsstar.execution import stopping
 from dsstar.execution.sandbox import OUTSIDE_RETRIES, Limits, run_script
+from dsstar.settings import default
 
 __all__ = [
     "KILLED_OUTSIDE",
@@ -55,11 +56,11 @@ except Exception as _exc:
 class ProfileLimits:
     """Bounds of offline profiling: per file, and per batch script."""
 
-    file_timeout_s: float = 30.0
-    file_max_bytes: int = 64 << 20
-    max_chars: int = 6000
+    file_timeout_s: float = default("profile_timeout")
+    file_max_bytes: int = default("profile_max_bytes")
+    max_chars: int = default("max_description_chars")
     batch_files: int = 100
-    memory_mb: int = 4096
+    memory_mb: int = default("exec_memory_mb")
     workers: int = max(1, min(4, os.cpu_count() or 1))
 
 

@@ -9,6 +9,7 @@ rank as one source, so a table split over 50 files takes one slot of the top-K.
 from __future__ import annotations
 
 from dsstar.data.retrieval._embed import (
+    Embedding,
     EmbeddingCache,
     EmbeddingSimilarity,
     JsonDirStore,
@@ -27,6 +28,7 @@ from dsstar.data.retrieval._text import document_text, path_words, tokenize
 
 __all__ = [
     "MIN_MEMBERS",
+    "Embedding",
     "EmbeddingCache",
     "EmbeddingSimilarity",
     "Hit",

@@ -11,6 +11,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,13 @@ if TYPE_CHECKING:  # dsstar.model.llm imports litellm: loaded only when embeddin
     from dsstar.model.config import LLMConfig
     from dsstar.settings import Settings
 
-__all__ = ["EmbeddingCache", "EmbeddingSimilarity", "JsonDirStore", "embedding_similarity"]
+__all__ = [
+    "Embedding",
+    "EmbeddingCache",
+    "EmbeddingSimilarity",
+    "JsonDirStore",
+    "embedding_similarity",
+]
 
 MAX_CHARS = 1000  # text embedded per source: path words and the head of its profile
 _BATCH = 64  # texts per embedding request
@@ -124,18 +131,42 @@ def _unit(matrix: object) -> object:
     return matrix / np.where(norms == 0, 1.0, norms)
 
 
+@dataclass(frozen=True)
+class Embedding:
+    """The embedding model that retrieval fuses with BM25 (the settings embedding_*), as a
+    run's spec carries it: JSON-safe, without secrets."""
+
+    model: str
+    api_base: str | None
+    timeout: float
+    cache_dir: str | None  # vectors kept by text hash; None: in memory for the run
+    input_type: bool
+
+    @classmethod
+    def of(cls, settings: Settings) -> Embedding | None:
+        """What `settings` ask for; None: BM25 alone."""
+        if not settings.embedding_model:
+            return None
+        folder = settings.embedding_cache_dir
+        return cls(
+            model=settings.embedding_model,
+            api_base=settings.embedding_api_base,
+            timeout=settings.llm_timeout,
+            cache_dir=str(folder) if folder else None,
+            input_type=settings.embedding_input_type,
+        )
+
+    def similarity(self, run_id: str = "") -> EmbeddingSimilarity:
+        """The `Similarity` of this model, its vectors cached on disk."""
+        from dsstar.model.config import LLMConfig
+
+        config = LLMConfig(model=self.model, api_base=self.api_base, timeout=self.timeout)
+        folder = self.cache_dir
+        store: MutableMapping[str, list[float]] = JsonDirStore(Path(folder)) if folder else {}
+        return EmbeddingSimilarity(EmbeddingCache(config, store, run_id), self.input_type)
+
+
 def embedding_similarity(settings: Settings, run_id: str = "") -> EmbeddingSimilarity | None:
     """The embedding `Similarity` that settings ask for (cached on disk), or None for BM25 alone."""
-    if not settings.embedding_model:
-        return None
-    from dsstar.model.config import LLMConfig
-
-    config = LLMConfig(
-        model=settings.embedding_model,
-        api_base=settings.embedding_api_base,
-        timeout=settings.llm_timeout,
-    )
-    folder = settings.embedding_cache_dir
-    store: MutableMapping[str, list[float]] = JsonDirStore(folder) if folder else {}
-    cache = EmbeddingCache(config, store, run_id)
-    return EmbeddingSimilarity(cache, settings.embedding_input_type)
+    embedding = Embedding.of(settings)
+    return embedding.similarity(run_id) if embedding else None

@@ -8,14 +8,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from dsstar.execution.sandbox.keep import is_figure
-from dsstar.settings import Settings
+from dsstar.settings import default as _default
 
 __all__ = ["ExecResult", "Limits"]
-
-
-def _default(setting: str) -> Any:
-    """The default of the setting that chooses this bound: defaults live in one place."""
-    return Settings.model_fields[setting].default
 
 
 @dataclass(frozen=True)

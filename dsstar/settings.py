@@ -190,6 +190,7 @@ class Settings(BaseSettings):
     exec_uid_base: int = Field(
         1_200_000,
         ge=100_000,
+        le=2**32 - 257,  # its 256 uids below 2**32 - 1, which means "no uid" to the kernel
         description="First of the 256 host uids that generated scripts run as when dsstar is"
         " root. Containers without a user namespace share the host's uids, and a dsstar on the"
         " host sees (and kills) the processes of its own range: the image uses another.",

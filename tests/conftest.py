@@ -70,18 +70,9 @@ def start_prefect_server(env: dict[str, str], port: int, log: Path) -> subproces
 
 
 @pytest.fixture(scope="session", autouse=True)
-def prefect_server(request):
-    """A real Prefect API server for the whole session (runs share it), its database on the
-    session's PostgreSQL cluster where postgresql is installed.
-
-    On SQLite, a slot taken by a run while its previous one is given back (two concurrency
-    writes at once) has stalled both requests for the database's 30 s busy timeout, once or
-    twice: a minute lost, a few times in every few dozen runs."""
-    server_env = os.environ.copy()
-    if _initdb():
-        url = create_database(request.getfixturevalue("postgres_url"), "prefect")
-        server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = url.replace("+psycopg", "+asyncpg")
-    proc = start_prefect_server(server_env, _PREFECT_PORT, _PREFECT_HOME / "server.log")
+def prefect_server():
+    """A real Prefect API server for the whole session (runs share it: SQLite locks otherwise)."""
+    proc = start_prefect_server(os.environ.copy(), _PREFECT_PORT, _PREFECT_HOME / "server.log")
     try:
         yield os.environ["PREFECT_API_URL"]
     finally:
@@ -218,29 +209,14 @@ def require_binary(path: str | None, package: str) -> str:
     pytest.skip(message)
 
 
-def _initdb() -> str | None:
-    """Debian's `initdb`, where postgresql is installed."""
-    import glob
-
-    return next(iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))), None)
-
-
-def create_database(postgres_url: str, name: str) -> str:
-    """A database of its own on the session's PostgreSQL cluster; returns its URL."""
-    import psycopg
-
-    plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    return postgres_url.rsplit("/", 1)[0] + f"/{name}"
-
-
 @pytest.fixture(scope="session")
 def postgres_url():
     """A throwaway PostgreSQL cluster on loopback, from Debian's postgresql package."""
+    import glob
     import pwd
 
-    initdb = require_binary(_initdb(), "postgresql")
+    initdb = require_binary(next(iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))), None),
+                            "postgresql")  # fmt: skip
     bin_dir = Path(initdb).parent
     # Not under pytest's tmp folders: those are private to root, and the server runs as the
     # postgres user (initdb refuses root).

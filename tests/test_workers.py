@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import boto3
 import psutil
 import pytest
-from conftest import EXAMPLE, REPO, _free_port, create_database, start_prefect_server
+from conftest import EXAMPLE, REPO, _free_port, start_prefect_server
 from fake_llm import FakeLLM
 from prefect import get_client
 from prefect.client.schemas.actions import WorkPoolCreate
@@ -72,6 +72,16 @@ def kill_tree(proc: subprocess.Popen) -> None:
 def run_cli(argv: list[str], env: dict[str, str]) -> None:
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
+
+
+def create_database(postgres_url: str, name: str) -> str:
+    """A database of its own on the session's PostgreSQL cluster; returns its URL."""
+    import psycopg
+
+    plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return postgres_url.rsplit("/", 1)[0] + f"/{name}"
 
 
 def upload_lake(bucket: str) -> None:

@@ -87,6 +87,16 @@ def prefect_server():
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def worker_policy(monkeypatch):
+    """Each test starts as a worker judging forms: an in-process `dsstar.ask` or CLI call of
+    an earlier test marked this process as its local user's (`trust_local_user`), which would
+    let every later form through."""
+    from dsstar.inputs import trust
+
+    monkeypatch.setattr(trust, "_LOCAL_USER", False)
+
+
 @contextmanager
 def prefect_api(url: str) -> Iterator[None]:
     """This process's Prefect client at `url` (a proxy, a test's own server) for the block.

@@ -88,13 +88,14 @@ def prefect_server():
 
 
 @pytest.fixture(autouse=True)
-def worker_policy(monkeypatch):
+def worker_policy():
     """Each test starts as a worker judging forms: an in-process `dsstar.ask` or CLI call of
     an earlier test marked this process as its local user's (`trust_local_user`), which would
-    let every later form through."""
+    let every later form through. (Set directly, not through monkeypatch, whose undoing would
+    then come after the test's own fixtures' teardown.)"""
     from dsstar.inputs import trust
 
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)
+    trust._LOCAL_USER = False
 
 
 @contextmanager

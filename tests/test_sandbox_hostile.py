@@ -15,6 +15,7 @@ import pytest
 
 from dsstar.execution.sandbox import Limits, run_script
 from dsstar.execution.sandbox.modes import _usable
+from dsstar.execution.sandbox.shared import held_bytes
 
 MODES = [m for m in ("bwrap", "unshare") if _usable(m)]
 LIMITS = Limits(timeout_s=20, memory_mb=1024, output_bytes=20_000, processes=48, disk_mb=64)
@@ -311,6 +312,19 @@ def test_memfds_count_against_the_memory_cap(data, how, tmp_path):
     result = run(code, data, how, tmp_path, memory_mb=512, disk_mb=256)
     assert "kept six" not in result.output and "memfd 5" not in result.output, result.output
     assert "memory" in result.limits_hit and "exec memory limit" in result.output
+
+
+def test_a_host_process_of_the_scripts_uid_is_not_read_as_its_tmpfs(tmp_path):
+    # When a script is ended, the host runs `kill -9 -1` as its uid; sampled at that moment,
+    # that helper's root is the host's, whose /tmp is no part of the script's memory (once,
+    # a script killed at its timeout was also said to be over its memory cap this way).
+    (tmp_path / "ballast").write_bytes(b"x" * 2**20)  # the host's /tmp holds something
+    helper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert held_bytes([helper.pid], isolated=True) == 0
+    finally:
+        helper.kill()
+        helper.wait()
 
 
 def test_sysv_segments_count_against_the_memory_cap(data, how, tmp_path):

@@ -12,7 +12,9 @@ script can hold without it showing there is counted here and added:
   (setns changes only the calling thread's IPC namespace).
 
 Pages both mapped and counted here (a mapped /tmp file, say) count twice: the cap errs on
-the side of the host.
+the side of the host. A process of the script's uid whose root is the host's (the host's own
+`kill -9 -1` run as that uid when the script is ended) is no way into the script's tmpfs or
+IPC namespace: read through it, the host's /tmp would count as the script's memory.
 """
 
 from __future__ import annotations
@@ -33,9 +35,19 @@ def held_bytes(pids: list[int], isolated: bool) -> int:
     if not pids:
         return 0
     total = _memfds(pids)
-    if isolated:
-        total += _tmpfs(pids) + _sysv(pids)
+    inside = [pid for pid in pids if not _on_host_root(pid)] if isolated else []
+    if inside:
+        total += _tmpfs(inside) + _sysv(inside)
     return total
+
+
+def _on_host_root(pid: int) -> bool:
+    """Whether `pid`'s root is this process's (True too when it is gone: nothing to read)."""
+    try:
+        root, host = os.stat(f"/proc/{pid}/root"), os.stat("/")
+    except OSError:
+        return True
+    return (root.st_dev, root.st_ino) == (host.st_dev, host.st_ino)
 
 
 def _tmpfs(pids: list[int]) -> int:

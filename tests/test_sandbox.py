@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -396,3 +397,41 @@ def test_a_script_given_files_sees_those_files_alone(data, mode, tmp_path, warm)
     assert "SECRET" not in result.output and "table.csv" not in result.output
     assert "localhost" not in result.output and "missing" not in result.output
     assert (data / "sub" / "notes.txt").read_text() == "hello"
+
+
+def test_a_script_gets_signals_as_a_fresh_interpreter_whatever_the_host_had(data, tmp_path):
+    # A host thread that blocked or ignored SIGINT when it started the sandbox (or the warm
+    # pool) handed that on through fork and exec: the script's Ctrl-C did nothing, once in
+    # a whole suite, as the pool happened to be started. Here a host that does both.
+    probe = (
+        "import json, signal, sys\n"
+        "from pathlib import Path\n"
+        "from dsstar.execution.sandbox import Limits, run_script\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "code = ('import os, signal\\n'\n"
+        "        'print(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL,'\n"
+        "        ' sorted(signal.pthread_sigmask(0, [])))\\n'\n"
+        "        'os.kill(os.getpid(), signal.SIGINT)\\n'\n"
+        "        'print(\"survived\")\\n')\n"
+        "found = {}\n"
+        "for mode in sys.argv[3:]:\n"
+        "    for warm in (False, True):\n"
+        "        limits = Limits(timeout_s=20, memory_mb=1024, warm=warm)\n"
+        "        done = run_script(code, data_dir=Path(sys.argv[1]), limits=limits, mode=mode,\n"
+        "                          work_root=Path(sys.argv[2]))\n"
+        "        found[f'{mode} warm={warm}'] = [done.exit_code, done.output]\n"
+        "print(json.dumps(found))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(data), str(tmp_path), *MODES],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert len(found) == 2 * len(MODES)
+    for how, (exit_code, output) in found.items():
+        assert exit_code == 1 and output.rstrip().endswith("KeyboardInterrupt"), (how, output)
+        assert output.startswith("True []"), (how, output)  # none blocked
+        assert "survived" not in output, (how, output)

@@ -54,6 +54,20 @@ def drop_privileges(spec):
     install_filter()  # noqa: F821 - seccomp.py, prepended: no namespaces, keyrings, mounts...
 
 
+def reset_signals():
+    """Signals as a fresh interpreter started from a shell has them: none blocked, none
+    ignored, whatever the host's thread that started the sandbox had (a blocked or ignored
+    SIGINT is inherited through fork and exec, and the script's Ctrl-C would do nothing).
+    Python then installs its own handlers: at start-up when cold, in `run_warm` when warm."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for signum in signal.valid_signals():
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(signum, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass  # one the kernel keeps for itself (the real-time signals' first few)
+
+
 def kill_leftovers(uid):
     """SIGKILL every process of the sandbox uid: orphans, setsid grandchildren, all."""
     if uid is None:
@@ -108,6 +122,7 @@ def supervise(spec, status_fd, start_script, keep_fds=()):
             os.close(status_fd)
             for fd in keep_fds:
                 os.close(fd)
+            reset_signals()
             drop_privileges(spec)
             os.chdir(spec.get("workdir", WORK))
             start_script()
@@ -180,6 +195,9 @@ def run_warm():
     import types
 
     atexit._clear()  # the zygote's exit handlers are not the script's
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python sets them at start
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
     for name in ("numpy.random",):
         if name in sys.modules:
             sys.modules[name].seed()  # each script draws its own random state

@@ -240,6 +240,35 @@ def test_bombs_stop_at_the_byte_and_member_bounds(tmp_path):
     )
 
 
+def a_gzip_whose_bytes_read_as_a_tar_header(data: bytes) -> bytes:
+    """`data` gzipped with a timestamp under which the raw file also parses as a plain tar
+    header (about one timestamp in 250 does, for long runs of one byte)."""
+    blob = bytearray(gzip.compress(data, mtime=0))
+    for mtime in range(1_800_000_000, 1_800_100_000):
+        blob[4:8] = mtime.to_bytes(4, "little")  # the header's MTIME field; no header CRC
+        try:
+            tarfile.TarInfo.frombuf(bytes(blob[:512]), "utf-8", "surrogateescape")
+        except tarfile.TarError:
+            continue
+        return bytes(blob)
+    raise AssertionError("no such timestamp")
+
+
+def test_a_gzip_stream_is_never_read_as_a_plain_tar(tmp_path):
+    # The bombs test failed once: its big.gz, gzipped at that second, was listed as a tar
+    # holding a member named by the gzip header's bytes, and its byte bound went unchecked.
+    root = tmp_path / "streams"
+    root.mkdir()
+    payload = b"0" * 2_000_000
+    (root / "big.gz").write_bytes(a_gzip_whose_bytes_read_as_a_tar_header(payload))
+    (root / "ok.txt").write_text("fine")
+    assert listing(source(root, tmp_path)) == {"big.gz/big": "text", "ok.txt": "text"}
+    assert (source(root, tmp_path).mount_dir / "big.gz" / "big").read_bytes() == payload
+    bounded = source(root, tmp_path / "bounded", max_bytes=1_000_000)
+    assert listing(bounded) == {"ok.txt": "text"}
+    assert reasons(bounded)["big.gz"].startswith("archive not expanded: expands to more than")
+
+
 def test_damaged_archive_is_skipped_with_a_reason(tmp_path):
     root = tmp_path / "dmg"
     root.mkdir()

@@ -165,8 +165,15 @@ def _bounded_tarinfo(budget: _Budget) -> type[tarfile.TarInfo]:
     return Bounded
 
 
-def _expand_tar(archive: Path, root: Path, budget: _Budget, rejected: _Rejected) -> None:
-    with tarfile.open(archive, "r:*", tarinfo=_bounded_tarinfo(budget)) as tf:
+def _tar_mode(kind: str) -> str:
+    """How tarfile opens an archive of `kind`: its own compression only. 'r:*' would also try
+    a compressed file's raw bytes as a plain tar, and about one gzip header in 250 (its
+    timestamp) reads as a valid tar header: the stream became a member named by its bytes."""
+    return "r:" if kind == "tar" else f"r:{kind}"
+
+
+def _expand_tar(archive: Path, kind: str, root: Path, budget: _Budget, rejected: _Rejected) -> None:
+    with tarfile.open(archive, _tar_mode(kind), tarinfo=_bounded_tarinfo(budget)) as tf:
         for member in tf:  # streams: the index of a compressed tar is never loaded whole
             budget.member()  # folders too: 400k empty folders are 400k entries
             if member.isdir():
@@ -184,11 +191,12 @@ def _expand_tar(archive: Path, root: Path, budget: _Budget, rejected: _Rejected)
                     budget.write(source, _place(root, name))
 
 
-def _is_tar(archive: Path, budget: _Budget) -> bool:
-    """Whether `archive` opens as a (compressed) tar; its first header is read bounded, as
-    tarfile.is_tarfile would read it whole. ArchiveError past the bound."""
+def _is_tar(archive: Path, kind: str, budget: _Budget) -> bool:
+    """Whether the stream `archive` of `kind` holds a tar; its first header is read bounded,
+    as tarfile.is_tarfile would read it whole. ArchiveError past the bound."""
     try:
-        with tarfile.open(archive, "r:*", tarinfo=_bounded_tarinfo(_Budget(budget.limits))):
+        bounded = _bounded_tarinfo(_Budget(budget.limits))
+        with tarfile.open(archive, _tar_mode(kind), tarinfo=bounded):
             return True
     except (OSError, EOFError, tarfile.TarError, lzma.LZMAError):
         return False
@@ -219,8 +227,8 @@ def _expand(
     root.mkdir(parents=True, exist_ok=True)
     if kind == "zip":
         _expand_zip(archive, root, budget, rejected)
-    elif kind == "tar" or _is_tar(archive, budget):
-        _expand_tar(archive, root, budget, rejected)
+    elif kind == "tar" or _is_tar(archive, kind, budget):
+        _expand_tar(archive, kind, root, budget, rejected)
     else:
         budget.member()
         with _STREAMS[kind](archive, "rb") as source:

@@ -8,6 +8,7 @@ import zipfile
 
 import pandas as pd
 import pytest
+from test_data_lake import a_gzip_whose_bytes_read_as_a_tar_header
 
 from dsstar.data import profiler
 from dsstar.data.profiler import FORMATS, detect_format, profile_file
@@ -230,6 +231,14 @@ def test_tar_gz_archive(tmp_path):
     with tarfile.open(path, "w:gz") as tf:
         tf.add(member, arcname="inner.txt")
     assert "inner.txt (3 bytes)" in profile_file(path)
+
+
+def test_a_gzip_stream_whose_bytes_read_as_a_tar_header_is_a_stream(tmp_path):
+    path = tmp_path / "numbers.gz"
+    path.write_bytes(a_gzip_whose_bytes_read_as_a_tar_header(b"0" * 2_000_000))
+    desc = profile_file(path)
+    assert "a compressed stream; first decompressed lines:" in desc and "000000" in desc
+    assert "members:" not in desc
 
 
 def test_corrupt_zip(tmp_path):

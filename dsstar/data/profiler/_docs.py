@@ -201,8 +201,14 @@ def describe_archive(path: Path, fmt: str) -> list[str]:
             members = [(i.filename, i.file_size) for i in zf.infolist()]
     else:
         head = read_head(path, 6)
-        opener = {b"\x1f\x8b": gzip.open, b"BZ": bz2.open, b"\xfd7": lzma.open}.get(head[:2])
-        if opener and not _is_tar(path):
+        streams = {
+            b"\x1f\x8b": ("gz", gzip.open),
+            b"BZ": ("bz2", bz2.open),
+            b"\xfd7": ("xz", lzma.open),
+        }
+        kind, opener = streams.get(head[:2], ("", None))
+        mode = f"r:{kind}"  # its own compression only: see dsstar/data/lake/archives.py
+        if opener and not _is_tar(path, mode):
             with opener(path, "rb") as fh:
                 data = fh.read(4096)
             return [
@@ -212,17 +218,18 @@ def describe_archive(path: Path, fmt: str) -> list[str]:
                     for ln in data.decode("utf-8", "replace").splitlines()[:10]
                 ),
             ]
-        with tarfile.open(path) as tf:
+        with tarfile.open(path, mode) as tf:
             members = [(m.name, m.size) for m in tf.getmembers()]
     out = [f"members: {len(members)}"]
     out += [f"  {name} ({human(size)})" for name, size in members[:100]]
     return out + ([f"  ... and {len(members) - 100} more"] if len(members) > 100 else [])
 
 
-def _is_tar(path: Path) -> bool:
+def _is_tar(path: Path, mode: str) -> bool:
     try:
-        return tarfile.is_tarfile(path)
-    except (OSError, EOFError, tarfile.TarError):
+        with tarfile.open(path, mode):
+            return True
+    except (OSError, EOFError, tarfile.TarError, lzma.LZMAError):
         return False
 
 

@@ -88,13 +88,17 @@ def is_script(proc: psutil.Process) -> bool:
         return False
 
 
-def rss(procs) -> int:
+def rss(procs, each: dict[int, int] | None = None) -> int:
+    """The processes' RSS in all; each one's, by pid, into `each` when given."""
     total = 0
     for proc in procs:
         try:
-            total += proc.memory_info().rss
+            value = proc.memory_info().rss
         except psutil.Error:
-            pass
+            continue
+        total += value
+        if each is not None:
+            each[proc.pid] = value
     return total
 
 
@@ -111,19 +115,26 @@ def kind(proc: psutil.Process, top: psutil.Process) -> str:
     return "pool" if parent is not None and "bwrap" in parent.name() else "pool child"
 
 
-def breakdown(tree: list[psutil.Process], top: psutil.Process) -> dict[str, list[int]]:
-    """kind -> [processes, RSS, PSS]: PSS shares a page among the processes that map it,
-    so forks of the warm pool's interpreter (which map its pages) count them once."""
+def breakdown(
+    tree: list[psutil.Process], top: psutil.Process, sampled: dict[int, int]
+) -> dict[str, list[int]]:
+    """kind -> [processes, RSS, PSS]. RSS as sampled for the peak, so that the parts add up
+    to it; PSS, read just after, shares a page among the processes that map it, so forks of
+    the warm pool's interpreter (which map its pages) count them once. A process gone before
+    its kind could be read is 'gone'."""
     parts: dict[str, list[int]] = {}
     for proc in tree:
-        try:
-            name, info = kind(proc, top), proc.memory_full_info()
-        except psutil.Error:
+        if proc.pid not in sampled:
             continue
+        try:
+            name = kind(proc, top)
+            pss = getattr(proc.memory_full_info(), "pss", 0)
+        except psutil.Error:
+            name, pss = "gone", 0
         part = parts.setdefault(name, [0, 0, 0])
         part[0] += 1
-        part[1] += info.rss
-        part[2] += getattr(info, "pss", 0)
+        part[1] += sampled[proc.pid]
+        part[2] += pss
     return parts
 
 
@@ -146,9 +157,10 @@ def measure(argv: list[str], env: dict[str, str], server: psutil.Process | None)
             peak["threads"] = max(peak["threads"], top.num_threads())
         except psutil.Error:
             break
-        used = rss(tree)
+        each: dict[int, int] = {}
+        used = rss(tree, each)
         if used > peak["rss"]:
-            peak["rss"], peak["parts"] = used, breakdown(tree, top)
+            peak["rss"], peak["parts"] = used, breakdown(tree, top, each)
         if server is not None:
             server_tree = [server, *server.children(recursive=True)]
             peak["rss_with_server"] = max(peak["rss_with_server"], used + rss(server_tree))

@@ -103,6 +103,21 @@ def test_an_unreachable_api_base_is_refused(env, llm, sales):
     refused(done, env, "cannot reach --api-base", f"127.0.0.1:{port}")
 
 
+def test_a_server_that_connects_but_answers_slowly_is_let_through(caplog):
+    # A loaded model server (or machine) may take longer than the probe's few seconds to
+    # list its models: it is there, so the run goes on, with a warning; once the probe's
+    # read timeout refused such a run with "cannot reach" (exit 2).
+    with socket.socket() as sock:  # listening: the kernel takes the connection, nobody answers
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        settings = Settings(model="openai/m", api_base=f"http://127.0.0.1:{port}/v1")
+        with caplog.at_level("WARNING", logger="dsstar.model.reachability"):
+            check_models(settings, ["openai/m"])
+    assert f"127.0.0.1:{port}/v1 took over 3 s to answer (ReadTimeout)" in caplog.text
+    assert "was not checked" in caplog.text
+
+
 def test_bench_run_checks_the_model_once_before_any_task(env, llm, tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"task_id": "1", "question": "How many rules?", "answer": ""}\n')

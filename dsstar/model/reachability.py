@@ -10,6 +10,7 @@ still fails at the first call, at once (404, never retried).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 
@@ -23,6 +24,8 @@ __all__ = ["PROBE_TIMEOUT_S", "check_models"]
 
 # The whole check must stay within a few seconds: one connect and one reply at most.
 PROBE_TIMEOUT_S = 3.0
+
+log = logging.getLogger(__name__)
 
 # Providers that speak OpenAI's API: their list of models is GET <base>/models.
 _OPENAI_LIKE = {
@@ -60,6 +63,15 @@ def _probe(model: str, api_base: str | None, key: str | None) -> None:
     where = f"--api-base {api_base}" if api_base else f"{provider}'s API at {base}"
     try:
         response = httpx.get(url, headers=headers, params=params, timeout=PROBE_TIMEOUT_S)
+    except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
+        # Connected: the server is there, only slow (a loaded or waking model server, a busy
+        # machine). The run goes on; its first call fails with the server's own error if
+        # the key is wrong.
+        log.warning(
+            "%s took over %g s to answer (%s): the key for the model %s was not checked",
+            where, PROBE_TIMEOUT_S, type(exc).__name__, model,
+        )  # fmt: skip
+        return
     except httpx.HTTPError as exc:
         reason = str(exc).strip() or type(exc).__name__
         raise ConfigError(

@@ -35,16 +35,17 @@ def held_bytes(pids: list[int], isolated: bool) -> int:
     if not pids:
         return 0
     total = _memfds(pids)
-    inside = [pid for pid in pids if not _on_host_root(pid)] if isolated else []
+    host = os.stat("/")
+    inside = [pid for pid in pids if not _on_root(pid, host)] if isolated else []
     if inside:
         total += _tmpfs(inside) + _sysv(inside)
     return total
 
 
-def _on_host_root(pid: int) -> bool:
-    """Whether `pid`'s root is this process's (True too when it is gone: nothing to read)."""
+def _on_root(pid: int, host: os.stat_result) -> bool:
+    """Whether `pid`'s root is `host` (True too when it is gone: nothing to read)."""
     try:
-        root, host = os.stat(f"/proc/{pid}/root"), os.stat("/")
+        root = os.stat(f"/proc/{pid}/root")
     except OSError:
         return True
     return (root.st_dev, root.st_ino) == (host.st_dev, host.st_ino)

@@ -15,8 +15,8 @@ import tracemalloc
 from pathlib import Path
 
 from dsstar.algorithm.analysis import analysis_plan, known_analyses
-from dsstar.algorithm.spec import RunSpec
 from dsstar.data.sources import open_data
+from dsstar.inputs.spec import run_spec
 from dsstar.settings import Settings
 from dsstar.storage import Store
 
@@ -33,9 +33,7 @@ def main() -> None:
     )
     source = open_data(str(work / "lake"), settings)
     try:
-        spec = RunSpec.from_settings(
-            settings, "grouping", Store(settings.storage).url, source.mount_dir
-        )
+        spec = run_spec(settings, "grouping", Store(settings.storage).url, source.mount_dir)
         files = known_analyses(spec, source)[0]
         gc.collect()
         tracemalloc.start()

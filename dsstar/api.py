@@ -260,14 +260,15 @@ def file_descriptions(
     check_data(data)
     if offline:
         return _offline_descriptions(data, built)
-    from dsstar.model.config import require_model
+    from dsstar.inputs.spec import opened, require_model
 
     require_model(built)
     from dsstar.algorithm.analysis import cached_descriptions
 
     # Every file described before: the catalog answers, without a Prefect server to start
     # and a flow run to record (seconds, for a few reads from storage).
-    known = cached_descriptions(data, built)
+    with opened(data, built, "describe") as (source, spec):
+        known = cached_descriptions(spec, source)
     if known is not None:
         return known
     _quiet_prefect()
@@ -283,11 +284,11 @@ def _offline_descriptions(data: str, settings: Settings) -> list[dict[str, Any]]
     """The built-in profiler's text for every file, read inside the sandbox and profiling
     only what the catalog does not know yet; entries left out of the view (links out of the
     root, FIFOs, bombs) are listed with their reason."""
-    from dsstar.algorithm.spec import profile_limits
     from dsstar.data.catalog import Catalog
     from dsstar.data.profiler import profile_files
     from dsstar.data.sources import DataSource, archive_limits
     from dsstar.execution import scratch
+    from dsstar.inputs.spec import profile_limits
     from dsstar.storage import Store
 
     source = DataSource(

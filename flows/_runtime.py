@@ -32,7 +32,6 @@ from dsstar.records.record import (
     reuse_objects,
     route_objects,
 )
-from dsstar.settings import Settings
 from flows import _story as story
 from flows._analysis import analyze_files
 from flows._contracts import check_contracts
@@ -47,11 +46,10 @@ __all__ = ["FlowRuntime"]
 class FlowRuntime(TaskCalls):
     """`ask` and `execute` are tasks (see `TaskCalls`); every reply counts in `run`'s totals."""
 
-    def __init__(self, run: Run, spec: RunSpec, settings: Settings) -> None:
+    def __init__(self, run: Run, spec: RunSpec) -> None:
         super().__init__(spec, replies=run.calls)
         self.run = run
         self.run_id = run.run_id
-        self.settings = settings
 
     # -- steps 0 to 2 ------------------------------------------------------------------------
 
@@ -105,7 +103,7 @@ class FlowRuntime(TaskCalls):
         self.run.save(reuse_objects(script, verdict, reply), "reuse")
 
     def asks_human(self) -> bool:
-        return self.settings.ask_human
+        return self.spec.ask_human
 
     def ask_human(self, checkpoint: Checkpoint) -> Guidance | None:
         if not self.asks_human():
@@ -116,7 +114,7 @@ class FlowRuntime(TaskCalls):
         except FileNotFoundError:
             pass
         # The Prefect UI's form (the run pauses), or the terminal prompt of `dsstar run`.
-        progress.emit(HumanAsked(checkpoint.round, timeout_s=self.settings.human_timeout))
-        guidance = ask_human(checkpoint, self.settings.human_timeout)
+        progress.emit(HumanAsked(checkpoint.round, timeout_s=self.spec.human_timeout))
+        guidance = ask_human(checkpoint, self.spec.human_timeout)
         progress.emit(HumanAnswered(checkpoint.round, choice=str(guidance.choice)))
         return guidance

@@ -16,7 +16,6 @@ from pydantic import ValidationError
 
 from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
-from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot, open_data
 from dsstar.errors import OverBudget, RunEnded, UsageError
@@ -24,6 +23,7 @@ from dsstar.execution import scratch
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
+from dsstar.inputs.spec import run_spec
 from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.keys import run_folder, run_record
 from dsstar.locations import normalize_location
@@ -172,8 +172,8 @@ def solve(
     warning = unreadable_warning(str(source.mount_dir), shown=source.location)
     if warning:
         story.say(warning, level=logging.WARNING)
-    spec = RunSpec.from_settings(settings, run.run_id, run.store.url, source.mount_dir)
-    runtime = FlowRuntime(run, spec, settings)
+    spec = run_spec(settings, run.run_id, run.store.url, source.mount_dir)
+    runtime = FlowRuntime(run, spec)
     try:
         solution = steps.solve(runtime, question, guidelines, source, spec)
     except OverBudget as exc:  # a stop, not a failure: resumable with a higher ceiling

@@ -15,12 +15,12 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
-from dsstar.algorithm.spec import RunSpec, spend_ceiling
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, OverBudget, UsageError
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, explain, options_form
 from dsstar.inputs.questions import Question, load_questions
+from dsstar.inputs.spec import run_spec, spend_ceiling
 from dsstar.inputs.trust import check_data_location, check_form, check_question_set
 from dsstar.keys import run_record
 from dsstar.locations import normalize_location
@@ -241,9 +241,7 @@ def share_analyses(
         for root in roots:
             try:
                 source = open_data(root, settings)
-                spec = RunSpec.from_settings(
-                    settings, f"{batch}-analysis", storage, source.mount_dir
-                )
+                spec = run_spec(settings, f"{batch}-analysis", storage, source.mount_dir)
                 analyses, stop = analyze_files(spec, source), None
             except OverBudget as exc:  # the finished analyses count; no question can start
                 analyses, stop = exc.analyses, f"the shared file analysis: {exc}"

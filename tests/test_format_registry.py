@@ -116,8 +116,8 @@ def test_a_format_names_the_files_its_analysis_sees_besides_the_file(tmp_path):
     from dataclasses import asdict
 
     from dsstar.algorithm import analysis
-    from dsstar.algorithm.spec import RunSpec
     from dsstar.execution.sandbox import Limits, run_script
+    from dsstar.inputs.spec import run_spec
     from dsstar.settings import Settings
 
     lister = (
@@ -141,9 +141,7 @@ def test_a_format_names_the_files_its_analysis_sees_besides_the_file(tmp_path):
         shp = asdict(files["roads/roads.shp"])
         assert shp["needs"] == (("roads/roads.dbf", files["roads/roads.dbf"].sha256),)
         assert files["roads/other.csv"].needs == ()
-        spec = RunSpec.from_settings(
-            Settings(model="openai/gpt-4o-mini"), "t", str(tmp_path / "s"), lake
-        )
+        spec = run_spec(Settings(model="openai/gpt-4o-mini"), "t", str(tmp_path / "s"), lake)
         record = analysis.analyze_file(Calls(), shp, spec)
         assert record["description"] == "['data/roads/roads.dbf', 'data/roads/roads.shp']"
         other = {**shp, "needs": (("roads/roads.dbf", "0" * 64),)}

@@ -170,9 +170,9 @@ def test_grouping_a_large_lake_holds_a_bounded_number_of_profiles(tmp_path, monk
     column names), never every profile: at most two chunks of profiles are alive at once,
     and none once the plan is made."""
     from dsstar.algorithm import likeness
-    from dsstar.algorithm.spec import RunSpec
     from dsstar.data.catalog import Catalog
     from dsstar.data.sources import DataFile
+    from dsstar.inputs.spec import run_spec
     from dsstar.settings import Settings
     from dsstar.storage import Store
 
@@ -182,7 +182,7 @@ def test_grouping_a_large_lake_holds_a_bounded_number_of_profiles(tmp_path, monk
         }
 
     monkeypatch.setattr(likeness, "profile_files", profile_files)
-    spec = RunSpec.from_settings(
+    spec = run_spec(
         Settings(model="openai/gpt-4o-mini", max_parallel=1), "t", str(tmp_path / "s"), tmp_path
     )
     count = 5 * likeness.PROFILE_CHUNK // 2
@@ -393,7 +393,7 @@ def test_each_like_file_runs_alone_over_its_own_file(tmp_path) -> None:
     """A like file's script sees that file alone under data/: one that reads another file
     of the lake, exits hard, raises or hangs costs that file alone its description."""
     from dsstar.algorithm.likeness import describe_members
-    from dsstar.algorithm.spec import RunSpec
+    from dsstar.inputs.spec import run_spec
     from dsstar.settings import Settings
 
     lake = daily_lake(tmp_path / "lake", 7)
@@ -416,7 +416,7 @@ def test_each_like_file_runs_alone_over_its_own_file(tmp_path) -> None:
     files = [{"path": f"daily/day_00{n}.csv", "format": "csv"} for n in range(2, 8)]
     # The time bound covers the interpreter's start and pandas' import in the sandbox too,
     # which took over 3 s on a loaded machine; only the hanging file waits it out.
-    spec = RunSpec.from_settings(
+    spec = run_spec(
         Settings(model="openai/gpt-4o-mini", exec_timeout=8), "t", str(tmp_path / "s"), lake
     )
     calls = SandboxCalls(lake, spec.limits)

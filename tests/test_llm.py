@@ -10,7 +10,8 @@ import pytest
 from fake_llm import Error, FakeLLM, Reasoned
 
 from dsstar.errors import ConfigError, LLMFatalError, LLMTransientError
-from dsstar.model.config import LLMConfig, config_for, require_model
+from dsstar.inputs.spec import config_for, require_model
+from dsstar.model.config import LLMConfig
 from dsstar.model.llm import complete
 from dsstar.model.pricing import price
 from dsstar.settings import Settings

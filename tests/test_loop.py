@@ -27,10 +27,10 @@ from dsstar.algorithm.agents import FileInfo
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
 from dsstar.algorithm.local import LocalRuntime
 from dsstar.algorithm.runtime import Budget, Script
-from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status, Verdict
 from dsstar.data.sources import DataSource
 from dsstar.execution import scratch
+from dsstar.inputs.spec import run_spec
 from dsstar.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def runtime(llm: FakeLLM, sales: Path, tmp_path: Path) -> LocalRuntime:
         work_dir=work,
         exec_timeout=60,
     )
-    spec = RunSpec.from_settings(settings, "loop-test", settings.storage, source.mount_dir)
+    spec = run_spec(settings, "loop-test", settings.storage, source.mount_dir)
     return LocalRuntime(spec, api_key="sk-x")
 
 

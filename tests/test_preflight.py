@@ -111,9 +111,8 @@ def test_a_server_that_connects_but_answers_slowly_is_let_through(caplog):
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        settings = Settings(model="openai/m", api_base=f"http://127.0.0.1:{port}/v1")
         with caplog.at_level("WARNING", logger="dsstar.model.reachability"):
-            check_models(settings, ["openai/m"])
+            check_models(["openai/m"], f"http://127.0.0.1:{port}/v1", None)
     assert f"127.0.0.1:{port}/v1 took over 3 s to answer (ReadTimeout)" in caplog.text
     assert "was not checked" in caplog.text
 
@@ -141,16 +140,16 @@ def test_the_model_checks_take_seconds(llm, monkeypatch):
         port = sock.getsockname()[1]
     llm.require_key("sk-right")
     cases = [
-        (Settings(model="gpt-4o-typo", api_key="sk-right"), "cannot route"),
-        (Settings(model="openai/m", api_base=f"http://127.0.0.1:{port}/v1"), "cannot reach"),
-        (Settings(model="openai/m", api_base=llm.base_url, api_key="sk-bad"), "rejected"),
+        ("gpt-4o-typo", None, "sk-right", "cannot route"),
+        ("openai/m", f"http://127.0.0.1:{port}/v1", None, "cannot reach"),
+        ("openai/m", llm.base_url, "sk-bad", "rejected"),
     ]
-    for settings, said in cases:
+    for model, api_base, key, said in cases:
         started = time.monotonic()
         with pytest.raises(ConfigError, match=said):
-            check_models(settings, [settings.model])
+            check_models([model], api_base, key)
         assert time.monotonic() - started < 5
-    check_models(Settings(api_base=llm.base_url, api_key="sk-right"), ["openai/m"])
+    check_models(["openai/m"], llm.base_url, "sk-right")
 
 
 def test_a_key_rejected_at_the_first_call_fails_at_once_without_retries(env, llm, sales):

@@ -19,6 +19,7 @@ from dsstar.execution.sandbox import Limits, pool, run_script
 from dsstar.execution.sandbox import interpreter as probe
 from dsstar.execution.sandbox import modes as sandbox_modes
 from dsstar.inputs.form import OPTION_FIELDS, kept_out
+from dsstar.inputs.spec import run_spec
 from dsstar.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,7 +82,7 @@ def test_the_stack_is_pinned_in_the_project():
 
 
 def test_the_prompts_name_what_the_scripts_interpreter_has(tmp_path):
-    spec = RunSpec.from_settings(Settings(model="openai/m"), "r1", str(tmp_path), tmp_path)
+    spec = run_spec(Settings(model="openai/m"), "r1", str(tmp_path), tmp_path)
     named = {item.split()[0].lower() for item in spec.libraries}
     assert set(probe.SCRIPT_STACK) <= named  # all of them are installed here
     assert not named & {"prefect", "litellm", "dsstar", "pytest", "pip", "moto", "ruff"}
@@ -158,7 +159,7 @@ def test_the_scripts_interpreter_is_the_workers_alone(monkeypatch):
     assert why and "DSSTAR_SCRIPT_PYTHON" in why[0]
     monkeypatch.setenv("DSSTAR_SCRIPT_PYTHON", "/no/such/python")
     with pytest.raises(ConfigError, match="DSSTAR_SCRIPT_PYTHON=/no/such/python"):
-        RunSpec.from_settings(Settings(model="openai/m"), "r1", "/tmp", Path("/tmp"))
+        run_spec(Settings(model="openai/m"), "r1", "/tmp", Path("/tmp"))
 
 
 # -- in the real sandbox -----------------------------------------------------------------------
@@ -227,7 +228,7 @@ def other_python(tmp_path_factory):
 
 def test_the_prompts_name_what_another_interpreter_has(other_python, tmp_path, monkeypatch):
     monkeypatch.setenv("DSSTAR_SCRIPT_PYTHON", other_python)
-    spec = RunSpec.from_settings(Settings(model="openai/m"), "r1", str(tmp_path), tmp_path)
+    spec = run_spec(Settings(model="openai/m"), "r1", str(tmp_path), tmp_path)
     assert spec.script_python == other_python
     assert "tinylib 1.4" in spec.libraries
     assert not any(name.startswith(("pandas", "numpy")) for name in spec.libraries)
@@ -289,7 +290,7 @@ def test_a_run_in_another_interpreter_tells_and_uses_its_libraries(
     llm.default("verifier", lambda req: "Yes")
     llm.default("finalyzer", lambda req: fence("import tinylib\nprint(tinylib.ANSWER)"))
     source = DataSource(str(sales), scratch.new_dir(settings.work_dir, "env-test"))
-    spec = RunSpec.from_settings(settings, "env-1", settings.storage, source.mount_dir)
+    spec = run_spec(settings, "env-1", settings.storage, source.mount_dir)
     rt = LocalRuntime(spec, api_key="sk-x")
     solution = steps.solve(rt, "What does tinylib say?", "", source, spec)
     assert solution.final.result.stdout.strip() == "42", solution.final.result.output

@@ -13,13 +13,14 @@ from dsstar.algorithm.runtime import Budget
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.retrieval import Embedding
 from dsstar.execution.sandbox import Limits
+from dsstar.inputs.spec import run_spec
 from dsstar.model.ceiling import Ceiling
-from dsstar.settings import Settings
+from dsstar.settings import Settings, default
 
 
 def _spec(**settings) -> RunSpec:
     chosen = Settings(model="openai/m", **settings)
-    return RunSpec.from_settings(chosen, "r1", "/tmp/store", Path("/tmp/data"))
+    return run_spec(chosen, "r1", "/tmp/store", Path("/tmp/data"))
 
 
 def test_the_spec_holds_typed_bounds_built_from_the_settings():
@@ -76,3 +77,12 @@ def test_the_embedding_model_travels_in_the_spec(tmp_path):
     assert similarity.input_types and similarity.cache.run_id == "r1"
     assert similarity.cache.config.model == "openai/e5" and similarity.cache.config.timeout == 7.0
     assert _spec(embedding_model=None).embedding is None  # BM25 alone
+
+
+def test_the_spec_says_whether_a_person_is_asked_and_for_how_long():
+    # What the flow's runtime reads at a checkpoint: the spec, not the Settings.
+    spec = _spec(ask_human=True, human_timeout=12.5)
+    assert (spec.ask_human, spec.human_timeout) == (True, 12.5)
+    assert RunSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert _spec().ask_human is False and _spec().human_timeout == default("human_timeout")
+

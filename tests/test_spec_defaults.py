@@ -13,9 +13,9 @@ import pytest
 
 from dsstar.algorithm.context import Retrieval
 from dsstar.algorithm.runtime import Budget
-from dsstar.algorithm.spec import RunSpec
 from dsstar.data.profiler import ProfileLimits
 from dsstar.execution.sandbox import Limits
+from dsstar.inputs.spec import run_spec
 from dsstar.model.ceiling import Ceiling
 from dsstar.settings import Settings, default
 
@@ -83,10 +83,10 @@ def test_the_bounds_defaults_are_the_settings():
 
 @pytest.mark.parametrize("part", [Budget, Retrieval, Ceiling], ids=lambda p: p.__name__)
 def test_a_spec_part_filled_by_name_is_named_as_its_settings(part):
-    # RunSpec.from_settings fills these field by field from the settings of the same names:
+    # run_spec fills these field by field from the settings of the same names:
     # a new field of one of them is a new setting's value without a further edit there.
     assert {f.name for f in fields(part)} <= set(Settings.model_fields)
-    spec = RunSpec.from_settings(
+    spec = run_spec(
         Settings(model="openai/m", max_rounds=3, top_k=5, max_tokens=99), "r", "/tmp", Path("/tmp")
     )
     assert (spec.budget.max_rounds, spec.retrieval.top_k, spec.ceiling.max_tokens) == (3, 5, 99)

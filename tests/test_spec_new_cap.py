@@ -48,12 +48,12 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from test_together import PROBLEM, Scripted, code
 from dsstar.algorithm import loop
-from dsstar.algorithm.spec import RunSpec
 from dsstar.inputs.form import RunForm
+from dsstar.inputs.spec import run_spec
 
 form = RunForm(question="q", data=sys.argv[2], model="openai/m", max_plan_steps=2,
                parallel_rounds=False)
-spec = RunSpec.from_settings(form.settings(), "cap", sys.argv[2], sys.argv[2])
+spec = run_spec(form.settings(), "cap", sys.argv[2], sys.argv[2])
 rt = Scripted({"planner": [f"Do thing {n}." for n in range(9)],
                "coder": [code(n) for n in range(9)],
                "verifier": ["No"] * 9, "router": ["Add Step"] * 9})

@@ -12,11 +12,11 @@ from scenarios import ANSWER, FINAL_ONLY_ANSWER, always_first_time, fence, two_r
 from dsstar.algorithm import steps
 from dsstar.algorithm.local import LocalRuntime
 from dsstar.algorithm.runtime import Solved
-from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataSource
 from dsstar.events import Analyzed, Retrieved, Reused
 from dsstar.execution import scratch
+from dsstar.inputs.spec import run_spec
 from dsstar.settings import Settings
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
@@ -41,7 +41,7 @@ def source(sales: Path, settings: Settings) -> DataSource:
 
 
 def local(settings: Settings, source: DataSource, run_id: str, **options) -> LocalRuntime:
-    spec = RunSpec.from_settings(settings, run_id, settings.storage, source.mount_dir)
+    spec = run_spec(settings, run_id, settings.storage, source.mount_dir)
     return LocalRuntime(spec, api_key="sk-x", **options)
 
 

@@ -281,12 +281,12 @@ def test_a_speculative_call_refused_at_the_ceiling_is_asked_again_when_needed() 
 
 
 def test_the_setting_reaches_the_loop_and_the_run_form_may_set_it(tmp_path) -> None:
-    from dsstar.algorithm.spec import RunSpec
     from dsstar.inputs.form import RunForm
+    from dsstar.inputs.spec import run_spec
     from dsstar.settings import Settings
 
     assert Settings.model_fields["parallel_rounds"].default is True
     off = Settings(model="openai/gpt-4o-mini", parallel_rounds=False)
-    assert RunSpec.from_settings(off, "r", str(tmp_path), tmp_path).budget.parallel_rounds is False
+    assert run_spec(off, "r", str(tmp_path), tmp_path).budget.parallel_rounds is False
     form = RunForm(question="q?", data=str(tmp_path), parallel_rounds=False)
     assert form.settings().parallel_rounds is False and form.chosen() == {"parallel_rounds": False}

@@ -23,8 +23,7 @@ from dsstar.algorithm.scope import Scoped, own_files
 from dsstar.algorithm.spec import RunSpec
 from dsstar.data.catalog import Catalog, save_analysis
 from dsstar.data.profiler import ProfileLimits, profile_files
-from dsstar.data.sources import DataFile, DataSource, open_data
-from dsstar.settings import Settings
+from dsstar.data.sources import DataFile, DataSource
 from dsstar.storage import Store
 from dsstar.text import digest
 
@@ -157,16 +156,9 @@ def describe_records(analyses: list[dict[str, Any]], source: DataSource) -> list
     return described + [r | {"source": "skipped"} for r in source.skipped_records()]
 
 
-def cached_descriptions(data: str, settings: Settings) -> list[dict[str, Any]] | None:
-    """`describe`'s answer when the catalog knows every file under `data`, read without
+def cached_descriptions(spec: RunSpec, source: DataSource) -> list[dict[str, Any]] | None:
+    """`describe`'s answer when the catalog knows every file of `source`, read without
     Prefect (a server and a flow run cost seconds; this is a few reads from storage); None
     when some file still needs the analyzer."""
-    source = open_data(data, settings)
-    try:
-        spec = RunSpec.from_settings(
-            settings, "describe", Store(settings.storage).url, source.mount_dir
-        )
-        files, found, missing = known_analyses(spec, source)
-        return None if missing else describe_records([found[f.path] for f in files], source)
-    finally:
-        source.close()
+    files, found, missing = known_analyses(spec, source)
+    return None if missing else describe_records([found[f.path] for f in files], source)

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Retrieval:
-    """Step 2's bounds (the settings of the same names; built by `dsstar.algorithm.spec`)."""
+    """Step 2's bounds (the settings of the same names; built by `dsstar.inputs.spec`)."""
 
     top_k: int = default("top_k")  # most sources shown
     max_description_chars: int = default("max_description_chars")  # of one description

@@ -16,11 +16,9 @@ from typing import Any
 from dsstar.algorithm import agents
 from dsstar.algorithm.analysis import analysis_plan, known_analyses
 from dsstar.algorithm.spec import RunSpec
-from dsstar.data.sources import open_data
+from dsstar.data.sources import DataSource
 from dsstar.model.llm import count_tokens
 from dsstar.model.pricing import price
-from dsstar.settings import Settings
-from dsstar.storage import Store
 
 __all__ = ["REPLY_TOKENS", "Estimate", "estimate_describe"]
 
@@ -46,33 +44,26 @@ class Estimate:
         return asdict(self)
 
 
-def estimate_describe(data: str, settings: Settings) -> Estimate:
-    """Estimate `dsstar describe --data data` (see the module's docstring)."""
-    source = open_data(data, settings)
-    try:
-        spec = RunSpec.from_settings(
-            settings, "estimate", Store(settings.storage).url, source.mount_dir
-        )
-        files, found, missing = known_analyses(spec, source)
-        plan = analysis_plan(spec, source, files, found, missing, every_shape=True)
-        model = spec.llm["analyzer"]["model"]
-        tokens = sum(
-            _prompt_tokens(model, f.sandbox_path, f.format, spec.libraries) for f in plan.analyze
-        )
-        replies = REPLY_TOKENS * len(plan.analyze)
-        return Estimate(
-            files=len(files),
-            groups=plan.groups,
-            described=len(found),
-            calls=len(plan.analyze),
-            input_tokens=tokens,
-            output_tokens=replies,
-            cost_usd=_rounded(price(model, tokens, replies)),
-            model=model,
-            unprofiled=[{"path": p, "reason": r} for p, r in plan.unprofiled.items()],
-        )
-    finally:
-        source.close()
+def estimate_describe(spec: RunSpec, source: DataSource) -> Estimate:
+    """Estimate `dsstar describe` of `source` under `spec` (see the module's docstring)."""
+    files, found, missing = known_analyses(spec, source)
+    plan = analysis_plan(spec, source, files, found, missing, every_shape=True)
+    model = spec.llm["analyzer"]["model"]
+    tokens = sum(
+        _prompt_tokens(model, f.sandbox_path, f.format, spec.libraries) for f in plan.analyze
+    )
+    replies = REPLY_TOKENS * len(plan.analyze)
+    return Estimate(
+        files=len(files),
+        groups=plan.groups,
+        described=len(found),
+        calls=len(plan.analyze),
+        input_tokens=tokens,
+        output_tokens=replies,
+        cost_usd=_rounded(price(model, tokens, replies)),
+        model=model,
+        unprofiled=[{"path": p, "reason": r} for p, r in plan.unprofiled.items()],
+    )
 
 
 def _rounded(usd: float | None) -> float | None:

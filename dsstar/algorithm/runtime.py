@@ -113,7 +113,7 @@ class Solved:
 
 @dataclass(frozen=True)
 class Budget:
-    """The loop's bounds (the settings of the same names; built by `dsstar.algorithm.spec`)."""
+    """The loop's bounds (the settings of the same names; built by `dsstar.inputs.spec`)."""
 
     max_rounds: int = default("max_rounds")
     max_debug_attempts: int = default("max_debug_attempts")

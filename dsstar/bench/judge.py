@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dsstar.algorithm.agents import render as _render
 from dsstar.errors import LLMError
-from dsstar.model.config import config_for
+from dsstar.inputs.spec import config_for
 from dsstar.model.llm import Message, complete
 from dsstar.settings import Settings
 

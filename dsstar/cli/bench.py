@@ -98,9 +98,8 @@ def run(
                      "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
         settings = load_settings(**overrides)
         from dsstar.bench import TaskSource
-        from dsstar.inputs.preflight import check_isolation, used_models
-        from dsstar.model.config import require_model
-        from dsstar.model.reachability import check_models
+        from dsstar.inputs.preflight import check_isolation, check_reachable
+        from dsstar.inputs.spec import require_model
 
         # The tasks first: a wrong folder is told before any model is asked.
         source = TaskSource(tasks=tasks, data=data, truth=truth, root=root, domain=domain)
@@ -108,7 +107,7 @@ def run(
         require_model(settings)
         check_isolation(settings)
         # A typo'd model or a bad key: once, not once per task.
-        check_models(settings, used_models(settings))
+        check_reachable(settings)
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)

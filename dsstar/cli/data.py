@@ -126,10 +126,11 @@ def _print_estimate(data: str, offline: bool, as_json: bool, **flags: Any) -> No
     try:
         settings = load_settings(**flags)
         check_data(data)
-        from dsstar.model.config import require_model
+        from dsstar.inputs.spec import opened, require_model
 
         require_model(settings)
-        found = estimate_describe(data, settings)
+        with opened(data, settings, "estimate") as (source, spec):
+            found = estimate_describe(spec, source)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if as_json:
@@ -172,7 +173,8 @@ def retrieve(
     Example: dsstar retrieve --data examples/sales -q "revenue by region" --offline
     """
     prefect_quietly(False)
-    from dsstar.data.retrieval import embedding_similarity, rank_sources
+    from dsstar.data.retrieval import rank_sources
+    from dsstar.inputs.spec import embedding
 
     try:
         files = _descriptions(data, offline, model=model, api_base=api_base)
@@ -180,7 +182,8 @@ def retrieve(
             embedding_model=embedding_model, embedding_api_base=embedding_api_base
         )
         documents = {f["path"]: f["description"] or "" for f in files if f["format"] != "skipped"}
-        similarity = embedding_similarity(settings)
+        chosen = embedding(settings)
+        similarity = chosen.similarity() if chosen else None
         hits = rank_sources(question, documents, similarity=similarity)[:top_k]
     except DSStarError as exc:
         fail_usage(str(exc), as_json)

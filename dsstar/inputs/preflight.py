@@ -36,6 +36,7 @@ __all__ = [
     "check_limits",
     "check_model",
     "check_priced",
+    "check_reachable",
     "preflight",
     "unreadable_warning",
     "used_models",
@@ -67,9 +68,16 @@ def preflight(
     if storage:
         check_storage(settings)
     if llm:  # last: the only check that waits on the network
-        from dsstar.model.reachability import check_models
+        check_reachable(settings)
 
-        check_models(settings, used_models(settings))
+
+def check_reachable(settings: Settings) -> None:
+    """The models the agents use: routable, their server reachable, the key accepted
+    (`dsstar.model.reachability`)."""
+    from dsstar.model.reachability import check_models
+
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    check_models(used_models(settings), settings.api_base, key)
 
 
 def used_models(settings: Settings) -> list[str]:
@@ -148,7 +156,7 @@ def check_isolation(settings: Settings) -> str:
 def check_limits(settings: Settings) -> None:
     """Every cap of a script can be applied here: none is above this process's hard resource
     limits (a script would otherwise fail at its start, every time)."""
-    from dsstar.algorithm.spec import sandbox_limits
+    from dsstar.inputs.spec import sandbox_limits
 
     beyond = sandbox_limits(settings).beyond_host()
     if beyond:

@@ -1,13 +1,11 @@
-"""Which model each agent uses, and what to say when none is configured."""
+"""How an agent's model is reached, and what to say when none is configured (which model
+each agent uses is chosen from the settings in `dsstar.inputs.spec`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dsstar.errors import ConfigError
-from dsstar.settings import Settings
-
-__all__ = ["NO_MODEL_HELP", "LLMConfig", "config_for", "require_model"]
+__all__ = ["NO_MODEL_HELP", "LLMConfig"]
 
 NO_MODEL_HELP = """No model is configured. dsstar needs an LLM; set one of:
   * a cloud model:  export OPENAI_API_KEY=...  and  --model openai/gpt-4o
@@ -27,22 +25,3 @@ class LLMConfig:
     api_base: str | None = None
     temperature: float | None = None
     timeout: float = 300.0
-
-
-def require_model(settings: Settings) -> None:
-    """Fail with instructions when no model is configured for some agent."""
-    if not settings.model and not settings.agent_models:
-        raise ConfigError(NO_MODEL_HELP)
-
-
-def config_for(settings: Settings, agent: str) -> LLMConfig:
-    """The model configuration of one agent."""
-    model = settings.model_for(agent)
-    if not model:
-        raise ConfigError(f"No model for the {agent} agent.\n\n{NO_MODEL_HELP}")
-    return LLMConfig(
-        model=model,
-        api_base=settings.api_base,
-        temperature=settings.temperature,
-        timeout=settings.llm_timeout,
-    )

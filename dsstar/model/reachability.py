@@ -18,7 +18,6 @@ import httpx
 
 from dsstar.errors import ConfigError
 from dsstar.model.llm import provider_of
-from dsstar.settings import Settings
 
 __all__ = ["PROBE_TIMEOUT_S", "check_models"]
 
@@ -44,13 +43,13 @@ _KEY_VARIABLES = {
 }
 
 
-def check_models(settings: Settings, models: Iterable[str]) -> None:
-    """Each of `models` (those the agents use: `dsstar.inputs.preflight.used_models`):
-    routable by litellm, its server reachable and its key accepted. Raises ConfigError with
-    one line that names the setting to fix."""
-    key = settings.api_key.get_secret_value() if settings.api_key else None
+def check_models(models: Iterable[str], api_base: str | None, api_key: str | None) -> None:
+    """Each of `models` (those the agents use: `dsstar.inputs.preflight.used_models`) at
+    `api_base` (None: the provider's own): routable by litellm, its server reachable and
+    `api_key` accepted (None: the provider's own variable). Raises ConfigError with one line
+    that names the setting to fix."""
     for model in models:
-        _probe(model, settings.api_base, key)
+        _probe(model, api_base, api_key)
 
 
 def _probe(model: str, api_base: str | None, key: str | None) -> None:

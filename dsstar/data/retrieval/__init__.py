@@ -13,7 +13,6 @@ from dsstar.data.retrieval._embed import (
     EmbeddingCache,
     EmbeddingSimilarity,
     JsonDirStore,
-    embedding_similarity,
 )
 from dsstar.data.retrieval._rank import (
     Hit,
@@ -36,7 +35,6 @@ __all__ = [
     "Similarity",
     "Source",
     "document_text",
-    "embedding_similarity",
     "group_sources",
     "path_words",
     "rank",

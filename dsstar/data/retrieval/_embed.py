@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # dsstar.model.llm imports litellm: loaded only when embeddings are used
     from dsstar.model.config import LLMConfig
-    from dsstar.settings import Settings
 
 __all__ = [
     "Embedding",
     "EmbeddingCache",
     "EmbeddingSimilarity",
     "JsonDirStore",
-    "embedding_similarity",
 ]
 
 MAX_CHARS = 1000  # text embedded per source: path words and the head of its profile
@@ -133,28 +131,14 @@ def _unit(matrix: object) -> object:
 
 @dataclass(frozen=True)
 class Embedding:
-    """The embedding model that retrieval fuses with BM25 (the settings embedding_*), as a
-    run's spec carries it: JSON-safe, without secrets."""
+    """The embedding model that retrieval fuses with BM25 (the settings embedding_*, read in
+    `dsstar.inputs.spec.embedding`), as a run's spec carries it: JSON-safe, without secrets."""
 
     model: str
     api_base: str | None
     timeout: float
     cache_dir: str | None  # vectors kept by text hash; None: in memory for the run
     input_type: bool
-
-    @classmethod
-    def of(cls, settings: Settings) -> Embedding | None:
-        """What `settings` ask for; None: BM25 alone."""
-        if not settings.embedding_model:
-            return None
-        folder = settings.embedding_cache_dir
-        return cls(
-            model=settings.embedding_model,
-            api_base=settings.embedding_api_base,
-            timeout=settings.llm_timeout,
-            cache_dir=str(folder) if folder else None,
-            input_type=settings.embedding_input_type,
-        )
 
     def similarity(self, run_id: str = "") -> EmbeddingSimilarity:
         """The `Similarity` of this model, its vectors cached on disk."""
@@ -164,9 +148,3 @@ class Embedding:
         folder = self.cache_dir
         store: MutableMapping[str, list[float]] = JsonDirStore(Path(folder)) if folder else {}
         return EmbeddingSimilarity(EmbeddingCache(config, store, run_id), self.input_type)
-
-
-def embedding_similarity(settings: Settings, run_id: str = "") -> EmbeddingSimilarity | None:
-    """The embedding `Similarity` that settings ask for (cached on disk), or None for BM25 alone."""
-    embedding = Embedding.of(settings)
-    return embedding.similarity(run_id) if embedding else None

@@ -1,6 +1,7 @@
 """The house rules, read from the imports (pyproject's [tool.importlinter]): they hold for the
 code, and they catch a core module that imports Prefect, a CLI that reaches past the public
-face of `flows`, and a floor of the core that imports one above it."""
+face of `flows`, a floor of the core that imports one above it, and a floor below the inputs
+that reads `Settings` instead of the run's spec."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ CONTRACTS = (
     "Nothing below the CLI imports it",
     "No module imports another package's private module",
     "The core's floors",
+    "Below the inputs floor, the settings give defaults only",
 )
 
 
@@ -92,3 +94,30 @@ def test_a_module_of_the_core_without_a_floor_breaks_the_core_floors(copy):
     assert done.returncode == 1
     assert f"{CONTRACTS[4]} BROKEN" in done.stdout
     assert "dsstar.stray" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from dsstar.settings import Settings  # noqa",
+        "from dsstar.settings import default, Settings  # noqa",
+        "import dsstar.settings  # noqa",
+        "from dsstar import settings  # noqa",
+    ],
+)
+def test_the_loop_reading_settings_breaks_the_defaults_only_rule(copy, line):
+    add_line(copy / "dsstar" / "algorithm" / "loop.py", line)
+    done = lint_imports(copy)
+    assert done.returncode == 1
+    assert f"{CONTRACTS[5]} BROKEN" in done.stdout
+    assert "dsstar.algorithm.loop (l." in done.stdout
+    assert f"{CONTRACTS[4]} KEPT" in done.stdout  # no floor is climbed: settings lies below
+
+
+def test_a_default_read_below_the_inputs_floor_keeps_the_rule(copy):
+    add_line(
+        copy / "dsstar" / "model" / "ceiling.py", "from dsstar.settings import default  # noqa"
+    )
+    done = lint_imports(copy)
+    assert done.returncode == 0, done.stdout
+    assert f"{CONTRACTS[5]} KEPT" in done.stdout

@@ -54,7 +54,11 @@ __all__ = [
 # one path segment and a trailing ... for any keys below; <key> is `analysis_key(path)`, <NN>
 # `round_key(n)`, <config> a digest of what the entry depends on, <root> `root_key(location)`.
 LAYOUT: tuple[tuple[str, str], ...] = (
-    ("runs/<run_id>/run.json", "parameters, status, answer, totals, host, pid and heartbeat"),
+    (
+        "runs/<run_id>/run.json",
+        "parameters, the run's spec (models, bounds), status, answer, totals, host, pid and"
+        " heartbeat",
+    ),
     ("runs/<run_id>/claims/<NNNNNN>.json", "who holds the run id: one per attempt (run, resume)"),
     ("runs/<run_id>/analysis/<key>/script.py", "the analyzer's script for one file"),
     ("runs/<run_id>/analysis/<key>/output.txt", "the file's description, as the agents saw it"),

@@ -173,6 +173,10 @@ def solve(
     if warning:
         story.say(warning, level=logging.WARNING)
     spec = run_spec(settings, run.run_id, run.store.url, source.mount_dir)
+    # run.json keeps the spec the run runs under (saved with its next write), which the
+    # report reads. A resumed run builds its own from the resuming worker's settings (a
+    # higher ceiling goes on past an over_budget stop) and writes it over the earlier one.
+    run.note(spec=spec.to_dict())
     runtime = FlowRuntime(run, spec)
     try:
         solution = steps.solve(runtime, question, guidelines, source, spec)

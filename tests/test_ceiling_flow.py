@@ -56,6 +56,7 @@ def test_a_run_stops_at_its_ceiling_keeps_its_artifacts_and_resumes_with_a_highe
     run = Path(env["DSSTAR_STORAGE"]) / "runs" / "capped"
     stored = json.loads((run / "run.json").read_text())
     assert stored["status"] == "over_budget"
+    assert stored["spec"]["ceiling"] == {"max_cost": CEILING, "max_tokens": None}
     for data_file in ("orders_2024.csv", "regions.json", "README.md"):
         assert (run / "analysis" / data_file / "output.txt").is_file()
     before = list(llm.requests)
@@ -70,6 +71,8 @@ def test_a_run_stops_at_its_ceiling_keeps_its_artifacts_and_resumes_with_a_highe
     after = llm.requests[len(before) :]
     assert after and answered(before) & asked(after) == set()  # nothing paid for twice
     assert resumed["llm_calls"] == len(llm.requests)
+    # run.json keeps the spec the resumed run ran under, written over the first one's.
+    assert json.loads((run / "run.json").read_text())["spec"]["ceiling"]["max_cost"] == 1
 
 
 def test_a_batch_skips_the_questions_it_cannot_afford(env, llm, sales, tmp_path):

@@ -153,7 +153,7 @@ def test_progress_lines_in_a_log_and_the_runs_show_report(env, llm, tmp_path, sa
     out = shown.stdout
     assert f"question: {QUESTION}" in out and f"answer: {ANSWER}" in out
     assert f"data: {data}" in out  # brackets as text
-    for section in ("plan", "rounds", "cost per agent", "figures"):
+    for section in ("plan", "rounds", "cost per agent", "figures", "bounds"):
         assert f"── {section} ─" in out, section
     assert "1. " in out and "2. " in out  # the plan's two steps
     assert "verdict 00:" in out and "verdict 01:" in out
@@ -165,6 +165,9 @@ def test_progress_lines_in_a_log_and_the_runs_show_report(env, llm, tmp_path, sa
     assert {a["agent"] for a in report["agents"]} >= {"planner", "coder", "verifier"}
     assert sum(a["calls"] for a in report["agents"]) == report["llm_calls"]
     assert report["figures"]["rounds"] == 2 and set(report["verdict_replies"]) == {"0", "1"}
+    # The bounds are the stored spec's: the one object the run's tasks were given.
+    assert report["bounds"]["most rounds"] == str(report["spec"]["budget"]["max_rounds"])
+    assert report["bounds"]["ceiling"] == "none" and "ceiling: none" in out
 
 
 def _live_line(*events: Event) -> str:

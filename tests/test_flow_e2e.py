@@ -21,7 +21,9 @@ from scenarios import (
     two_rounds,
 )
 
+from dsstar.algorithm.spec import RunSpec
 from dsstar.errors import LLMFatalError
+from dsstar.model.ceiling import Ceiling
 from dsstar.records.ledger import Ledger, question_key
 from flows.ds_star import ds_star
 
@@ -98,6 +100,8 @@ def test_two_round_success_stores_the_whole_layout(two_round):
     run = json.loads((stored(env, run_id) / "run.json").read_text())
     assert run["status"] == "verified" and run["answer"] == ANSWER
     assert "sk-test-not-secret" not in (stored(env, run_id) / "run.json").read_text()
+    spec = RunSpec.from_dict(run["spec"])  # the spec the run ran under, kept with it
+    assert (spec.run_id, spec.limits.timeout_s, spec.ceiling) == (run_id, 60, Ceiling())
 
 
 def test_requests_carry_attribution_and_the_right_context(two_round):

@@ -86,3 +86,14 @@ def test_the_spec_says_whether_a_person_is_asked_and_for_how_long():
     assert RunSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     assert _spec().ask_human is False and _spec().human_timeout == default("human_timeout")
 
+
+def test_the_spec_holds_no_secret():
+    # The spec is stored in run.json: the API key and the database URL are never in it.
+    chosen = Settings(
+        model="openai/m",
+        api_key="sk-never-stored-4d1e",
+        database_url="postgresql://dsstar:pw-never-stored-9b2@db/dsstar",
+    )
+    written = json.dumps(run_spec(chosen, "r1", "/tmp/store", Path("/tmp/data")).to_dict())
+    assert "sk-never-stored-4d1e" not in written and "pw-never-stored-9b2" not in written
+    assert "api_key" not in written and "database_url" not in written

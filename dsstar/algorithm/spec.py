@@ -3,7 +3,7 @@ typed (models, the sandbox's `Limits`, the loop's `Budget`, the spending `Ceilin
 concurrency and retries, whether a person is asked). It is built from the settings where a
 run is prepared (`dsstar.inputs.spec.run_spec`); tasks take it as their parameter and read
 nothing else from the environment, except the API key, which is never a (recorded)
-parameter."""
+parameter. A run's run.json keeps it (`spec`), where the report reads its bounds."""
 
 from __future__ import annotations
 

@@ -173,6 +173,10 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
     heading(out, "figures")
     for name, value in (record.get("figures") or {}).items():
         out.print(f"{name}: {_figure(name, value)}")
+    if record.get("bounds"):  # a run stored before its spec was kept has none
+        heading(out, "bounds")
+        for name, value in record["bounds"].items():
+            out.print(f"{name}: {shown(value)}", markup=False, highlight=False)
     saved = record.get("saved_figures") or []
     heading(out, "saved figures")
     for item in saved:

@@ -14,7 +14,7 @@ from dsstar import keys
 from dsstar.errors import DSStarError, UsageError
 from dsstar.records.state import liveness
 from dsstar.storage import Store
-from dsstar.views.report import agent_usage, run_figures
+from dsstar.views.report import agent_usage, run_bounds, run_figures
 
 __all__ = [
     "list_runs",
@@ -38,8 +38,8 @@ def read_run(store: Store, run_id: str) -> dict[str, Any]:
 def run_report(store: Store, run_id: str, database_url: str | None = None) -> dict[str, Any]:
     """Everything `dsstar runs show` reports: run.json, each round's verifier reply, the
     URIs of its final notebook, solution and answer (those it wrote), cost per agent (from
-    the ledger, when it holds the run) and the figure files (charts) its scripts saved, as
-    run.json lists them."""
+    the ledger, when it holds the run), the figure files (charts) its scripts saved, as
+    run.json lists them, and the bounds it ran under (its stored spec)."""
     record = read_run(store, run_id)
     rounds = [row["round"] for row in record.get("round_table") or []]
 
@@ -69,6 +69,7 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
         "final": final,  # the notebook, solution and answer files, where the run wrote them
         "verdict_replies": {str(n): r for n, r in replies.items()},
         "figures": run_figures(record),
+        "bounds": run_bounds(record),  # from the spec the run ran under
         "agents": agents,
         "saved_figures": record.get("saved_figures") or [],
     }

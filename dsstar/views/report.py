@@ -1,16 +1,26 @@
 """The result of a run as promised to scripts (`--json`), built from its stored run.json, and
-the figures `dsstar runs show` reports: per agent, and the totals a run saved."""
+the figures `dsstar runs show` reports: per agent, the totals a run saved, and the bounds it
+ran under (its stored spec)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from dsstar.algorithm.spec import RunSpec
 from dsstar.keys import run_folder, run_record
 from dsstar.records.state import FINISHED
 from dsstar.storage import Store
+from dsstar.text import money
 
-__all__ = ["RESULT_KEYS", "agent_usage", "finished_result", "run_figures", "run_result"]
+__all__ = [
+    "RESULT_KEYS",
+    "agent_usage",
+    "finished_result",
+    "run_bounds",
+    "run_figures",
+    "run_result",
+]
 
 RESULT_KEYS = (
     "run_id",
@@ -113,6 +123,28 @@ def run_figures(record: dict[str, Any]) -> dict[str, Any]:
         "reused the solution of run": record.get("reused_from"),
     }
     return {name: value for name, value in figures.items() if value is not None}
+
+
+def run_bounds(record: dict[str, Any]) -> dict[str, str]:
+    """The bounds the run ran under, read from the spec its run.json keeps (the one object
+    its tasks were given; a resumed run's own): the loop's budget, the spending ceiling and
+    one script's limits. Empty for a run stored before the spec was kept."""
+    try:
+        spec = RunSpec.from_dict(record["spec"])
+    except (KeyError, TypeError):  # no spec, or one this version cannot read
+        return {}
+    budget, ceiling, limits = spec.budget, spec.ceiling, spec.limits
+    spend = [money(ceiling.max_cost)] if ceiling.max_cost is not None else []
+    spend += [f"{ceiling.max_tokens:,} tokens"] if ceiling.max_tokens is not None else []
+    return {
+        "models": ", ".join(dict.fromkeys(config["model"] for config in spec.llm.values())),
+        "most rounds": f"{budget.max_rounds}",
+        "debug attempts per script": f"{budget.max_debug_attempts}",
+        "ceiling": " and ".join(spend) or "none",
+        "a script": f"{limits.timeout_s:g} s, {limits.memory_mb:,} MB,"
+        f" {limits.outputs} output files",
+        "asks a person": "yes" if spec.ask_human else "no",
+    }
 
 
 def _seconds(started: str | None, finished: str | None) -> float | None:

@@ -6,10 +6,9 @@ its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 from __future__ import annotations
 
 import logging
-from contextvars import ContextVar
 from typing import Any
 
-from prefect import get_client
+from prefect import Flow, get_client
 from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 from pydantic import ValidationError
@@ -54,13 +53,11 @@ def _flow_run_name() -> str:
     return flow_run.parameters.get("run_id") or default_run_id()
 
 
-@form_flow(
-    RunForm,
-    name="ds-star",
-    flow_run_name=_flow_run_name,
-    log_prints=False,
-    task_runner=default_task_runner(),
-)
+# What every ds-star flow is, whoever starts it: one name, one run name, one form.
+_FLOW = {"name": "ds-star", "flow_run_name": _flow_run_name, "log_prints": False}
+
+
+@form_flow(RunForm, **_FLOW, task_runner=default_task_runner())
 def ds_star(**fields: Any) -> dict[str, Any] | State:
     """Answer a question about a folder or bucket of data files with the DS-STAR agent.
 
@@ -69,9 +66,31 @@ def ds_star(**fields: Any) -> dict[str, Any] | State:
     The flow run ends Completed with an answer, Failed when the run failed or went over
     budget (state OverBudget), Cancelled when a person stopped it (flows/_states.py).
     """
-    prepared = _PREPARED.get()
+    return _answer(fields, prepared=None)
+
+
+def _prepared_flow(prepared: PreparedRun) -> Flow:
+    """The ds-star flow of one run prepared in this process: `ds_star` (its name, parameters,
+    schema and description), given the prepared run itself, which its function closes over.
+    Parameters are untrusted (anyone who reaches the Prefect API writes them), so they never
+    say "checked"; only a caller that holds the prepared run makes this flow."""
+
+    def answer_prepared(**fields: Any) -> dict[str, Any] | State:
+        return _answer(fields, prepared)
+
+    # ds_star's docstring without the Args that `form_flow` writes again from the form
+    # (Prefect reads the parameters' descriptions there).
+    answer_prepared.__doc__ = ds_star.description.partition("\n\nArgs:\n")[0]
+    runner = build_task_runner(prepared.settings)
+    return form_flow(RunForm, **_FLOW, task_runner=runner)(answer_prepared)
+
+
+def _answer(fields: dict[str, Any], prepared: PreparedRun | None) -> dict[str, Any] | State:
+    """The ds-star flow's body: the run of `fields`, or of `prepared` (its form and settings
+    taken as they are, the question check and the preflight not repeated) when it is the
+    run these parameters were made from."""
     checked = prepared is not None and prepared.form.parameters() == _given(fields)
-    if checked:  # built and checked by the caller in this process (`run_question`)
+    if checked:
         form, settings = prepared.form, prepared.settings
     else:
         form, settings = _validated(fields)
@@ -218,24 +237,13 @@ def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
 _ENDED_WITH_A_RESULT = frozenset({Status.FAILED, Status.OVER_BUDGET, Status.STOPPED})
 
 
-# The run `run_question` hands to the flow it starts, beside its parameters. Parameters are
-# untrusted (anyone who reaches the Prefect API writes them), so they never say "checked";
-# this variable is set only by a caller in this process, for the flow it calls.
-_PREPARED: ContextVar[PreparedRun | None] = ContextVar("dsstar_prepared_run", default=None)
-
-
 def run_question(prepared: PreparedRun) -> tuple[dict[str, Any] | None, BaseException | None]:
     """Run (or resume) the ds-star flow in this process, with the task runner its settings
     choose; returns its result, or None and the error it ended with. The flow takes the
     prepared form and settings as they are, and checks neither the question nor the
     preflight again."""
     form, settings = prepared.form, prepared.settings
-    flow = ds_star.with_options(task_runner=build_task_runner(settings))
-    token = _PREPARED.set(prepared)
-    try:
-        state = flow(**form.parameters(), return_state=True)
-    finally:
-        _PREPARED.reset(token)
+    state = _prepared_flow(prepared)(**form.parameters(), return_state=True)
     try:
         return completed_result(state, settings.storage, form.run_id), None
     except BaseException as exc:  # the flow run's own error: handed back, not raised

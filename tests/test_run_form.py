@@ -152,3 +152,16 @@ def test_a_parameter_outside_the_form_is_refused_with_its_reason():
         "data_roots is the worker's policy and cannot be given here: only DSSTAR_DATA_ROOTS" in said
     )
     assert "max_round is not a field of the RunForm" in said
+
+
+def test_the_flow_of_a_prepared_run_is_the_ds_star_flow_given_that_run():
+    # `run_question` starts this flow: the same flow as the UI's, its function closing over
+    # the run prepared in this process (no parameter can say "checked").
+    from dsstar.inputs.form import PreparedRun
+    from flows.ds_star import _prepared_flow
+
+    form = RunForm(question="q", data="/tmp", model="openai/m", run_id="r-1")
+    flow = _prepared_flow(PreparedRun(form, form.settings()))
+    assert (flow.name, flow.description) == (ds_star.name, ds_star.description)
+    assert flow.parameters == ds_star.parameters
+    assert flow.flow_run_name is ds_star.flow_run_name

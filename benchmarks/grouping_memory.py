@@ -15,8 +15,7 @@ import tracemalloc
 from pathlib import Path
 
 from dsstar.algorithm.analysis import analysis_plan, known_analyses
-from dsstar.data.sources import open_data
-from dsstar.inputs.spec import run_spec
+from dsstar.inputs.spec import data_source, run_spec
 from dsstar.settings import Settings
 from dsstar.storage import Store
 
@@ -31,7 +30,7 @@ def main() -> None:
         work_dir=str(work / "scratch"),
         max_parallel=2,
     )
-    source = open_data(str(work / "lake"), settings)
+    source = data_source(str(work / "lake"), settings)
     try:
         spec = run_spec(settings, "grouping", Store(settings.storage).url, source.mount_dir)
         files = known_analyses(spec, source)[0]

@@ -286,9 +286,9 @@ def _offline_descriptions(data: str, settings: Settings) -> list[dict[str, Any]]
     root, FIFOs, bombs) are listed with their reason."""
     from dsstar.data.catalog import Catalog
     from dsstar.data.profiler import profile_files
-    from dsstar.data.sources import DataSource, archive_limits
+    from dsstar.data.sources import DataSource
     from dsstar.execution import scratch
-    from dsstar.inputs.spec import profile_limits
+    from dsstar.inputs.spec import archive_limits, profile_limits
     from dsstar.storage import Store
 
     source = DataSource(

@@ -8,10 +8,9 @@ from prefect import flow
 from pydantic import ValidationError
 
 from dsstar.algorithm.analysis import describe_records
-from dsstar.data.sources import open_data
 from dsstar.errors import UsageError
 from dsstar.inputs.form import RunOptions, explain
-from dsstar.inputs.spec import require_model, run_spec
+from dsstar.inputs.spec import data_source, require_model, run_spec
 from dsstar.settings import Settings
 from dsstar.storage import Store, new_run_id
 from flows._analysis import analyze_files
@@ -31,7 +30,7 @@ def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str,
     except ValidationError as exc:
         raise UsageError(explain(exc)) from exc
     require_model(settings)
-    source = open_data(data, settings)
+    source = data_source(data, settings)
     spec = run_spec(
         settings, f"describe-{new_run_id()}", Store(settings.storage).url, source.mount_dir
     )

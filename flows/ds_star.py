@@ -16,13 +16,13 @@ from pydantic import ValidationError
 from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.verdict import Status
-from dsstar.data.sources import DataRoot, open_data
+from dsstar.data.sources import DataRoot
 from dsstar.errors import OverBudget, RunEnded, UsageError
 from dsstar.execution import scratch
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
-from dsstar.inputs.spec import run_spec
+from dsstar.inputs.spec import data_source, run_spec
 from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.keys import run_folder, run_record
 from dsstar.locations import normalize_location
@@ -186,7 +186,7 @@ def solve(
 ) -> dict:
     """Algorithm 1 (`dsstar.algorithm.steps.solve`) over this flow's runtime: the work done
     by Prefect tasks, the run recorded as it goes and closed at the end."""
-    source = open_data(data, settings, tag=run.run_id)
+    source = data_source(data, settings, tag=run.run_id)
     # Judged on the view: the files the run will read, not the path looked up again.
     warning = unreadable_warning(str(source.mount_dir), shown=source.location)
     if warning:

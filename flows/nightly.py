@@ -16,11 +16,10 @@ from prefect.transactions import CommitMode, transaction
 from pydantic import Field, ValidationError
 
 from dsstar.algorithm.verdict import Status
-from dsstar.data.sources import open_data
 from dsstar.errors import DSStarError, OverBudget, UsageError
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, explain, options_form
 from dsstar.inputs.questions import Question, load_questions
-from dsstar.inputs.spec import run_spec, spend_ceiling
+from dsstar.inputs.spec import data_source, run_spec, spend_ceiling
 from dsstar.inputs.trust import check_data_location, check_form, check_question_set
 from dsstar.keys import run_record
 from dsstar.locations import normalize_location
@@ -240,7 +239,7 @@ def share_analyses(
     try:
         for root in roots:
             try:
-                source = open_data(root, settings)
+                source = data_source(root, settings)
                 spec = run_spec(settings, f"{batch}-analysis", storage, source.mount_dir)
                 analyses, stop = analyze_files(spec, source), None
             except OverBudget as exc:  # the finished analyses count; no question can start

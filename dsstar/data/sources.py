@@ -26,7 +26,6 @@ from dsstar.errors import DataError
 from dsstar.locations import is_remote
 
 __all__ = [
-    "archive_limits",
     "open_data",
     "ArchiveLimits",
     "DataFile",
@@ -182,26 +181,17 @@ class DataSource:
         return target
 
 
-def archive_limits(settings: Any) -> ArchiveLimits:
-    """How far an archive of the data may expand (the settings' `archive_*` bounds)."""
-    return ArchiveLimits(
-        max_bytes=settings.archive_max_bytes,
-        max_members=settings.archive_max_members,
-        max_depth=settings.archive_max_depth,
-    )
-
-
-def open_data(data: str | DataRoot, settings: Any, tag: str = "data") -> DataSource:
+def open_data(
+    data: str | DataRoot, limits: ArchiveLimits, work_dir: Path | None, tag: str = "data"
+) -> DataSource:
     """The data root (a location, or the root the worker's check opened) as a read-only view
-    (downloaded first when it is remote), in a temporary folder removed by
-    `scratch.release(tag)`, or when the process ends."""
+    (downloaded first when it is remote), its archives expanded within `limits`, in a
+    temporary folder under `work_dir` (None: the system's) removed by `scratch.release(tag)`,
+    or when the process ends."""
     from dsstar.execution import scratch
 
     return DataSource(
-        data,
-        scratch.new_dir(settings.work_dir, tag),
-        archive_limits(settings),
-        archive_cache=scratch.archive_cache(settings.work_dir),
+        data, scratch.new_dir(work_dir, tag), limits, archive_cache=scratch.archive_cache(work_dir)
     )
 
 

@@ -4,8 +4,8 @@ concurrency and retries, whether a person is asked), the model of each agent, an
 of the offline profiler. Built once per run, in the process that validated the settings
 (this floor, where a run is prepared); everything below takes these typed values and never
 reads `Settings` (the contract "Below the inputs floor, the settings give defaults only" in
-pyproject). The bounds of archives are the data side's own
-(`dsstar.data.sources.archive_limits`): it opens data before any run spec exists."""
+pyproject). The data a run reads is opened here too (`data_source`): before its spec, whose
+data folder is that opening's."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from dsstar.algorithm.agents import ROSTER
 from dsstar.algorithm.context import Retrieval
 from dsstar.algorithm.runtime import Budget
 from dsstar.algorithm.spec import RunSpec
+from dsstar.data.lake import ArchiveLimits
 from dsstar.data.profiler import ProfileLimits
 from dsstar.data.retrieval import Embedding
-from dsstar.data.sources import DataSource, open_data
+from dsstar.data.sources import DataRoot, DataSource, open_data
 from dsstar.errors import ConfigError
 from dsstar.execution.sandbox import Limits
 from dsstar.execution.sandbox.interpreter import interpreter, resolve_python
@@ -31,7 +32,9 @@ from dsstar.settings import Settings
 from dsstar.storage import Store
 
 __all__ = [
+    "archive_limits",
     "config_for",
+    "data_source",
     "embedding",
     "loop_budget",
     "opened",
@@ -76,11 +79,26 @@ def run_spec(settings: Settings, run_id: str, storage: str, data_dir: Path | str
 def opened(data: str, settings: Settings, run_id: str) -> Iterator[tuple[DataSource, RunSpec]]:
     """`data` opened read-only and the spec of a run `run_id` over it (a describe, or its
     estimate, that reads the catalog without a flow); the view is closed on leaving."""
-    source = open_data(data, settings)
+    source = data_source(data, settings)
     try:
         yield source, run_spec(settings, run_id, Store(settings.storage).url, source.mount_dir)
     finally:
         source.close()
+
+
+def data_source(data: str | DataRoot, settings: Settings, tag: str = "data") -> DataSource:
+    """`data` opened as `settings` say (`dsstar.data.sources.open_data`): its archives'
+    bounds, the folder its view is made in; released with `scratch.release(tag)`."""
+    return open_data(data, archive_limits(settings), settings.work_dir, tag)
+
+
+def archive_limits(settings: Settings) -> ArchiveLimits:
+    """How far an archive of the data may expand (the settings' `archive_*` bounds)."""
+    return ArchiveLimits(
+        max_bytes=settings.archive_max_bytes,
+        max_members=settings.archive_max_members,
+        max_depth=settings.archive_max_depth,
+    )
 
 
 def sandbox_limits(settings: Settings) -> Limits:

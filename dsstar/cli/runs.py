@@ -101,8 +101,9 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """A run's report: question, answer, plan, the rounds with their verdicts, cost per
-    agent, the run's totals and the figure files (charts) its scripts saved, with their
-    storage URIs; with --round N, that round's plan, code, output and figures.
+    agent, the run's totals, the bounds it ran under (models, rounds, spending ceiling, a
+    script's limits) and the figure files (charts) its scripts saved, with their storage
+    URIs; with --round N, that round's plan, code, output and figures.
     """
     from dsstar.records.state import liveness
     from dsstar.storage import Store, check_run_id

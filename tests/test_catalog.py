@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -119,15 +120,16 @@ def test_profiles_are_computed_once_per_content(tmp_path):
     assert now["orders.csv"] != first["orders.csv"]
 
 
-def dsstar(*args: str) -> subprocess.CompletedProcess:
+def dsstar(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dsstar", *args],
-        capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+        capture_output=True, text=True, timeout=300, env={**os.environ, **env},
     )  # fmt: skip
 
 
-def describe(lake: Path, *flags: str) -> list[dict]:
-    done = dsstar("describe", "--data", str(lake), "--json", *flags)
+def describe(lake: Path, *flags: str, **env: str) -> list[dict]:
+    """`dsstar describe --json` of `lake`, with `env` over this process's environment."""
+    done = dsstar("describe", "--data", str(lake), "--json", *flags, **env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)["files"]
 
@@ -163,14 +165,20 @@ def test_describe_offline_profiles_each_file_once(env, tmp_path):
 
 
 @pytest.mark.slow  # a whole run (CLI or flow): not in the quick tier
-def test_descriptions_are_reused_and_only_changed_files_reanalyzed(env, llm, tmp_path):
+def test_descriptions_are_reused_with_no_prefect_api_and_only_changed_files_reanalyzed(
+    env, llm, tmp_path
+):
     llm.default("analyzer", describe_script)
     lake = make_lake(tmp_path / "lake")
     first = describe(lake)
     assert len(llm.calls("analyzer")) == 3
 
+    # Every file in the catalog: describe answers from it, with no server or flow run.
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{sock.getsockname()[1]}/api"
     llm.reset().default("analyzer", describe_script)
-    assert describe(lake) == first
+    assert describe(lake, PREFECT_API_URL=nowhere) == first
     assert llm.calls() == []  # warm: not one LLM call
 
     touch(lake / "a" / "notes.md")  # same bytes: the content key still matches
@@ -185,22 +193,6 @@ def test_descriptions_are_reused_and_only_changed_files_reanalyzed(env, llm, tmp
     assert "data/orders.csv" in json.dumps(calls[0]["messages"])
     changed = next(f for f in now if f["path"] == "orders.csv")
     assert "4" in changed["description"]
-
-
-@pytest.mark.slow  # a whole run (CLI or flow): not in the quick tier
-def test_describe_of_known_files_needs_no_prefect_api(env, llm, tmp_path, monkeypatch):
-    """Every file in the catalog: describe answers from it, with no server or flow run."""
-    llm.default("analyzer", describe_script)
-    lake = make_lake(tmp_path / "lake")
-    first = describe(lake)
-    import socket
-
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/api")
-    llm.reset().default("analyzer", describe_script)
-    assert describe(lake) == first
-    assert llm.calls() == []
 
 
 @pytest.mark.slow

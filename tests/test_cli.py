@@ -1,5 +1,5 @@
 """The `dsstar` command as users and schedulers run it: a real subprocess, its stdout, stderr
-and exit code."""
+and exit code. (The result's JSON contract of a whole run: test_cli_piped's first run.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from scenarios import ANSWER, describe_script, fence, two_rounds
+from scenarios import describe_script, fence
 
 from dsstar.views.report import RESULT_KEYS
 
@@ -50,27 +50,6 @@ def test_without_a_model_it_exits_2_and_says_how_to_configure_one(sales):
     assert "No model is configured" in done.stderr
     assert "OPENAI_API_KEY" in done.stderr and "--api-base" in done.stderr
     assert done.stdout == ""
-
-
-def test_json_result_contract(env, llm, sales):
-    """One whole run checks the result's contract; it also shows that a local server
-    (`--api-base`) needs no key and that the model is probed once, by the CLI's preflight,
-    not again by the flow."""
-    two_rounds(llm)
-    probes: list[int] = []
-    llm.on_models(lambda: probes.append(1))
-    keyless = {k: v for k, v in os.environ.items() if k not in ("DSSTAR_API_KEY", "OPENAI_API_KEY")}
-    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json", env=keyless)
-    assert done.returncode == 0, done.stderr
-    assert probes == [1]
-    result = json.loads(done.stdout)  # exactly one JSON object, nothing else on stdout
-    assert set(RESULT_KEYS) <= set(result)
-    assert result["status"] == "verified" and result["answer"] == ANSWER
-    assert result["rounds"] == 2
-    assert result["solution_uri"].endswith("final/solution.py")
-    assert result["flow_run_id"]
-    assert result["llm_calls"] == len(llm.requests)
-    assert "Traceback" not in done.stderr
 
 
 def _garbled(llm):

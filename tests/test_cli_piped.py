@@ -25,6 +25,7 @@ from scenarios import ANSWER, two_rounds
 
 from dsstar.inputs.preflight import unreadable_warning
 from dsstar.settings import Settings
+from dsstar.views.report import RESULT_KEYS
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 COMMANDS = [
@@ -89,15 +90,33 @@ def test_serve_help_says_what_happens_without_an_api_and_on_exit():
 
 
 @pytest.mark.slow
-def test_runs_list_history_and_show_piped(env, llm, sales, tmp_path):
+def test_the_json_result_then_runs_list_history_and_show_piped(env, llm, sales, tmp_path):
+    """Two whole runs on two copies of the data. The first checks the result's contract; it
+    also shows that a local server (`--api-base`) needs no key and that the model is probed
+    once, by the CLI's preflight, not again by the flow."""
     other = tmp_path / "other"
     shutil.copytree(sales, other)
-    runs = []
-    for data in (sales, other):
-        two_rounds(llm)
-        done = piped("run", "--data", str(data), "--question", QUESTION, "--json")
-        assert done.returncode == 0, done.stderr
-        runs.append(json.loads(done.stdout)["run_id"])
+    two_rounds(llm)
+    probes: list[int] = []
+    llm.on_models(lambda: probes.append(1))
+    done = piped("run", "--data", str(sales), "--question", QUESTION, "--json",
+                 DSSTAR_API_KEY=None, OPENAI_API_KEY=None)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert probes == [1]
+    result = json.loads(done.stdout)  # exactly one JSON object, nothing else on stdout
+    assert set(RESULT_KEYS) <= set(result)
+    assert result["status"] == "verified" and result["answer"] == ANSWER
+    assert result["rounds"] == 2
+    assert result["solution_uri"].endswith("final/solution.py")
+    assert result["flow_run_id"]
+    assert result["llm_calls"] == len(llm.requests)
+    assert "Traceback" not in done.stderr
+    runs = [result["run_id"]]
+
+    two_rounds(llm)
+    done = piped("run", "--data", str(other), "--question", QUESTION, "--json")
+    assert done.returncode == 0, done.stderr
+    runs.append(json.loads(done.stdout)["run_id"])
 
     listed = piped("runs", "list")
     assert listed.returncode == 0, listed.stderr

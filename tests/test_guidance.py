@@ -1,6 +1,6 @@
 """Human guidance between rounds: the paused run's form answered through the Prefect API
-(guide, accept, stop), the timeout, the terminal prompt of `dsstar run`, and the form in
-the Prefect UI (headless Chromium)."""
+(accept, stop), the timeout, the terminal prompt of `dsstar run` (guide), and the form in
+the Prefect UI (headless Chromium; guide, sent through the API)."""
 
 from __future__ import annotations
 
@@ -156,35 +156,6 @@ def guidance_json(env: dict, run_id: str, number: str = "00") -> dict:
 
 
 @pytest.mark.slow
-def test_guidance_from_the_api_reaches_the_planner_and_the_router(env, llm, sales):
-    two_rounds(llm)
-    thread, result = in_thread("t-guide", sales)
-    flow_run_id = paused_flow_run(env, "t-guide")
-    with get_client(sync_client=True) as client:  # the form: its description shows the plan
-        key = "paused-guidance-00-try1-description"
-        description = client.read_flow_run_input(flow_run_id, key)
-    assert "Load the orders and compute revenue per region" in description
-    assert not llm.calls("router")  # the run waits before routing
-    answer(flow_run_id, "guide", HINT)
-    thread.join(300)
-
-    assert result["value"]["status"] == "verified" and result["value"]["answer"] == ANSWER
-    [router] = llm.calls("router")
-    planner = llm.calls("planner")[1]
-    assert HEADING in text_of(router) and HINT in text_of(router)
-    assert HEADING in text_of(planner) and HINT in text_of(planner)
-    assert HEADING not in text_of(llm.calls("planner")[0])
-    recorded = guidance_json(env, "t-guide")
-    assert (recorded["choice"], recorded["text"], recorded["timed_out"]) == ("guide", HINT, False)
-    with get_client(sync_client=True) as client:
-        # Filtered by key: the session's server holds more artifacts than one page returns.
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["t-guide-guidance-00"]))
-        )
-    assert found
-
-
-@pytest.mark.slow
 def test_no_answer_in_time_continues_unguided(env, llm, sales):
     two_rounds(llm)
     thread, result = in_thread("t-timeout", sales, human_timeout=3)
@@ -211,10 +182,16 @@ def dsstar_run(run_id: str, data: Path) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_accept_finalizes_the_current_plan_at_once(env, llm, sales):
+def test_the_form_shows_the_plan_and_accept_finalizes_it_at_once(env, llm, sales):
     two_rounds(llm)
     proc = dsstar_run("t-accept", sales)
-    answer(paused_flow_run(env, "t-accept", proc), "accept")
+    flow_run_id = paused_flow_run(env, "t-accept", proc)
+    with get_client(sync_client=True) as client:  # the form: its description shows the plan
+        key = "paused-guidance-00-try1-description"
+        description = client.read_flow_run_input(flow_run_id, key)
+    assert "Load the orders and compute revenue per region" in description
+    assert not llm.calls("router")  # the run waits before routing
+    answer(flow_run_id, "accept")
     out, err = proc.communicate(timeout=300)
 
     assert proc.returncode == 0, err
@@ -250,7 +227,9 @@ def test_stop_ends_the_run_without_an_answer_and_keeps_everything(env, llm, sale
 
 
 @pytest.mark.slow
-def test_dsstar_run_on_a_terminal_asks_there(env, llm, sales):
+def test_dsstar_run_on_a_terminal_asks_there_and_guidance_reaches_the_planner_and_the_router(
+    env, llm, sales
+):
     import pty
 
     two_rounds(llm)
@@ -267,11 +246,22 @@ def test_dsstar_run_on_a_terminal_asks_there(env, llm, sales):
 
     assert proc.returncode == 0, err
     assert "[c]ontinue, [g]uide, [a]ccept, [s]top?" in err and "Load the orders" in err
-    assert json.loads(out)["status"] == "verified"
-    assert HINT in text_of(llm.calls("planner")[1]) and HINT in text_of(llm.calls("router")[0])
+    result = json.loads(out)
+    assert result["status"] == "verified" and result["answer"] == ANSWER
+    [router] = llm.calls("router")
+    planner = llm.calls("planner")[1]
+    assert HEADING in text_of(router) and HINT in text_of(router)
+    assert HEADING in text_of(planner) and HINT in text_of(planner)
+    assert HEADING not in text_of(llm.calls("planner")[0])
     recorded = guidance_json(env, "t-tty")
-    assert (recorded["choice"], recorded["text"]) == ("guide", HINT)
+    assert (recorded["choice"], recorded["text"], recorded["timed_out"]) == ("guide", HINT, False)
     assert recorded["meta"]["via"] == "terminal"
+    with get_client(sync_client=True) as client:
+        # Filtered by key: the session's server holds more artifacts than one page returns.
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["t-tty-guidance-00"]))
+        )
+    assert found
 
 
 # -- the form in the Prefect UI ----------------------------------------------------------
@@ -320,4 +310,6 @@ def test_the_prefect_ui_shows_the_form_and_its_answer_guides_the_run(env, llm, s
     assert screenshot.stat().st_size > 10_000
     assert result["value"]["status"] == "verified"
     assert HINT in text_of(llm.calls("planner")[1]) and HINT in text_of(llm.calls("router")[0])
-    assert guidance_json(env, "t-ui")["choice"] == "guide"
+    recorded = guidance_json(env, "t-ui")  # the form's answer, sent through the Prefect API
+    assert (recorded["choice"], recorded["text"], recorded["timed_out"]) == ("guide", HINT, False)
+    assert recorded["meta"]["via"] == "prefect"

@@ -5,15 +5,19 @@ the repository root, in order, against the scripted model server (other blocks, 
 show commands that need a real model, server or cluster). Only the set-up is left out: the
 virtual environment and install at the start of the README's first line (the `dsstar demo`
 that follows it is run) and `bash scripts/test`. Afterwards every object the commands stored
-must match the storage layout table.
+must match the storage layout table. That first command, `dsstar demo`, runs as a newcomer
+runs it (no key): what it prints, the run it stores and what the Prefect UI shows of it are
+checked here.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,24 +78,33 @@ def test_the_commands_work_as_written(page, llm, tmp_path):
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     (tmp_path / "work").mkdir()
-    asked = 0
+    # A newcomer's `dsstar demo`: no key, and Prefect's own log level (the suite's WARNING
+    # would keep its lines from the Logs tab).
+    newcomer = {k: v for k, v in env.items() if "API_KEY" not in k}
+    newcomer["PREFECT_LOGGING_LEVEL"] = "INFO"
+    asked, demos = 0, 0
     for command in commands:
+        demo = bool(re.search(r"dsstar demo\b", command))
+        before = len(llm.requests)
         done = subprocess.run(
-            ["bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True,
-            timeout=600,
+            ["bash", "-c", command], cwd=REPO, env=newcomer if demo else env,
+            capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, command
         if re.search(r"dsstar run\b", command):
             assert ANSWER in done.stdout, command
-        if re.search(r"dsstar demo\b", command):  # answered by its recorded replies
-            assert "Northeast, Ada Park" in done.stdout and "replies: recorded" in done.stderr
+        if demo:  # answered by its recorded replies
+            assert len(llm.requests) == before  # DSSTAR_API_BASE is the model: never asked
+            the_demo_answers_and_says_where_to_look(done, tmp_path / "storage")
+            demos += 1
         if re.search(r"dsstar (runs list|history)\b", command):
             assert ANSWER in done.stdout, command  # the run above is listed with its answer
         if re.search(r"dsstar (describe|retrieve)\b", command):
             assert "orders_2024.csv" in done.stdout, command
         asked += bool(re.search(r"dsstar run\b", command))
     assert asked and llm.requests  # the runs were answered by the scripted model
+    assert demos == (page == "README.md")  # the README's first line
 
     storage = tmp_path / "storage"
     stored = [p.relative_to(storage).as_posix() for p in storage.rglob("*") if p.is_file()]
@@ -99,3 +112,58 @@ def test_the_commands_work_as_written(page, llm, tmp_path):
     assert any(key.startswith("runs/") for key in stored)
     unknown = [key for key in stored if not any(p.match(key) for p in patterns)]
     assert not unknown, f"stored objects missing from dsstar.keys.LAYOUT: {unknown}"
+
+
+def the_demo_answers_and_says_where_to_look(done: subprocess.CompletedProcess, storage: Path):
+    """A newcomer's first command: the whole job, no model and no key; what it prints, the
+    run it stores, and what the Prefect UI shows of it."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterKey,
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+
+    from tasks.keys import artifact_key
+
+    assert "Northeast, Ada Park" in done.stdout
+    assert "replies: recorded from" in done.stderr and "no model was asked" in done.stderr
+    assert "runs show" in done.stderr and "Prefect UI" in done.stderr
+    assert "dsstar run --data" in done.stderr  # how to ask your own question
+
+    runs = storage / "runs"
+    (run_id,) = [p.name for p in runs.iterdir()]  # the first command: the only run yet
+    record = json.loads((runs / run_id / "run.json").read_text())
+    assert record["status"] == "verified" and record["answer"] == "Northeast, Ada Park"
+    assert record["replies"] == "recorded"
+    assert Path(record["recorded_from"]) == REPO / "examples" / "sales-replies.yaml"
+    assert (runs / run_id / "rounds" / "01" / "output.txt").read_text()  # run in the sandbox
+    shown = subprocess.run(
+        [sys.executable, "-m", "dsstar", "runs", "show", run_id, "--storage", str(storage)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert shown.returncode == 0 and "replies: recorded, from " in shown.stdout
+
+    # The Prefect UI: the answer card and the Logs tab say so too.
+    key = ArtifactFilterKey(any_=[artifact_key(f"{run_id}-answer")])
+    only_this_run = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[record["flow_run_id"]]))
+    with get_client(sync_client=True) as client:
+        (card,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=key))
+        assert "**Replies: recorded**" in card.data
+        flow_run = client.read_flow_run(record["flow_run_id"])
+        assert flow_run.state.is_completed() and "recorded-replies" in flow_run.tags
+        # Every call the run made had its reply recorded, those asked beside a verdict too:
+        # the UI shows no failed task.
+        this_run = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
+        tasks = client.read_task_runs(flow_run_filter=this_run)
+        assert tasks and not [t.name for t in tasks if t.state.is_failed()]
+        deadline = time.monotonic() + 30  # the server stores logs in batches, a little later
+        while True:
+            lines = [log.message for log in client.read_logs(log_filter=only_this_run)]
+            if any(line.startswith("replies: recorded, from ") for line in lines):
+                break
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.5)

@@ -1,5 +1,6 @@
-"""`dsstar replay` and `dsstar demo`: whole runs answered by recorded replies, through the CLI
-in a subprocess, against the session's Prefect server, with real sandboxed scripts."""
+"""`dsstar replay`: whole runs answered by recorded replies, through the CLI in a subprocess,
+against the session's Prefect server, with real sandboxed scripts. (`dsstar demo`, a run of
+recorded replies too, is the README's first command: test_readme runs it and checks it.)"""
 
 from __future__ import annotations
 
@@ -7,11 +8,8 @@ import json
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
-from conftest import REPO
 from scenarios import ANSWER, always_first_time, two_rounds
 
 from dsstar import ask
@@ -90,60 +88,3 @@ def test_replaying_an_unknown_run_is_a_usage_error(env):
     done = dsstar("replay", "20990101-000000-abcdef", "--json")
     assert done.returncode == 2
     assert "no run 20990101-000000-abcdef" in json.loads(done.stdout)["error"]
-
-
-def test_the_demo_answers_with_its_recorded_replies_and_says_where_to_look(env, llm, tmp_path):
-    """A newcomer's first command: the whole job, no model and no key."""
-    from prefect import get_client
-    from prefect.client.schemas.filters import (
-        ArtifactFilter,
-        ArtifactFilterKey,
-        FlowRunFilter,
-        FlowRunFilterId,
-        LogFilter,
-        LogFilterFlowRunId,
-    )
-
-    from tasks.keys import artifact_key
-
-    keyless = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
-    keyless["PREFECT_LOGGING_LEVEL"] = "INFO"  # the suite's WARNING would drop the Logs tab's
-    keyless.pop("DSSTAR_PARALLEL_ROUNDS")  # a newcomer's default: a round's calls asked at once
-    done = dsstar("demo", env=keyless)
-    assert done.returncode == 0, done.stderr
-    assert not llm.requests  # DSSTAR_API_BASE points at the model server: never asked
-    assert "Northeast, Ada Park" in done.stdout
-    assert "replies: recorded from" in done.stderr and "no model was asked" in done.stderr
-    assert "runs show" in done.stderr and "Prefect UI" in done.stderr
-    assert "dsstar run --data" in done.stderr  # how to ask your own question
-
-    runs = tmp_path / "storage" / "runs"
-    (run_id,) = [p.name for p in runs.iterdir()]
-    record = json.loads((runs / run_id / "run.json").read_text())
-    assert record["status"] == "verified" and record["answer"] == "Northeast, Ada Park"
-    assert record["replies"] == "recorded"
-    assert Path(record["recorded_from"]) == REPO / "examples" / "sales-replies.yaml"
-    assert (runs / run_id / "rounds" / "01" / "output.txt").read_text()  # run in the sandbox
-    shown = dsstar("runs", "show", run_id)
-    assert shown.returncode == 0 and "replies: recorded, from " in shown.stdout
-
-    # The Prefect UI: the answer card and the Logs tab say so too.
-    key = ArtifactFilterKey(any_=[artifact_key(f"{run_id}-answer")])
-    only_this_run = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[record["flow_run_id"]]))
-    with get_client(sync_client=True) as client:
-        (card,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=key))
-        assert "**Replies: recorded**" in card.data
-        flow_run = client.read_flow_run(record["flow_run_id"])
-        assert flow_run.state.is_completed() and "recorded-replies" in flow_run.tags
-        # Every call the run made had its reply recorded, those asked beside a verdict too:
-        # the UI shows no failed task.
-        this_run = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
-        tasks = client.read_task_runs(flow_run_filter=this_run)
-        assert tasks and not [t.name for t in tasks if t.state.is_failed()]
-        deadline = time.monotonic() + 30  # the server stores logs in batches, a little later
-        while True:
-            lines = [log.message for log in client.read_logs(log_filter=only_this_run)]
-            if any(line.startswith("replies: recorded, from ") for line in lines):
-                break
-            assert time.monotonic() < deadline, lines
-            time.sleep(0.5)

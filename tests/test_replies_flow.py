@@ -89,44 +89,42 @@ def test_an_empty_answer_fails_with_a_reason_and_exit_1(env, llm, sales):
     assert bad_data.returncode == 2 and b"not valid UTF-8" in bad_data.stderr
 
 
-def test_an_unclear_router_reply_is_asked_once_more(env, llm, sales):
+def test_router_sentences_from_the_issue_add_a_step_and_an_unclear_reply_is_asked_once_more(
+    env, llm, sales
+):
     llm.default("analyzer", describe_script)
     llm.default("planner", lambda req: "Compute revenue per region and find its manager.")
     llm.default("coder", lambda req: fence(JOIN))
-    llm.script("verifier", "No", "No", "Yes")
-    # Round 1: unclear, then clear. Round 2: unclear twice, which reads as Add Step.
-    llm.script("router", "Step 1 is fine.", "Step 1 is wrong!", "Perhaps.", "Not sure.")
-    llm.script("finalyzer", fence(FINAL_ONLY_ANSWER))
-    result = ds_star(question=QUESTION, data=str(sales), run_id="t-unclear")
-
-    assert result["status"] == "verified" and result["rounds"] == 3
-    assert len(result["plan"]) == 2  # step 1 dropped in round 1, a step added in round 2
-    routers = llm.calls("router")
-    assert len(routers) == 4
-    assert routers[1]["messages"][-2] == {"role": "assistant", "content": "Step 1 is fine."}
-    assert "Step N is wrong!" in routers[1]["messages"][-1]["content"]
-    first = json.loads((stored(env, "t-unclear") / "rounds/01/route.json").read_text())
-    second = json.loads((stored(env, "t-unclear") / "rounds/02/route.json").read_text())
-    assert (first["decision"], second["decision"]) == ("Step 1", "Add Step")
-
-
-def test_router_sentences_from_the_issue_add_a_step(env, llm, sales):
-    llm.default("analyzer", describe_script)
-    llm.default("planner", lambda req: "Compute revenue per region and find its manager.")
-    llm.default("coder", lambda req: fence(JOIN))
-    llm.script("verifier", "No", "No", "No", "No", "Yes")
+    llm.script("verifier", "No", "No", "No", "No", "No", "No", "Yes")
     llm.script(
         "router",
+        # Rounds 01 to 04: the issue's sentences, each read at once as Add Step.
         "Step 1 is fine, add step",
         "Step 2 is correct.\n\nAdd Step",
         "Step 2 is not wrong, add step",
         "Step 1 and step 2 are correct. Add Step",
+        # Round 05: unclear, then clear. Round 06: unclear twice, which reads as Add Step.
+        "Step 1 is fine.",
+        "Step 1 is wrong!",
+        "Perhaps.",
+        "Not sure.",
     )
     llm.script("finalyzer", fence(FINAL_ONLY_ANSWER))
-    result = ds_star(question=QUESTION, data=str(sales), run_id="t-sentences")
+    result = ds_star(question=QUESTION, data=str(sales), run_id="t-routes")
 
-    assert result["status"] == "verified" and len(result["plan"]) == 5
-    assert len(llm.calls("router")) == 4  # each read at once: no second asking
+    assert result["status"] == "verified" and result["rounds"] == 7
+    # Four steps added in rounds 01-04 (five in all), every step dropped in round 05 and
+    # one planned again, a step added in round 06.
+    assert len(result["plan"]) == 2
+    decisions = [
+        json.loads((stored(env, "t-routes") / f"rounds/{n:02d}/route.json").read_text())["decision"]
+        for n in range(1, 7)
+    ]
+    assert decisions == ["Add Step"] * 4 + ["Step 1", "Add Step"]
+    routers = llm.calls("router")
+    assert len(routers) == 8  # the sentences each read at once: no second asking
+    assert routers[5]["messages"][-2] == {"role": "assistant", "content": "Step 1 is fine."}
+    assert "Step N is wrong!" in routers[5]["messages"][-1]["content"]
 
 
 def test_prompts_stay_bounded_with_megabyte_outputs(env, llm, sales, monkeypatch):

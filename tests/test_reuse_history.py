@@ -64,9 +64,18 @@ def test_reuse_answers_refreshed_data_with_one_call(env, llm, sales):
     ]
 
 
-def test_renamed_column_runs_the_full_loop_seeded_with_the_old_plan(env, llm, sales):
+def test_no_reuse_forces_the_full_loop_and_a_renamed_column_runs_it_seeded_with_the_old_plan(
+    env, llm, sales
+):
     two_rounds(llm)
     ds_star(question=QUESTION, data=str(sales), run_id="rename-1")
+
+    # The same data again, with reuse turned off: the whole loop, though a solution would fit.
+    two_rounds(llm)
+    since = len(llm.requests)
+    result = ds_star(question=QUESTION, data=str(sales), run_id="noreuse", reuse=False)
+    assert result["reused_solution"] is False and result["rounds"] == 2
+    assert "planner" in [c["agent"] for c in new_calls(llm, since)]
 
     orders = sales / "orders_2024.csv"
     orders.write_text(orders.read_text().replace("units,", "quantity,", 1))
@@ -84,16 +93,6 @@ def test_renamed_column_runs_the_full_loop_seeded_with_the_old_plan(env, llm, sa
     assert "verifier" in agents and "planner" in agents and "analyzer" in agents
     planner_request = text_of(llm.calls("planner")[-1])
     assert "Load the orders and compute revenue per region." in planner_request  # old plan
-
-
-def test_no_reuse_forces_the_full_loop(env, llm, sales):
-    two_rounds(llm)
-    ds_star(question=QUESTION, data=str(sales), run_id="noreuse-1")
-    two_rounds(llm)
-    since = len(llm.requests)
-    result = ds_star(question=QUESTION, data=str(sales), run_id="noreuse-2", reuse=False)
-    assert result["reused_solution"] is False and result["rounds"] == 2
-    assert "planner" in [c["agent"] for c in new_calls(llm, since)]
 
 
 def _dsstar(*argv: str) -> subprocess.CompletedProcess:

@@ -36,13 +36,11 @@ __all__ = [
     "config_for",
     "data_source",
     "embedding",
-    "loop_budget",
     "opened",
     "profile_limits",
     "require_model",
     "run_spec",
     "sandbox_limits",
-    "script_libraries",
     "spend_ceiling",
 ]
 
@@ -55,7 +53,7 @@ def run_spec(settings: Settings, run_id: str, storage: str, data_dir: Path | str
         data_dir=str(data_dir),
         llm={agent: vars(config_for(settings, agent)) for agent in ROSTER},
         limits=sandbox_limits(settings),
-        budget=loop_budget(settings),
+        budget=_named_as_settings(Budget, settings),
         ceiling=spend_ceiling(settings),
         retrieval=_named_as_settings(Retrieval, settings),
         embedding=embedding(settings),
@@ -71,7 +69,8 @@ def run_spec(settings: Settings, run_id: str, storage: str, data_dir: Path | str
         llm_rpm=settings.llm_rpm,
         slot_wait=settings.slot_wait,
         script_python=_script_python(settings),
-        libraries=script_libraries(settings),
+        # What the prompts name: the scripts' interpreter's libraries, probed once per process.
+        libraries=list(interpreter(settings.script_python).libraries),
     )
 
 
@@ -125,11 +124,6 @@ def _named_as_settings(part: type[_P], settings: Settings) -> _P:
     return part(**{f.name: getattr(settings, f.name) for f in fields(part)})  # type: ignore[arg-type]
 
 
-def loop_budget(settings: Settings) -> Budget:
-    """The loop's bounds."""
-    return _named_as_settings(Budget, settings)
-
-
 def spend_ceiling(settings: Settings) -> Ceiling:
     """The most a run may spend on model calls (falsy: no bound); a nightly batch's too."""
     return _named_as_settings(Ceiling, settings)
@@ -166,12 +160,6 @@ def embedding(settings: Settings) -> Embedding | None:
         cache_dir=str(folder) if folder else None,
         input_type=settings.embedding_input_type,
     )
-
-
-def script_libraries(settings: Settings) -> list[str]:
-    """The libraries the prompts name: those of the interpreter scripts run in (the worker's
-    DSSTAR_SCRIPT_PYTHON, else dsstar's own), probed once per process."""
-    return list(interpreter(settings.script_python).libraries)
 
 
 def _script_python(settings: Settings) -> str | None:

@@ -89,12 +89,16 @@ def start_prefect(home: Path) -> tuple[subprocess.Popen, str]:
 
 
 def scripted(llm) -> None:
-    """The retail question in two rounds: verifier No, router Add Step, verifier Yes."""
+    """The retail question in two rounds: verifier No, router Add Step, verifier Yes. Rounds
+    are asked at once (the default), so the router and the planner are asked again beside
+    the verifier's Yes: those replies are discarded, but they must come, as a model's would."""
     from scenarios import FINAL_ONLY_ANSWER, fence, two_rounds
 
     llm.reset()
     two_rounds(llm)
     llm.default("finalyzer", lambda req: fence(FINAL_ONLY_ANSWER))
+    llm.default("router", lambda req: "Add Step")
+    llm.default("planner", lambda req: "Check the answer.")
 
 
 class Tree:

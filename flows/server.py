@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from dsstar.collector import PACE
 from dsstar.execution import stopping
 from dsstar.settings import Settings
 
@@ -36,13 +37,16 @@ __all__ = [
 ]
 
 # Runs before the server: arm the parent-death signal, make sure the parent did not die in
-# the meantime, then become the server (the setting survives exec).
-_LAUNCH = """\
-import ctypes, os, signal, sys
+# the meantime, then become the server (`python -m uvicorn ...`, in this same process) at
+# dsstar's garbage collector pace.
+_LAUNCH = f"""\
+import ctypes, gc, os, runpy, signal, sys
 ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 if os.getppid() != int(sys.argv[1]):
     sys.exit(1)
-os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+gc.set_threshold(*{PACE})
+sys.argv = ["uvicorn", *sys.argv[2:]]
+runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
 """
 
 
@@ -56,7 +60,7 @@ class EphemeralServer:
         # Where prefect is installed, found without importing it (that takes a second or more).
         site = os.path.dirname(os.path.dirname(importlib.util.find_spec("prefect").origin))
         argv = [
-            "-m", "uvicorn", "--app-dir", site,
+            "--app-dir", site,
             "--factory", "prefect.server.api.server:create_app",
             "--host", "127.0.0.1", "--port", str(self.port),
             "--log-level", "error", "--lifespan", "on",

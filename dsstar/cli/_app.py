@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from dsstar.cli._help import fit_help_when_loaded
+from dsstar.collector import set_pace
 from dsstar.errors import Interrupted, UsageError
 from dsstar.execution import scratch, stopping
 from dsstar.inputs.form import default_text, explain
@@ -86,6 +87,7 @@ def main() -> None:
     still happens, in its order: other threads are joined (executors finish their work), the
     exit handlers run (Prefect flushes its logs and events, a temporary server is stopped),
     and the output is flushed."""
+    set_pace()
     try:
         app(prog_name="dsstar")
         code: Any = 0

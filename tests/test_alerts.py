@@ -22,6 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import forked_cli
 import pytest
 from conftest import EXAMPLE, REPO, _free_port, prefect_api, start_prefect_server
 from fake_llm import Error, FakeLLM, text_of
@@ -160,7 +161,7 @@ def _start_serve(root: Path, env: dict[str, str], args: tuple[str, ...]) -> subp
 
 
 def dsstar(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import numpy as np
 import pandas as pd
 import pytest
@@ -418,7 +419,7 @@ def test_collect_lays_a_runs_deliverables_out_as_dacodes_answer_folder(tmp_path)
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSSTAR_")}
-    return subprocess.run([sys.executable, "-m", "dsstar", *args], capture_output=True,
+    return forked_cli.run([sys.executable, "-m", "dsstar", *args], capture_output=True,
                           text=True, timeout=300, env=env)  # fmt: skip
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from fake_llm import text_of
 from scenarios import describe_script
@@ -91,7 +91,7 @@ def test_bench_run_dacode_slice_with_chat_style_replies(env, llm, tmp_path):
     out = tmp_path / "bench"
     argv = ["bench", "run", "--suite", "dacode", "--root", str(DACODE), "--parallel", "4",
             "--task-ids", ",".join(picked), "--out", str(out), "--json"]  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
+    done = forked_cli.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
                           text=True, timeout=1700, env=os.environ.copy())  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
@@ -115,7 +115,7 @@ def test_bench_run_dacode_slice_with_chat_style_replies(env, llm, tmp_path):
     assert "| di-text | 2 | 50.0 |" in report
 
     # `bench score` scores the answer folder the run laid out as the run did.
-    again = subprocess.run([sys.executable, "-m", "dsstar", "bench", "score", "--suite", "dacode",
+    again = forked_cli.run([sys.executable, "-m", "dsstar", "bench", "score", "--suite", "dacode",
                             "--answers", str(out / "answers"), "--truth", str(DACODE), "--json"],
                            capture_output=True, text=True, timeout=300)  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from fake_llm import Error, text_of
 from scenarios import describe_script, fence
@@ -66,7 +67,7 @@ def legal_root(tmp_path) -> Path:
 def bench(root: Path, out: Path) -> subprocess.CompletedProcess:
     argv = ["bench", "run", "--suite", "kramabench", "--root", str(root), "--domain", "legal",
             "--limit", "5", "--out", str(out), "--parallel", "2", "--json"]  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
+    return forked_cli.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
                           text=True, timeout=1200, env=os.environ.copy())  # fmt: skip
 
 

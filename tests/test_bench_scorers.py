@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 
 from dsstar.bench import score, score_files
@@ -191,7 +192,7 @@ def test_kramabench_workload_scored_against_itself_is_100_percent():
 
 
 def dsstar(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dsstar", *args], capture_output=True,
+    return forked_cli.run([sys.executable, "-m", "dsstar", *args], capture_output=True,
                           text=True, timeout=120, env=env or os.environ.copy())  # fmt: skip
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from scenarios import describe_script, fence, two_rounds
 
@@ -121,7 +122,7 @@ def test_profiles_are_computed_once_per_content(tmp_path):
 
 
 def dsstar(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=300, env={**os.environ, **env},
     )  # fmt: skip

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from uuid import UUID
 
+import forked_cli
 import pytest
 from prefect import get_client
 from scenarios import ANSWER, always_first_time, answered, asked, two_rounds
@@ -26,7 +27,7 @@ CEILING = 0.0055
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True,
         text=True,

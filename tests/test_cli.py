@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import forked_cli
 import pytest
 from scenarios import describe_script, fence
 
@@ -19,7 +20,7 @@ QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?
 
 
 def dsstar(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=300, env=env or os.environ.copy(),
     )  # fmt: skip

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import EXAMPLE, REPO
 from fake_llm import Error
@@ -41,7 +42,7 @@ def piped(*args: str, cwd: Path | None = None, **env: str | None) -> subprocess.
     environ.update({k: v for k, v in env.items() if v is not None})
     for name in [k for k, v in env.items() if v is None]:
         environ.pop(name, None)
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=300, cwd=cwd, env=environ,
     )  # fmt: skip

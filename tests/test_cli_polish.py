@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import REPO
 from scenarios import ANSWER, two_rounds
@@ -22,7 +23,7 @@ QUESTION = "Which region had the [bold]highest[/bold] revenue in 2024 H1, and wh
 
 
 def dsstar_cli(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=300, cwd=cwd,
         env={**os.environ, "COLUMNS": "400", **env},
@@ -220,7 +221,7 @@ def test_the_summary_counts_in_words_and_run_help_names_its_option(capsys):
     assert "· 1 round · 1 LLM call ·" in said
     report(result | {"rounds": 2, "llm_calls": 3}, as_json=False)
     assert "· 2 rounds · 3 LLM calls ·" in " ".join(capsys.readouterr().err.split())
-    helped = subprocess.run([sys.executable, "-m", "dsstar", "run", "--help"], cwd=REPO,
+    helped = forked_cli.run([sys.executable, "-m", "dsstar", "run", "--help"], cwd=REPO,
                             capture_output=True, text=True, timeout=120).stdout  # fmt: skip
     assert "Answer QUESTION" not in helped and "Answer the --question" in helped
 

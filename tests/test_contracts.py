@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pandas as pd
 import pytest
 
@@ -252,7 +253,7 @@ def test_cli_validate_accept_show(lake, tmp_path):
     storage = str(tmp_path / "storage")
 
     def dsstar(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "dsstar", "contracts", *args,
+        return forked_cli.run([sys.executable, "-m", "dsstar", "contracts", *args,
                                "--storage", storage], capture_output=True, text=True,
                               env=os.environ.copy())  # fmt: skip
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
+import forked_cli
 import pytest
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -99,7 +99,7 @@ def test_contract_life_cycle(env, llm, sales):
         assert "orders_2024.csv" in markdown and expectation.split("(")[0] in markdown
 
     # The out-of-range data is what the user wants from now on.
-    accepted = subprocess.run(
+    accepted = forked_cli.run(
         [sys.executable, "-m", "dsstar", "contracts", "accept", str(sales), "--json"],
         capture_output=True, text=True, env=os.environ.copy(),
     )  # fmt: skip

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from prefect import get_client
 from prefect.flow_engine import run_flow
@@ -65,7 +65,7 @@ def test_a_run_that_crashed_once_too_often_fails_before_any_model_call(env, llm,
     record = run_json(env, "crash-loop")
     assert record["status"] == "failed" and said in record["error"]
     # A person who found the cause continues it as the message says: a new flow run.
-    resumed = subprocess.run(
+    resumed = forked_cli.run(
         [sys.executable, "-m", "dsstar", "resume", "crash-loop", "--json"],
         capture_output=True, text=True, timeout=300, env=os.environ.copy(),
     )  # fmt: skip

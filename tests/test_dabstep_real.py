@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from fake_llm import text_of
 from scenarios import describe_script, fence
@@ -148,7 +149,7 @@ def write_tasks(tmp: Path) -> tuple[Path, Path]:
 
 
 def dsstar(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
+    return forked_cli.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
                           text=True, timeout=1200, env=os.environ.copy())  # fmt: skip
 
 

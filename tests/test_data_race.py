@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import forked_cli
 import pytest
 from conftest import EXAMPLE, REPO
 from fake_llm import FakeLLM
@@ -169,6 +169,7 @@ def test_a_folder_swapped_over_and_over_during_a_run_never_leaks(served, model, 
                 for reason in (
                     "is not under",
                     "does not exist",
+                    "no such file or folder",
                     "no files found",
                     "data files",
                     "changed while it was being checked",
@@ -201,7 +202,7 @@ def test_a_form_may_lower_caps_never_raise_them(served, model, tmp_path):
 
 def test_the_cli_refuses_caps_the_sandbox_cannot_apply_before_any_run(env, sales):
     environ = os.environ | {"DSSTAR_EXEC_PROCESSES": str(10**9)}
-    done = subprocess.run(
+    done = forked_cli.run(
         [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", "Top?"],
         cwd=REPO, env=environ, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

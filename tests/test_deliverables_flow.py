@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 
+import forked_cli
 import pytest
 from conftest import require_binary
 from prefect import get_client
@@ -129,7 +129,7 @@ def test_a_chart_the_question_asks_for_is_stored_listed_and_verified_from_its_fi
 
     if where == "s3":
         return
-    shown = subprocess.run([sys.executable, "-m", "dsstar", "runs", "show", run_id],
+    shown = forked_cli.run([sys.executable, "-m", "dsstar", "runs", "show", run_id],
                            capture_output=True, text=True, timeout=120,
                            env={**os.environ, "COLUMNS": "400"})  # fmt: skip
     assert shown.returncode == 0, shown.stderr

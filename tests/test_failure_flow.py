@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import forked_cli
 import pytest
 from prefect.artifacts import Artifact
 from scenarios import always_first_time
@@ -26,7 +27,7 @@ CAUSE = (
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=300, env=os.environ.copy(),
     )  # fmt: skip

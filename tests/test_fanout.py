@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import forked_cli
 import pytest
 from scenarios import ANSWER, describe_script, fence
 
@@ -82,7 +83,7 @@ def peak_overlap(descriptions: list[str]) -> int:
 
 
 def dsstar(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=timeout, env=os.environ.copy(),
     )  # fmt: skip

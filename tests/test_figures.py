@@ -7,10 +7,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from scenarios import ANSWER, FINAL_ONLY_ANSWER, JOIN, LOAD, describe_script, fence
 
@@ -109,7 +109,7 @@ def test_a_run_keeps_the_figures_its_scripts_saved(env, llm, sales):
     assert "image/svg+xml" not in svg and "trend.svg" in "".join(svg["text/plain"])
 
     def show(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "dsstar", "runs", "show", "t-figs", *args],
+        done = forked_cli.run([sys.executable, "-m", "dsstar", "runs", "show", "t-figs", *args],
                               capture_output=True, text=True, timeout=120,
                               env={**os.environ, "COLUMNS": "400"})  # fmt: skip
         assert done.returncode == 0, done.stderr

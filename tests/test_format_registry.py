@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 
 from dsstar.data.catalog import Catalog
@@ -84,7 +84,7 @@ def test_dsstar_describe_loads_the_format_module_named_in_the_setting(lake, tmp_
         "DSSTAR_STORAGE": str(tmp_path / "storage"),
         "DSSTAR_WORK_DIR": str(tmp_path / "work"),
     }
-    done = subprocess.run(
+    done = forked_cli.run(
         [sys.executable, "-m", "dsstar", "describe", "--data", str(lake), "--offline", "--json"],
         capture_output=True, text=True, timeout=240, env=env,
     )  # fmt: skip

@@ -7,11 +7,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import forked_cli
 import pytest
 from fake_llm import text_of
 from scenarios import describe_script, fence, two_rounds
@@ -50,7 +50,7 @@ def trapped(sales: Path, tmp_path: Path) -> Path:
 def test_describe_offline_cli_reads_the_lake_and_nothing_else(trapped, tmp_path):
     assert len(LONG) == 300
     env = os.environ | {"DSSTAR_WORK_DIR": str(tmp_path / "work")}
-    done = subprocess.run(
+    done = forked_cli.run(
         [sys.executable, "-m", "dsstar", "describe", "--data", str(trapped), "--offline", "--json"],
         capture_output=True, text=True, timeout=240, env=env,
     )  # fmt: skip
@@ -69,7 +69,7 @@ def test_describe_offline_cli_reads_the_lake_and_nothing_else(trapped, tmp_path)
     described = [f for f in files.values() if f["format"] != "skipped"]
     assert all(f["description"] and f["error"] is None for f in described)
 
-    text = subprocess.run(
+    text = forked_cli.run(
         [sys.executable, "-m", "dsstar", "describe", "--data", str(trapped), "--offline"],
         capture_output=True, text=True, timeout=240, env=env,
     )  # fmt: skip
@@ -114,7 +114,7 @@ def test_a_run_over_the_lake_keeps_secrets_out_and_paths_apart(env, llm, trapped
 
 def test_describe_with_the_analyzer_lists_skipped_entries_and_leaks_nothing(env, llm, trapped):
     llm.default("analyzer", describe_script)
-    done = subprocess.run(
+    done = forked_cli.run(
         [sys.executable, "-m", "dsstar", "describe", "--data", str(trapped), "--json"],
         capture_output=True, text=True, timeout=280, env=os.environ.copy(),
     )  # fmt: skip

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from fake_llm import text_of
 from scenarios import fence
@@ -225,7 +226,7 @@ print(df.head(3).to_string())
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=600, env=os.environ.copy(),
     )  # fmt: skip

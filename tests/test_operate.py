@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import boto3
+import forked_cli
 import pytest
 from fake_llm import Error
 from scenarios import (
@@ -33,7 +34,7 @@ BAD = "\ud800"  # a lone surrogate, as a JSON escape in a reply decodes
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True,
         text=True,

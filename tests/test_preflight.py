@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked_cli
 import pytest
 from fake_llm import Error
 
@@ -25,7 +26,7 @@ QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?
 
 
 def dsstar(*args: str, env: dict | None = None, **options) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=300, env=env or os.environ.copy(), **options,
     )  # fmt: skip

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import REPO, dsstar_settings
 from scenarios import ANSWER, always_first_time
@@ -141,7 +142,7 @@ def the_demo_answers_and_says_where_to_look(done: subprocess.CompletedProcess, s
     assert record["replies"] == "recorded"
     assert Path(record["recorded_from"]) == REPO / "examples" / "sales-replies.yaml"
     assert (runs / run_id / "rounds" / "01" / "output.txt").read_text()  # run in the sandbox
-    shown = subprocess.run(
+    shown = forked_cli.run(
         [sys.executable, "-m", "dsstar", "runs", "show", run_id, "--storage", str(storage)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip

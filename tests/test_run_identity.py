@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import EXAMPLE
 from fake_llm import FakeLLM
@@ -50,7 +51,7 @@ def files(folder: Path) -> dict[Path, bytes]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args, "--json"],
         capture_output=True, text=True, timeout=300, env=os.environ.copy(),
     )  # fmt: skip

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from uuid import UUID
 
+import forked_cli
 import pytest
 from artifact_cards import artifact_keys, artifacts_tab, cards
 from conftest import REPO, prefect_api
@@ -32,7 +33,7 @@ QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=300, env=os.environ.copy(), cwd=REPO,
     )  # fmt: skip

@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 
+import forked_cli
 import pytest
 from pydantic import ValidationError
 
@@ -265,7 +266,7 @@ def test_private_data_folder_is_readable_and_links_stay_inside(mode, tmp_path):
 
 
 def test_run_refuses_an_unknown_sandbox_mode():
-    cli = subprocess.run(
+    cli = forked_cli.run(
         [sys.executable, "-m", "dsstar", "run", "--data", "examples/sales", "-q", "x",
          "--sandbox", "chroot"],
         capture_output=True,

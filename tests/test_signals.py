@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked_cli
 import psutil
 import pytest
 from fake_llm import Error
@@ -38,7 +39,7 @@ def start(*args: str) -> subprocess.Popen:
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked_cli
 import pytest
 from processes import stop
 from soak import Soak, base_env, held, limits_state
@@ -82,7 +83,7 @@ def test_a_wait_names_its_holders_ends_with_a_stated_error_and_limits_frees_it(
     # The wait is shown after NOTICE_S (10 s), with who holds the slot, and fails at 14 s.
     run_env = {**os.environ, "DSSTAR_SLOT_WAIT": "14"}
     started = time.monotonic()
-    done = subprocess.run(
+    done = forked_cli.run(
         [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", "Who?"],
         capture_output=True, text=True, env=run_env, timeout=300,
     )  # fmt: skip
@@ -94,14 +95,14 @@ def test_a_wait_names_its_holders_ends_with_a_stated_error_and_limits_frees_it(
     assert "dsstar limits" in done.stderr
     assert time.monotonic() - started < 120
 
-    listed = subprocess.run(
+    listed = forked_cli.run(
         [sys.executable, "-m", "dsstar", "limits"], capture_output=True, text=True, timeout=120
     )
     assert "dsstar-exec: 1/1 held" in listed.stdout
     assert f"run holder-run pid {holder.pid}" in listed.stdout
     holder.kill()
     holder.wait()
-    freed = subprocess.run(
+    freed = forked_cli.run(
         [sys.executable, "-m", "dsstar", "limits"], capture_output=True, text=True, timeout=120
     )
     assert f"freed a dsstar-exec slot of run holder-run pid {holder.pid} (gone)" in freed.stdout
@@ -120,7 +121,7 @@ def test_a_slot_of_a_killed_holder_comes_back_within_seconds(env, llm, sales, on
     holder.kill()
     holder.wait()
     run_env = {**os.environ, "DSSTAR_SLOT_WAIT": "30"}
-    done = subprocess.run(
+    done = forked_cli.run(
         [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", "Who?",
          "--json"],
         capture_output=True, text=True, env=run_env, timeout=300,
@@ -133,7 +134,7 @@ def test_reset_frees_every_slot(env, one_exec_slot):
     holder = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "holding"
-        reset = subprocess.run(
+        reset = forked_cli.run(
             [sys.executable, "-m", "dsstar", "limits", "--reset"],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
@@ -190,7 +191,7 @@ def exec_slots_held(api_url: str) -> int:
 def test_limits_without_a_server_says_one_thing_and_starts_none(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_HOME"] = str(tmp_path / "home")
-    done = subprocess.run([sys.executable, "-m", "dsstar", "limits"], capture_output=True,
+    done = forked_cli.run([sys.executable, "-m", "dsstar", "limits"], capture_output=True,
                           text=True, timeout=120, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stdout.split())

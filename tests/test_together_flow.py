@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import forked_cli
 import pytest
 from fake_llm import Error, FakeLLM, text_of
 from scenarios import (
@@ -50,7 +51,7 @@ def together(env, monkeypatch, fresh_limits):
 
 
 def dsstar(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return forked_cli.run(
         [sys.executable, "-m", "dsstar", *args],
         capture_output=True,
         text=True,

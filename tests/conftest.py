@@ -312,6 +312,8 @@ LONGEST_FIRST = (
     "test_fuzz_replies.py",
     "test_deployments.py",
     "test_alerts.py",
+    "test_bench_dacode_run.py",
+    "test_runners.py",
 )
 
 

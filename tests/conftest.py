@@ -45,6 +45,7 @@ for _name in [k for k in os.environ if k.startswith("DSSTAR_")]:
 # after another ask for them; tests of rounds asked at once (test_together*.py) turn it on.
 os.environ["DSSTAR_PARALLEL_ROUNDS"] = "false"
 
+import forked_cli  # noqa: E402
 from fake_llm import FakeLLM  # noqa: E402
 from processes import start, stop  # noqa: E402
 
@@ -92,6 +93,15 @@ def prefect_server():
         APILogWorker.drain_all(timeout=10)
         stop(proc)
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def forked_commands():
+    """The interpreter that forks the tests' `dsstar` commands (forked_cli.py), if one was
+    started, ends with the session's servers: in its worker's last test, which then counts
+    the commands' CPU (benchmarks/suite_cpu.py)."""
+    yield
+    forked_cli.shutdown()
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,6 @@ own with `subprocess` or `processes.start`.
 
 from __future__ import annotations
 
-import atexit
 import json
 import locale
 import os
@@ -31,7 +30,7 @@ from typing import Any
 
 from processes import start, stop
 
-__all__ = ["run"]
+__all__ = ["run", "shutdown"]
 
 # Read when a command runs, not by what the forked interpreter imported: a command may differ
 # from its environment in these alone. dsstar reads its settings when a command starts;
@@ -66,6 +65,14 @@ def run(argv: list[str], **options: Any) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+def shutdown() -> None:
+    """End this worker's forking interpreter, if it was started (with the session)."""
+    with _Server._lock:
+        if _Server._started is not None:
+            stop(_Server._started.proc)
+            _Server._started = None
+
+
 def _is_dsstar(argv: Any) -> bool:
     return isinstance(argv, list) and argv[:3] == [sys.executable, "-m", "dsstar"]
 
@@ -81,7 +88,7 @@ def _same_imports(env: dict[str, str] | None) -> bool:
 
 class _Server:
     """The warm interpreter of this pytest worker: started at its first use, from the main
-    thread (it dies with the thread that started it), and stopped at the worker's exit."""
+    thread (it dies with the thread that started it), and ended with the session."""
 
     _lock = threading.Lock()
     _started: _Server | None = None
@@ -119,7 +126,6 @@ class _Server:
                 stop(self.proc)
                 raise RuntimeError(f"the forking interpreter did not start: {log.read_text()}")
             time.sleep(0.1)
-        atexit.register(stop, self.proc)
 
     def run(
         self, argv: list[str], *, input: Any, capture: bool, text: bool, timeout: float | None,

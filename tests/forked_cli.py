@@ -1,10 +1,10 @@
 """`python -m dsstar ...` for tests, forked from an interpreter that has already imported it.
 
-Most of a `dsstar` command's CPU in the suite was its start: importing Prefect, litellm and
-dsstar (about 2 s on this machine's cores, for each of some 280 commands). `run` starts the
+A `dsstar` command that asks a model spends about 2 s of CPU on this machine importing
+litellm, dsstar and the libraries Prefect builds on before it does anything. `run` starts the
 command as its own process all the same, with its own pid, session, stdin, stdout, stderr,
 working directory, environment and exit status, through `dsstar.cli.main` as `python -m
-dsstar` does; only the imports were done before the fork, once per pytest worker.
+dsstar` does; only those imports were done before the fork, once per pytest worker.
 
 What an import reads is fixed in the forked interpreter, so a command whose environment
 differs in anything but the variables read while it runs (`RUNTIME_VARIABLES`) is started
@@ -25,10 +25,11 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
-from processes import start, stop
+from processes import die_with_parent, start, stop
 
 __all__ = ["run", "shutdown"]
 
@@ -266,7 +267,7 @@ def _reap() -> None:
 def _wait_for(conn: socket.socket) -> None:
     """In a child of the server: fork the command, tell its pid, wait, tell its status."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
+    die_with_parent()
     message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
     request = json.loads(message)
     pid = os.fork()
@@ -274,8 +275,11 @@ def _wait_for(conn: socket.socket) -> None:
         try:
             conn.close()
             _become(request, fds)
+        except BaseException:
+            traceback.print_exc()  # on the command's stderr, as the interpreter would
+            sys.stderr.flush()
         finally:
-            os._exit(70)
+            os._exit(1)
     for fd in fds:
         os.close(fd)
     conn.send(json.dumps({"pid": pid}).encode())
@@ -287,7 +291,7 @@ def _become(request: dict, fds: list[int]) -> None:
     """In the command's process: its own session, stdio, directory and environment, then
     `dsstar` as `python -m dsstar` runs it."""
     os.setsid()
-    _die_with_parent()
+    die_with_parent()
     for target, fd in zip((0, 1, 2), fds, strict=True):
         if fd != target:
             os.dup2(fd, target)
@@ -301,9 +305,3 @@ def _become(request: dict, fds: list[int]) -> None:
     from dsstar.cli import main
 
     main()
-
-
-def _die_with_parent() -> None:
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG

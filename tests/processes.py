@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["running", "start", "stop"]
+__all__ = ["die_with_parent", "running", "start", "stop"]
 
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """The kernel kills this process with SIGKILL when the thread that started it ends."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
@@ -26,7 +27,7 @@ def start(argv: list[str], **kwargs: Any) -> subprocess.Popen:
     """`subprocess.Popen(argv, **kwargs)` as the leader of a new process group, killed by the
     kernel when the test process that started it dies (a session stopped with SIGKILL has no
     teardown; what the process started in turn is ended by scripts/supervise.py)."""
-    return subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
+    return subprocess.Popen(argv, start_new_session=True, preexec_fn=die_with_parent, **kwargs)
 
 
 def stop(proc: subprocess.Popen, signum: int = signal.SIGTERM, grace: float = 30) -> bool:

@@ -53,9 +53,8 @@ def run(argv: list[str], **options: Any) -> subprocess.CompletedProcess:
     """`subprocess.run(argv, **options)`, forked from the warm interpreter when `argv` is
     `python -m dsstar ...` and the options are ones it gives."""
     env = options.get("env")
-    if not (_is_dsstar(argv) and set(options) <= _OPTIONS and _same_imports(env)):
-        return subprocess.run(argv, **options)
-    server = _Server.get()
+    forkable = _is_dsstar(argv) and set(options) <= _OPTIONS and _same_imports(env)
+    server = _Server.get() if forkable else None
     if server is None:
         return subprocess.run(argv, **options)
     return server.run(

@@ -1,20 +1,24 @@
 """`python -m dsstar ...` for tests, forked from an interpreter that has already imported it.
 
 A `dsstar` command that asks a model spends about 2 s of CPU on this machine importing
-litellm, dsstar and the libraries Prefect builds on before it does anything. `run` starts the
-command as its own process all the same, with its own pid, session, stdin, stdout, stderr,
-working directory, environment and exit status, through `dsstar.cli.main` as `python -m
-dsstar` does; only those imports were done before the fork, once per pytest worker.
+litellm, dsstar and the libraries Prefect builds on before it does anything. `run`, `popen`
+and `start` start the command as its own process all the same, with its own pid, session,
+stdin, stdout, stderr, working directory, environment and exit status, through
+`dsstar.cli.main` as `python -m dsstar` does; only those imports were done before the fork,
+once per pytest worker.
 
 What an import reads is fixed in the forked interpreter, so a command whose environment
 differs in anything but the variables read while it runs (`RUNTIME_VARIABLES`) is started
 the usual way, as are calls with options this module does not give (`run` then is
-`subprocess.run`). Tests about the process itself (signals, start-up, imports) start their
-own with `subprocess` or `processes.start`.
+`subprocess.run`). Tests about start-up and imports start their own with `subprocess`.
+
+A forked command's /proc/PID/environ and cmdline are the forking interpreter's: the kernel
+keeps what a process was started with. What the command starts in turn has its own.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import locale
 import os
@@ -27,11 +31,12 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from processes import die_with_parent, start, stop
+import processes
+from processes import die_with_parent, stop
 
-__all__ = ["run", "shutdown"]
+__all__ = ["Forked", "popen", "run", "shutdown", "start"]
 
 # Read when a command runs, not by what the forked interpreter imported: a command may differ
 # from its environment in these alone. dsstar reads its settings when a command starts;
@@ -46,23 +51,46 @@ RUNTIME_VARIABLES = (
 _ENVIRONMENT = dict(os.environ)  # as conftest.py set it, before any test changed it
 _TESTS = Path(__file__).resolve().parent
 _MAIN = str(_TESTS.parent / "dsstar" / "__main__.py")  # sys.argv[0] under `python -m dsstar`
-_OPTIONS = {"input", "capture_output", "text", "timeout", "env", "cwd", "check"}
+_OPTIONS = {"stdin", "stdout", "stderr", "text", "env", "cwd"}
 
 
 def run(argv: list[str], **options: Any) -> subprocess.CompletedProcess:
     """`subprocess.run(argv, **options)`, forked from the warm interpreter when `argv` is
-    `python -m dsstar ...` and the options are ones it gives."""
-    env = options.get("env")
-    forkable = _is_dsstar(argv) and set(options) <= _OPTIONS and _same_imports(env)
-    server = _Server.get() if forkable else None
-    if server is None:
+    `python -m dsstar ...` and the options are ones it gives. On a timeout the command's
+    process group is killed."""
+    given = dict(options)
+    input, timeout, check = (given.pop(k, None) for k in ("input", "timeout", "check"))
+    if given.pop("capture_output", False):
+        given.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if input is not None:
+        given["stdin"] = subprocess.PIPE
+    proc = _fork(argv, given)
+    if proc is None:
         return subprocess.run(argv, **options)
-    return server.run(
-        argv, input=options.get("input"), capture=options.get("capture_output", False),
-        text=options.get("text", False), timeout=options.get("timeout"),
-        env=dict(os.environ if env is None else env), cwd=options.get("cwd"),
-        check=options.get("check", False),
-    )  # fmt: skip
+    with proc:
+        try:
+            out, err = proc.communicate(input, timeout)
+        except subprocess.TimeoutExpired:
+            _kill(proc.pid)
+            raise
+    done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    if check:
+        done.check_returncode()
+    return done
+
+
+def popen(argv: list[str], **options: Any) -> subprocess.Popen | Forked:
+    """`subprocess.Popen(argv, start_new_session=True, **options)`, forked from the warm
+    interpreter when it can be (see `run`). Either way the command leads a session of its
+    own and has a pid, its streams, `poll`, `wait`, `communicate` and the signals."""
+    return _fork(argv, options) or subprocess.Popen(argv, start_new_session=True, **options)
+
+
+def start(argv: list[str], **options: Any) -> subprocess.Popen | Forked:
+    """`processes.start(argv, **options)` (a session of its own, killed when this process
+    dies), forked from the warm interpreter when it can be: a forked command dies with it
+    too, through the interpreter."""
+    return _fork(argv, options) or processes.start(argv, **options)
 
 
 def shutdown() -> None:
@@ -71,6 +99,17 @@ def shutdown() -> None:
         if _Server._started is not None:
             stop(_Server._started.proc)
             _Server._started = None
+
+
+def _fork(argv: Any, options: dict[str, Any]) -> Forked | None:
+    env = options.get("env")
+    if not (_is_dsstar(argv) and set(options) <= _OPTIONS and _same_imports(env)):
+        return None
+    server = _Server.get()
+    if server is None:
+        return None
+    env = dict(os.environ if env is None else env)
+    return Forked(server.address, argv, env=env, **{k: v for k, v in options.items() if k != "env"})
 
 
 def _is_dsstar(argv: Any) -> bool:
@@ -115,7 +154,7 @@ class _Server:
             f"import sys; sys.path.insert(0, {str(_TESTS)!r}); import forked_cli;"
             f" forked_cli.serve({self.address!r})"
         )
-        self.proc = start(
+        self.proc = processes.start(
             [sys.executable, "-c", serve], cwd=str(_TESTS.parent),
             env={k: v for k, v in _ENVIRONMENT.items() if k not in ("COLUMNS", "LINES")},
             stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -127,44 +166,127 @@ class _Server:
                 raise RuntimeError(f"the forking interpreter did not start: {log.read_text()}")
             time.sleep(0.1)
 
-    def run(
-        self, argv: list[str], *, input: Any, capture: bool, text: bool, timeout: float | None,
-        env: dict[str, str], cwd: Any, check: bool,
-    ) -> subprocess.CompletedProcess:  # fmt: skip
-        deadline = None if timeout is None else time.monotonic() + timeout
-        theirs = [0, 1, 2]  # the command's stdin, stdout and stderr: ours unless piped
-        ends: list[int] = []  # the pipes' ends the command gets, closed here once sent
-        pipes: dict[int, int] = {}  # the command's stream -> our end of its pipe
-        for stream in ([0] if input is not None else []) + ([1, 2] if capture else []):
-            read, write = os.pipe()
-            theirs[stream], pipes[stream] = (read, write) if stream == 0 else (write, read)
-            ends.append(theirs[stream])
+
+class Forked:
+    """A command forked from the warm interpreter, with what tests use of `subprocess.Popen`:
+    `args`, `pid`, `returncode`, `stdin`, `stdout`, `stderr`, `poll`, `wait`, `communicate`,
+    `send_signal`, `terminate`, `kill`, and `with`. Its waiter (a child of the interpreter)
+    reaps it and sends its exit status over the connection."""
+
+    def __init__(
+        self, address: str, argv: list[str], *, env: dict[str, str], stdin: Any = None,
+        stdout: Any = None, stderr: Any = None, text: bool = False, cwd: Any = None,
+    ) -> None:  # fmt: skip
+        self.args, self.returncode = argv, None
+        theirs = [0, 1, 2]  # the command's stdin, stdout and stderr: ours unless told
+        ours: dict[int, int] = {}  # the command's stream -> our end of its pipe
+        opened: list[int] = []  # descriptors made here for the command, closed once sent
+        for stream, choice in enumerate((stdin, stdout, stderr)):
+            if choice is None:
+                continue
+            if choice == subprocess.STDOUT:  # stderr, where stdout goes
+                theirs[stream] = theirs[1]
+            elif choice == subprocess.PIPE:
+                read, write = os.pipe()
+                theirs[stream], ours[stream] = (read, write) if stream == 0 else (write, read)
+                opened.append(theirs[stream])
+            elif choice == subprocess.DEVNULL:
+                theirs[stream] = os.open(os.devnull, os.O_RDWR)
+                opened.append(theirs[stream])
+            else:  # a descriptor, or a file that has one
+                theirs[stream] = choice if isinstance(choice, int) else choice.fileno()
         # Arguments as the command's sys.argv has them: bytes that are not UTF-8 as surrogates.
         args = [os.fsdecode(arg) for arg in argv[3:]]
-        request = {"args": args, "env": env, "cwd": str(cwd or os.getcwd())}
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
-            conn.connect(self.address)
-            socket.send_fds(conn, [json.dumps(request).encode()], theirs)
-            for fd in ends:
+        request = {"args": args, "env": env, "cwd": os.fspath(cwd or os.getcwd())}
+        self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._conn.connect(address)
+            socket.send_fds(self._conn, [json.dumps(request).encode()], theirs)
+        finally:
+            for fd in opened:
                 os.close(fd)
-            pid = json.loads(conn.recv(256))["pid"]
-            pumps = {stream: _Pump(fd, input if stream == 0 else None)
-                     for stream, fd in pipes.items()}  # fmt: skip
+        self.pid: int = json.loads(self._conn.recv(256))["pid"]
+        self.stdin, self.stdout, self.stderr = (
+            _stream(ours[s], s == 0, text) if s in ours else None for s in (0, 1, 2)
+        )  # fmt: skip
+        self._waiting = threading.Lock()  # one thread reads the status at a time
+        self._pumps: dict[str, _Pump] | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._waiting.acquire(blocking=False):
             try:
-                conn.settimeout(_left(deadline))
-                status = json.loads(conn.recv(256))["status"]
-                for pump in pumps.values():
-                    pump.join(_left(deadline))
-                    if pump.is_alive():
-                        raise TimeoutError
-            except TimeoutError:
-                _kill(pid)
-                raise subprocess.TimeoutExpired(argv, timeout or 0) from None
-        out, err = (_decode(pumps[s].data, text) for s in (1, 2)) if capture else (None, None)
-        done = subprocess.CompletedProcess(argv, status, out, err)
-        if check:
-            done.check_returncode()
-        return done
+                self._conn.setblocking(False)
+                self._done(self._conn.recv(256))
+            except BlockingIOError:
+                pass
+            finally:
+                self._waiting.release()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            with self._waiting:
+                if self.returncode is None:
+                    self._conn.settimeout(timeout)
+                    try:
+                        self._done(self._conn.recv(256))
+                    except TimeoutError:
+                        raise subprocess.TimeoutExpired(self.args, timeout) from None
+        return self.returncode  # type: ignore[return-value]
+
+    def _done(self, message: bytes) -> None:
+        if not message:
+            raise RuntimeError("the forking interpreter ended before the command")
+        self.returncode = json.loads(message)["status"]
+        self._conn.close()
+
+    def communicate(
+        self, input: str | bytes | None = None, timeout: float | None = None
+    ) -> tuple[Any, Any]:
+        """As `Popen.communicate`: a call after a timeout goes on collecting."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._pumps is None:
+            streams = {"stdin": self.stdin, "stdout": self.stdout, "stderr": self.stderr}
+            self._pumps = {name: _Pump(stream, input if name == "stdin" else None)
+                           for name, stream in streams.items() if stream is not None}  # fmt: skip
+        for pump in self._pumps.values():
+            pump.join(_left(deadline))
+            if pump.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self.wait(_left(deadline))
+        collected = (self._pumps.get(name) for name in ("stdout", "stderr"))
+        return tuple(pump.data if pump else None for pump in collected)  # type: ignore[return-value]
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def __enter__(self) -> Forked:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self.wait()
+
+
+def _stream(fd: int, writing: bool, text: bool) -> IO[Any]:
+    """Our end of a pipe, as Popen opens it (text: the locale's encoding, universal newlines)."""
+    raw = open(fd, "wb" if writing else "rb")  # noqa: SIM115 - closed by its owner
+    if not text:
+        return raw
+    encoding = locale.getpreferredencoding(False)
+    return io.TextIOWrapper(raw, encoding=encoding, write_through=writing)
 
 
 def _left(deadline: float | None) -> float | None:
@@ -172,34 +294,26 @@ def _left(deadline: float | None) -> float | None:
 
 
 class _Pump(threading.Thread):
-    """Writes `data` to `fd` (stdin), or reads `fd` to its end, then closes it."""
+    """Writes `data` to `stream` (stdin) and closes it, or reads `stream` to its end."""
 
-    def __init__(self, fd: int, data: str | bytes | None = None) -> None:
+    def __init__(self, stream: IO[Any], data: str | bytes | None = None) -> None:
         super().__init__(daemon=True)
-        self.input = data.encode() if isinstance(data, str) else data
-        self.fd, self.data = fd, b""
+        self.stream, self.input = stream, data
+        self.data: str | bytes = "" if isinstance(stream, io.TextIOBase) else b""
         self.start()
 
     def run(self) -> None:
         try:
-            if self.input is not None:
-                with open(self.fd, "wb", closefd=True) as stream:
-                    try:
-                        stream.write(self.input)
-                    except BrokenPipeError:
-                        pass
+            if self.stream.writable():
+                try:
+                    if self.input:
+                        self.stream.write(self.input)
+                finally:
+                    self.stream.close()
                 return
-            with open(self.fd, "rb", closefd=True) as stream:
-                self.data = stream.read()
-        except OSError:
+            self.data = self.stream.read()
+        except (OSError, ValueError):
             pass
-
-
-def _decode(data: bytes, text: bool) -> str | bytes:
-    if not text:
-        return data
-    decoded = data.decode(locale.getpreferredencoding(False))
-    return decoded.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
 
 
 def _kill(pid: int) -> None:

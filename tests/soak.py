@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import forked_cli
 import psutil
 from fake_llm import Error, FakeLLM, text_of
 from processes import stop
@@ -134,8 +135,8 @@ class Soak:
         argv = ["run", "--data", str(data), "--question", question, "--json"]
         return self.cli(*argv, "--run-id", run_id), time.monotonic()
 
-    def cli(self, *argv: str) -> subprocess.Popen:
-        return subprocess.Popen(
+    def cli(self, *argv: str) -> subprocess.Popen | forked_cli.Forked:
+        return forked_cli.popen(
             [sys.executable, "-m", "dsstar", *argv],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env,
         )  # fmt: skip

@@ -30,7 +30,7 @@ from prefect import get_client
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
 from prefect.deployments import run_deployment
-from processes import start, stop
+from processes import stop
 from scenarios import ANSWER, always_first_time
 
 from flows.alerts import ALERT_NAMES, QUESTION_TAG
@@ -152,7 +152,7 @@ _SERVES: list[subprocess.Popen] = []
 
 def _start_serve(root: Path, env: dict[str, str], args: tuple[str, ...]) -> subprocess.Popen:
     log = open(root / f"serve-{len(_SERVES)}.log", "w")
-    proc = start(
+    proc = forked_cli.start(
         [sys.executable, "-m", "dsstar", "serve", *args],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

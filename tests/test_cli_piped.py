@@ -21,7 +21,7 @@ import forked_cli
 import pytest
 from conftest import EXAMPLE, REPO
 from fake_llm import Error
-from processes import start, stop
+from processes import stop
 from scenarios import ANSWER, two_rounds
 
 from dsstar.inputs.preflight import unreadable_warning
@@ -190,7 +190,7 @@ def test_serve_stops_cleanly_on_sigterm_and_says_its_schedule_is_paused(tmp_path
     )
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
-        proc = start([sys.executable, "-m", "dsstar", "serve"], cwd=REPO, env=env,
+        proc = forked_cli.start([sys.executable, "-m", "dsstar", "serve"], cwd=REPO, env=env,
                      stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
         try:
             deadline = time.monotonic() + 120

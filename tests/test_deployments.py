@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import forked_cli
 import pytest
 from artifact_cards import artifacts_tab
 from conftest import EXAMPLE, REPO, require_binary
@@ -24,7 +25,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Scheduled
-from processes import start, stop
+from processes import stop
 from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, two_rounds
 
 from dsstar.records.ledger import Ledger, question_key
@@ -63,7 +64,7 @@ def served(prefect_server, tmp_path_factory):
             except ObjectNotFound:
                 pass
     log = open(root / "serve.log", "w")
-    proc = start(
+    proc = forked_cli.start(
         [sys.executable, "-m", "dsstar", "serve", "--timezone", "Europe/Paris"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

@@ -133,11 +133,10 @@ def test_runs_take_their_slots_from_the_servers_global_limit(env, llm, tmp_path,
 
 
 def test_serve_creates_the_global_limits(env, fresh_limits):
-    proc = subprocess.Popen(
+    proc = forked_cli.popen(
         [sys.executable, "-m", "dsstar", "serve", "--max-parallel", "3",
          "--llm-concurrency", "5"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
-        start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120

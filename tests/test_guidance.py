@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import REPO, require_binary
 from fake_llm import text_of
@@ -171,9 +172,9 @@ def test_no_answer_in_time_continues_unguided(env, llm, sales):
         assert client.read_flow_run(record["flow_run_id"]).state.is_completed()
 
 
-def dsstar_run(run_id: str, data: Path) -> subprocess.Popen:
+def dsstar_run(run_id: str, data: Path) -> subprocess.Popen | forked_cli.Forked:
     """`dsstar run --ask-human --json` with no terminal: the run's form waits in the UI."""
-    return subprocess.Popen(
+    return forked_cli.popen(
         [sys.executable, "-m", "dsstar", "run", "--data", str(data), "--question", QUESTION,
          "--run-id", run_id, "--ask-human", "--json"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

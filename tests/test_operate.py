@@ -47,8 +47,8 @@ def run_cli(sales, *extra: str) -> subprocess.CompletedProcess:
     return dsstar("run", "--data", str(sales), "--question", QUESTION, "--json", *extra)
 
 
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
+def start(*args: str) -> subprocess.Popen | forked_cli.Forked:
+    return forked_cli.popen(
         [sys.executable, "-m", "dsstar", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
+import forked_cli
 import pytest
 from artifact_cards import artifact_keys, artifacts_tab, cards
 from conftest import EXAMPLE, REPO
@@ -25,7 +26,7 @@ from prefect import get_client
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Scheduled
-from processes import start, stop
+from processes import stop
 from scenarios import ANSWER, answered, asked, fence, two_rounds
 
 pytestmark = pytest.mark.slow
@@ -55,8 +56,10 @@ def serving(root: Path, llm: FakeLLM, **worker: str):
     log_path = root / "serve.log"
     with open(log_path, "a") as log:
         offset = log.tell()
-        proc = start([sys.executable, "-m", "dsstar", "serve"], cwd=REPO, env=env, stdout=log,
-                     stderr=subprocess.STDOUT)  # fmt: skip
+        proc = forked_cli.start(
+            [sys.executable, "-m", "dsstar", "serve"], cwd=REPO, env=env, stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
         try:
             deadline = time.monotonic() + 90
             while not (

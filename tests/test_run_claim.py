@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked_cli
 import pytest
 from scenarios import ANSWER, two_rounds
 
@@ -80,7 +81,7 @@ def test_two_runs_with_one_id_one_refused_the_other_intact(env, llm, sales, tmp_
     argv = [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question",
             QUESTION, "--run-id", "shared-id", "--json"]  # fmt: skip
     procs = [
-        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        forked_cli.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
     done = [(p.wait(timeout=300), *p.communicate()) for p in procs]

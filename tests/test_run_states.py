@@ -74,7 +74,7 @@ def test_a_killed_run_is_marked_crashed_by_the_next_command_that_sees_it(env, ll
         hold.write_text("")
         llm.reset()
         two_rounds(llm, prelude=wait)
-        proc = subprocess.Popen(
+        proc = forked_cli.popen(
             [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", QUESTION,
              "--json", "--run-id", run_id],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),

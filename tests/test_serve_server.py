@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import forked_cli
 import psutil
 import pytest
 from conftest import REPO
@@ -29,9 +30,9 @@ def test_the_temporary_server_of_serve_dies_with_it_on_sigkill(tmp_path):
     env.update(PREFECT_HOME=str(tmp_path / "prefect"), DSSTAR_STORAGE=str(tmp_path / "runs"))
     log_path = tmp_path / "serve.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(
+        proc = forked_cli.popen(
             [sys.executable, "-m", "dsstar", "serve"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 180

@@ -28,8 +28,8 @@ QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?
 CODES = [(signal.SIGINT, 130), (signal.SIGTERM, 143)]
 
 
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
+def start(*args: str) -> subprocess.Popen | forked_cli.Forked:
+    return forked_cli.popen(
         [sys.executable, "-m", "dsstar", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -15,12 +15,13 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import EXAMPLE, REPO
 from fake_llm import FakeLLM
 from prefect import get_client
 from prefect.deployments import run_deployment
-from processes import start, stop
+from processes import stop
 
 import dsstar.inputs.trust as trust
 from dsstar.errors import DataError, ForbiddenError
@@ -252,7 +253,7 @@ def serving(root: Path, llm: FakeLLM, **policy: str):
     )
     log_path = root / f"serve-{len(list(root.glob('serve-*')))}.log"
     with open(log_path, "w") as log:
-        proc = start(
+        proc = forked_cli.start(
             [sys.executable, "-m", "dsstar", "serve"],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip

@@ -4,7 +4,8 @@ work, and how long `dsstar describe` of already-described files and the CLI's st
 One run measures, against a scripted OpenAI-compatible server (tests/fake_llm.py, instant
 replies) and the retail question over examples/sales (verifier "No", then "Yes"):
 
-- `dsstar run` as a user runs it, a fresh storage each time (so every file is analyzed):
+- `dsstar run` as a user runs it, a fresh storage each time (so every file is analyzed) and
+  the ledger kept across runs, as a user's is:
   without PREFECT_API_URL (the command starts its own temporary Prefect server), and with
   PREFECT_API_URL pointing at a started `prefect server start`;
 - the plain loop: a fresh python process that sends the very same HTTP requests (the bodies
@@ -123,7 +124,8 @@ class Tree:
             "DSSTAR_API_BASE": self.llm.base_url,
             "DSSTAR_API_KEY": "sk-overhead",
             "DSSTAR_STORAGE": str(storage),
-            "DSSTAR_DATABASE_URL": f"sqlite:///{storage.parent / (storage.name + '-ledger.db')}",
+            # One ledger per tree, kept across its runs as a user's is (its schema made once).
+            "DSSTAR_DATABASE_URL": f"sqlite:///{self.work / 'ledger.db'}",
             "DSSTAR_WORK_DIR": str(self.work),
             "DSSTAR_EXEC_TIMEOUT": "60",
         }

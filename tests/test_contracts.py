@@ -237,6 +237,25 @@ def test_importing_contracts_does_not_import_great_expectations():
     assert out.stdout.strip() == "False"
 
 
+def test_new_files_get_contracts_without_pandas_in_this_process(lake, tmp_path):
+    """The reader builds a new file's suites: a first run's process never imports pandas,
+    pyarrow or Great Expectations for its contracts (start-up time and memory)."""
+    code = (
+        "import sys; from pathlib import Path; from dsstar.data.sources import DataSource;"
+        " from dsstar.data.contracts import check_data_root; from dsstar.storage import Store;"
+        f" root = Path({str(lake)!r}); source = DataSource(str(root), root.parent / 'cache');"
+        f" report = check_data_root(Store({str(tmp_path / 'storage')!r}), str(root),"
+        " source.mount_dir, source.files());"
+        " print(len(report['created']), sorted(m for m in ('pandas', 'pyarrow',"
+        " 'great_expectations') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "5 []", out.stderr[-2000:]
+    document = load_contract(Store(str(tmp_path / "storage")), str(lake), "book.xlsx")
+    assert [t["suite"]["name"] for t in document["tables"]] == ["book.xlsx#orders",
+                                                                 "book.xlsx#regions"]  # fmt: skip
+
+
 def test_run_json_and_nightly_table_carry_contract_failures():
     failure = {"path": "a.csv", "expectation": "expect_x(column=b)", "observed": "str"}
     record = {"contracts": {"checked": 2, "failed": [failure], "files": []}}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 
 import pytest
 import sqlalchemy
@@ -59,6 +61,25 @@ def test_schema_is_migrated_once_and_versioned(database_url):
         assert [row[0] for row in version] == ["0003"]
         tables = set(sqlalchemy.inspect(connection).get_table_names())
     assert {"dsstar_run", "dsstar_round", "dsstar_llm_call", "dsstar_answer"} <= tables
+    # A process that opens a current ledger does not import Alembic (a run's start-up).
+    opened = subprocess.run(
+        [sys.executable, "-c", "import sys; from dsstar.records.ledger import Ledger;"
+         f" Ledger({database_url!r}, {STORE!r}); print('alembic' in sys.modules)"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (opened.returncode, opened.stdout.strip()) == (0, "False"), opened.stderr
+
+
+def test_the_head_revision_dsstar_knows_is_alembics():
+    """A ledger at `HEAD` is opened without Alembic: HEAD must be the newest migration."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from dsstar.records import ledger, migrations
+
+    config = Config()
+    config.set_main_option("script_location", str(ledger.MIGRATIONS))
+    assert ScriptDirectory.from_config(config).get_current_head() == migrations.HEAD
 
 
 def test_a_ledger_upgraded_by_a_newer_release_is_refused_with_a_clear_error(database_url):

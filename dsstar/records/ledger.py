@@ -1,7 +1,8 @@
 """The run ledger (sqlmodel): runs, rounds, LLM calls and answers, in SQLite by default or any
 database SQLAlchemy reaches (`DSSTAR_DATABASE_URL`, e.g. postgresql+psycopg://...).
 
-The schema is versioned with Alembic (`dsstar/migrations/`); opening a ledger upgrades it.
+The schema is versioned with Alembic (`dsstar/records/migrations/`); opening a ledger
+upgrades it (a ledger already at the newest revision is opened without importing Alembic).
 
 One ledger may record runs of several storages (the default one, `~/.dsstar/ledger.db`, does
 for every storage of its user; a shared `DSSTAR_DATABASE_URL` does on purpose). Every run row
@@ -20,16 +21,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.util.exc import CommandError
-from sqlalchemy import JSON, Column, Text, make_url
+from sqlalchemy import JSON, Column, Text, inspect, make_url
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
 from dsstar.algorithm.verdict import ANSWERED
 from dsstar.errors import LedgerError
+from dsstar.records.migrations import HEAD, VERSION_TABLE
 from dsstar.text import for_database
 
 __all__ = ["AnswerRow", "CallRow", "Ledger", "RoundRow", "RunRow", "question_key"]
@@ -124,20 +123,37 @@ def _engine(url: str) -> Engine:
         options["connect_args"] = {"timeout": 30}
     try:
         engine = create_engine(url, **options)
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
         with engine.begin() as connection:
             _lock_schema(connection)
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            if _revision(connection) != HEAD:
+                _upgrade(connection, url)
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        raise LedgerError(f"cannot open the ledger at {_masked(url)}: {_reason(exc)}") from exc
+    return engine
+
+
+def _revision(connection: Connection) -> str | None:
+    """The schema's revision as Alembic recorded it; None for a new ledger."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    return connection.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalar()
+
+
+def _upgrade(connection: Connection, url: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+    from alembic.util.exc import CommandError
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    try:
+        command.upgrade(config, "head")
     except CommandError as exc:  # a revision this release does not know: a newer one wrote it
         raise LedgerError(
             f"cannot open the ledger at {_masked(url)}: its schema is newer than this dsstar"
             f" ({_reason(exc)}); run the release that upgraded it, or a later one"
         ) from exc
-    except (SQLAlchemyError, ImportError, ValueError) as exc:
-        raise LedgerError(f"cannot open the ledger at {_masked(url)}: {_reason(exc)}") from exc
-    return engine
 
 
 # Any fixed number: the key of the PostgreSQL advisory lock that serializes migrations.

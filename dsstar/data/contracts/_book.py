@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dsstar import keys
 from dsstar.data.contracts._bounded import read_tables_bounded as read_tables
-from dsstar.data.contracts._build import build_suite, gx_version
+from dsstar.data.contracts._bounded import suites_bounded
+from dsstar.data.contracts._build import gx_version, suite_name
 from dsstar.data.contracts._read import TABULAR_FORMATS, TableSkipped
 from dsstar.data.contracts._validate import Failure, validate_frame
 from dsstar.errors import ContractError, StorageError
@@ -87,11 +88,11 @@ def create_contract(
     file holds no table (text, nested JSON...)."""
     if file.format not in TABULAR_FORMATS:
         return None
-    try:  # in a bounded child process: the file is untrusted
-        tables = read_tables(root / file.path, file.format)
+    try:  # built in a bounded child process: the file is untrusted
+        suites = suites_bounded(root / file.path, file.format, file.path)
     except Exception as exc:  # an unreadable file gets no contract; analysis reports it
         raise ContractError(f"cannot profile {file.path}: {exc}") from exc
-    if not tables:
+    if not suites:
         return None
     document = {
         "path": file.path,
@@ -100,10 +101,7 @@ def create_contract(
         "gx_version": gx_version(),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "accepted": accepted,
-        "tables": [
-            {"table": t.name, "suite": build_suite(_suite_name(file.path, t.name), t)}
-            for t in tables
-        ],
+        "tables": [{"table": name, "suite": suite} for name, suite in suites],
     }
     store.write_json(keys.contract(location, file.path), document)
     return document
@@ -239,7 +237,7 @@ def _check_document(
                              "observed": sorted(str(t) for t in tables)})  # fmt: skip
             continue
         try:
-            found, stats = validate_frame(_shown(file.path, name), entry["suite"], table.frame)
+            found, stats = validate_frame(suite_name(file.path, name), entry["suite"], table.frame)
         except ContractError as exc:
             found, stats = [{"path": file.path, "expectation": "valid suite",
                              "observed": str(exc)}], {}  # fmt: skip
@@ -248,12 +246,3 @@ def _check_document(
             if isinstance(value, int | float) and key != "success_percent":
                 totals[key] = totals.get(key, 0) + value
     return failures, totals
-
-
-def _suite_name(path: str, table: str | None) -> str:
-    return path if table is None else f"{path}#{table}"
-
-
-def _shown(path: str, table: str | None) -> str:
-    """Failures name the file; a sheet or database table is added after '#'."""
-    return _suite_name(path, table)

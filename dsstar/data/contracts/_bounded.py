@@ -1,12 +1,15 @@
 """Reading the tables of untrusted files outside the dsstar process, under bounds.
 
-The data-contract step compares a file's tables with its stored suite, so it needs them as
-frames in the dsstar process (Great Expectations runs there). pandas, pyarrow and sqlite
-parse them in a child process instead: its address space is capped (`RLIMIT_AS`), it may
-not write files (`RLIMIT_FSIZE` 0), it dies with its parent, and a file that takes longer
-than the time bound gets it killed and restarted for the next file. The child sends each
-canonical frame back as an Arrow IPC stream, which the parent reads as plain columns (no
-pickle crosses the boundary). A file beyond a bound raises `TableSkipped` naming it.
+pandas, pyarrow and sqlite parse a file in a child process: its address space is capped
+(`RLIMIT_AS`), it may not write files (`RLIMIT_FSIZE` 0), it dies with its parent, and a
+file that takes longer than the time bound gets it killed and restarted for the next file.
+A file beyond a bound raises `TableSkipped` naming it. What crosses the boundary is plain
+data, sized before it is read (no pickle):
+
+- a new file's contract is built in the child (`suites_bounded`), which sends the suites as
+  JSON: a run over new files never imports pandas or pyarrow in the dsstar process;
+- a stored contract is checked in the dsstar process (Great Expectations runs there), so
+  `read_tables_bounded` gets each canonical frame back as an Arrow IPC stream.
 
 One child serves the whole process (pandas is imported once), one file at a time. A run
 starts it early (`warm_reader`), so that its imports overlap the run's own start-up on another
@@ -31,7 +34,7 @@ from pathlib import Path
 from dsstar.data.contracts._read import MAX_ROWS, Table, TableSkipped, canonical, read_tables
 from dsstar.data.formats import child_environment
 
-__all__ = ["ReadBounds", "read_tables_bounded", "warm_reader"]
+__all__ = ["ReadBounds", "read_tables_bounded", "suites_bounded", "warm_reader"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class ReadBounds:
 # copies of what it sends (rows, frame, canonical frame, Arrow), so its own cap usually
 # binds first; this guard keeps the bound here too whatever the reader's copies.
 _MAX_SHIPPED_SHARE = 0.25
+_MAX_SUITES_BYTES = 16 << 20  # a file's suites, as JSON: value sets and ranges, never rows
 _LOCK = threading.Lock()
 _CHILD: dict[str, subprocess.Popen] = {}
 
@@ -62,21 +66,41 @@ def read_tables_bounded(
 ) -> list[Table]:
     """`read_tables` in the bounded reader. Raises TableSkipped past a bound, and
     ValueError with the reader's message for a file that does not parse."""
+    tables = _ask({"path": str(path), "fmt": fmt, "max_rows": max_rows}, bounds)
+    return [Table(t["name"], canonical(_frame(blob)), t["truncated"]) for t, blob in tables]
+
+
+def suites_bounded(
+    path: Path, fmt: str, shown: str, bounds: ReadBounds | None = None, max_rows: int = MAX_ROWS
+) -> list[tuple[str | None, dict]]:
+    """(table name, suite) for each table of the file: `build_suite` of what
+    `read_tables_bounded` would return, run in the reader. `shown` is the file's name in
+    the suites' names. Raises as `read_tables_bounded`."""
+    request = {"path": str(path), "fmt": fmt, "max_rows": max_rows, "suites_of": shown}
+    return [(t["name"], json.loads(blob)) for t, blob in _ask(request, bounds)]
+
+
+def _ask(request: dict, bounds: ReadBounds | None) -> list[tuple[dict, bytes]]:
+    """Send one request to the reader; its tables' headers, each with its blob."""
     bounds = bounds or ReadBounds.from_settings()
-    request = json.dumps({"path": str(path), "fmt": fmt, "max_rows": max_rows}) + "\n"
+    limit = (
+        _MAX_SUITES_BYTES
+        if "suites_of" in request
+        else _MAX_SHIPPED_SHARE * (bounds.memory_mb << 20)
+    )
     with _LOCK:
         child = _reader(bounds)
         try:
-            child.stdin.write(request.encode())
+            child.stdin.write(json.dumps(request).encode() + b"\n")
             child.stdin.flush()
             deadline = time.monotonic() + bounds.timeout_s
             header = json.loads(_read_line(child, deadline))
             sizes = [t["size"] for t in header.get("tables", [])]
-            if sum(sizes) > _MAX_SHIPPED_SHARE * (bounds.memory_mb << 20):
-                _stop(child)  # its frames would be as big here, where no cap holds them
+            if sum(sizes) > limit:
+                _stop(child)  # what it holds would be as big here, where no cap holds it
                 raise TableSkipped(
-                    f"its tables take {sum(sizes) >> 20} MB, more than a quarter of"
-                    f" {bounds.memory_mb} MB (DSSTAR_READ_MEMORY_MB)"
+                    f"its tables take {sum(sizes) >> 20} MB, more than {int(limit) >> 20} MB"
+                    f" of the reader's {bounds.memory_mb} MB (DSSTAR_READ_MEMORY_MB)"
                 )
             blobs = [_read_exact(child, size, deadline) for size in sizes]
         except (OSError, ValueError, TimeoutError) as exc:
@@ -93,10 +117,7 @@ def read_tables_bounded(
         raise TableSkipped(header["skipped"])
     if header.get("error"):
         raise ValueError(header["error"])
-    return [
-        Table(t["name"], canonical(_frame(blob)), t["truncated"])
-        for t, blob in zip(header["tables"], blobs, strict=True)
-    ]
+    return list(zip(header["tables"], blobs, strict=True))
 
 
 def warm_reader() -> None:
@@ -189,6 +210,8 @@ def _serve() -> None:
     import pandas  # noqa: F401  (every table is read with it: imported before the first request)
     import pyarrow as pa
 
+    from dsstar.data.contracts._build import build_suite, suite_name
+
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         request = json.loads(line)
@@ -196,11 +219,17 @@ def _serve() -> None:
         blobs: list[bytes] = []
         try:
             for table in read_tables(Path(request["path"]), request["fmt"], request["max_rows"]):
-                sink = pa.BufferOutputStream()
-                arrow = pa.Table.from_pandas(table.frame, preserve_index=False)
-                with pa.ipc.new_stream(sink, arrow.schema) as writer:
-                    writer.write_table(arrow)
-                blobs.append(sink.getvalue().to_pybytes())
+                if "suites_of" in request:
+                    name = suite_name(request["suites_of"], table.name)
+                    suite = build_suite(name, Table(table.name, canonical(table.frame),
+                                                    table.truncated))  # fmt: skip
+                    blobs.append(json.dumps(suite, default=str).encode())  # as stored
+                else:
+                    sink = pa.BufferOutputStream()
+                    arrow = pa.Table.from_pandas(table.frame, preserve_index=False)
+                    with pa.ipc.new_stream(sink, arrow.schema) as writer:
+                        writer.write_table(arrow)
+                    blobs.append(sink.getvalue().to_pybytes())
                 header["tables"].append(
                     {"name": table.name, "truncated": table.truncated, "size": len(blobs[-1])}
                 )

@@ -18,7 +18,7 @@ from dsstar.data.contracts._read import Table
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MAX_SET_SIZE", "build_suite", "gx_version", "kind_of"]
+__all__ = ["MAX_SET_SIZE", "build_suite", "gx_version", "kind_of", "suite_name"]
 
 MAX_SET_SIZE = 20  # text columns with at most this many distinct values get a value set
 MARGIN = 0.25  # numeric ranges widen by this share of the observed span (or magnitude)
@@ -42,6 +42,11 @@ def kind_of(series: pd.Series) -> str:
     if pd.api.types.is_datetime64_any_dtype(series):
         return "datetime"
     return "text"
+
+
+def suite_name(path: str, table: str | None) -> str:
+    """A suite's name: the file's path, and after '#' its sheet or database table."""
+    return path if table is None else f"{path}#{table}"
 
 
 def build_suite(name: str, table: Table) -> dict[str, Any]:

@@ -11,7 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from dsstar.data.contracts._book import FileLike, _suite_name, load_contract
+from dsstar.data.contracts._book import FileLike, load_contract
+from dsstar.data.contracts._build import suite_name
 from dsstar.data.contracts._read import read_tables
 from dsstar.data.contracts._validate import load_suite
 from dsstar.storage import Store
@@ -44,7 +45,7 @@ def build_data_docs(
         for entry in document.get("tables") or []:
             if entry.get("table") in tables:
                 frame = tables[entry["table"]].frame
-                name = _suite_name(file.path, entry.get("table"))
+                name = suite_name(file.path, entry.get("table"))
                 _render(gx, context, source, name, load_suite(entry["suite"]), frame, rendered)
                 rendered += 1
     if not rendered:

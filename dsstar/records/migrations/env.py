@@ -2,7 +2,9 @@
 
 from alembic import context
 
+from dsstar.records.migrations import VERSION_TABLE
+
 connection = context.config.attributes["connection"]
-context.configure(connection=connection, version_table="dsstar_alembic_version")
+context.configure(connection=connection, version_table=VERSION_TABLE)
 with context.begin_transaction():
     context.run_migrations()

@@ -196,9 +196,6 @@ def prepare_run(
     from dsstar.storage import new_run_id
 
     preflight(built, data)
-    from dsstar.execution.sandbox.interpreter import prepare_soon
-
-    prepare_soon(built.script_python)  # probed on another core while the flow starts
     return PreparedRun(form.model_copy(update={"run_id": form.run_id or new_run_id()}), built)
 
 

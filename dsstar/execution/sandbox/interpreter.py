@@ -38,7 +38,6 @@ __all__ = [
     "Interpreter",
     "font_cache",
     "interpreter",
-    "prepare_soon",
     "resolve_python",
     "stage_fonts",
 ]
@@ -101,27 +100,7 @@ def resolve_python(python: str | os.PathLike[str] | None) -> str:
 
 def interpreter(python: str | os.PathLike[str] | None = None) -> Interpreter:
     """The scripts' interpreter (None: this Python), probed once per process."""
-    executable = resolve_python(python)
-    with _PROBE_LOCK:  # a probe under way (see `prepare_soon`) is waited for, not repeated
-        return _probe(executable)
-
-
-def prepare_soon(python: str | None = None) -> None:
-    """Probe the scripts' interpreter and build its font cache now, in a background thread:
-    a run calls this once its settings are checked, so that both processes run on another
-    core while it imports and starts its flow, and its first sandbox finds them done. A
-    failure is left to the call that needs the result (it probes again and says why)."""
-
-    def prepare() -> None:
-        try:
-            font_cache(python)
-        except Exception as exc:  # e.g. ConfigError: raised again where the run needs it
-            log.debug("preparing the scripts' interpreter failed: %s", exc)
-
-    threading.Thread(target=prepare, name="dsstar-interpreter", daemon=True).start()
-
-
-_PROBE_LOCK = threading.Lock()
+    return _probe(resolve_python(python))
 
 
 @cache

@@ -256,6 +256,20 @@ def test_new_files_get_contracts_without_pandas_in_this_process(lake, tmp_path):
                                                                  "book.xlsx#regions"]  # fmt: skip
 
 
+def test_a_contract_too_big_to_take_back_is_skipped_by_name(lake, tmp_path, monkeypatch):
+    """What the reader sends is sized before it is read: past the bound, no contract."""
+    from dsstar.data.contracts import _bounded
+
+    monkeypatch.setattr(_bounded, "_MAX_SUITES_BYTES", 20_000)
+    (lake / "wide.csv").write_text(",".join(f"column_{i}" for i in range(400)) + "\n"
+                                   + ",".join(str(i) for i in range(400)) + "\n")  # fmt: skip
+    report = check(Store(str(tmp_path / "storage")), lake)
+    [skipped] = [s for s in report["skipped"] if s["path"] == "wide.csv"]
+    reason = skipped["reason"]
+    assert reason.startswith("not read: its contract takes") and "more than 20,000" in reason
+    assert "orders.csv" in report["created"] and "wide.csv" not in report["created"]
+
+
 def test_run_json_and_nightly_table_carry_contract_failures():
     failure = {"path": "a.csv", "expectation": "expect_x(column=b)", "observed": "str"}
     record = {"contracts": {"checked": 2, "failed": [failure], "files": []}}

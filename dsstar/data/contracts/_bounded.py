@@ -83,11 +83,10 @@ def suites_bounded(
 def _ask(request: dict, bounds: ReadBounds | None) -> list[tuple[dict, bytes]]:
     """Send one request to the reader; its tables' headers, each with its blob."""
     bounds = bounds or ReadBounds.from_settings()
-    limit = (
-        _MAX_SUITES_BYTES
-        if "suites_of" in request
-        else _MAX_SHIPPED_SHARE * (bounds.memory_mb << 20)
-    )
+    if "suites_of" in request:
+        what, limit = "its contract takes", _MAX_SUITES_BYTES
+    else:
+        what, limit = "its tables take", int(_MAX_SHIPPED_SHARE * (bounds.memory_mb << 20))
     with _LOCK:
         child = _reader(bounds)
         try:
@@ -99,8 +98,8 @@ def _ask(request: dict, bounds: ReadBounds | None) -> list[tuple[dict, bytes]]:
             if sum(sizes) > limit:
                 _stop(child)  # what it holds would be as big here, where no cap holds it
                 raise TableSkipped(
-                    f"its tables take {sum(sizes) >> 20} MB, more than {int(limit) >> 20} MB"
-                    f" of the reader's {bounds.memory_mb} MB (DSSTAR_READ_MEMORY_MB)"
+                    f"{what} {sum(sizes):,} bytes, more than {limit:,} (the reader may"
+                    f" use {bounds.memory_mb} MB: DSSTAR_READ_MEMORY_MB)"
                 )
             blobs = [_read_exact(child, size, deadline) for size in sizes]
         except (OSError, ValueError, TimeoutError) as exc:

@@ -14,7 +14,10 @@ import signal
 import threading
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
+from prefect import get_client
+from prefect.client.schemas.actions import DeploymentUpdate
 from prefect.runner import Runner
 from prefect.schedules import Cron
 
@@ -52,6 +55,16 @@ class _Runner(Runner):
         loop.call_soon_threadsafe(lambda: loop.create_task(self.astop()))
 
 
+def _served_from_here(deployment_id: UUID) -> None:
+    """Record that the deployment's code is where this process runs ("."), as Prefect does
+    when it creates a served deployment. When it updates one of the same name it leaves the
+    path as it was: a deployment made by `prefect deploy` for a work pool (no path) or served
+    from another folder would keep it, and every run this process started would crash
+    looking for the flow's code there."""
+    with get_client(sync_client=True) as client:
+        client.update_deployment(deployment_id, DeploymentUpdate(path="."))
+
+
 def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int) -> None:
     """Serve ds-star/on-demand and ds-star-nightly/nightly until SIGTERM or SIGINT; returns
     once the runner has stopped and paused the deployments' schedules."""
@@ -69,7 +82,7 @@ def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int
     )
     runner = _Runner(pause_on_shutdown=True, limit=limit)
     for deployment in (on_demand, nightly):
-        runner.add_deployment(deployment)
+        _served_from_here(runner.add_deployment(deployment))
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C the same way as SIGTERM (start() installs the SIGTERM handler itself).
         signal.signal(signal.SIGINT, runner.handle_sigterm)

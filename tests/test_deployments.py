@@ -63,6 +63,14 @@ def served(prefect_server, tmp_path_factory):
                 client.delete_deployment(client.read_deployment_by_name(name).id)
             except ObjectNotFound:
                 pass
+        # What `prefect deploy` of deployments/prefect.yaml leaves for a work pool: the served
+        # deployment of that name takes it over, and its runs find the flow's code.
+        client.create_deployment(
+            client.create_flow_from_name("ds-star"), "on-demand", path=None,
+            entrypoint="flows.ds_star:ds_star",
+            pull_steps=[{"prefect.deployments.steps.set_working_directory": {
+                "directory": str(REPO)}}],
+        )  # fmt: skip
     log = open(root / "serve.log", "w")
     proc = forked_cli.start(
         [sys.executable, "-m", "dsstar", "serve", "--timezone", "Europe/Paris"],
@@ -138,6 +146,9 @@ def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
     with get_client(sync_client=True) as client:
         on_demand = client.read_deployment_by_name("ds-star/on-demand")
         nightly = client.read_deployment_by_name("ds-star-nightly/nightly")
+    # Served from the folder of this process, whatever the deployment of that name was before.
+    assert (on_demand.path, on_demand.pull_steps) == (".", None)
+    assert on_demand.entrypoint == "flows/ds_star.py:ds_star"
     schema = on_demand.parameter_openapi_schema
     assert schema["required"] == ["question", "data"]
     for name in ("question", "data", "guidelines", "model", "max_rounds", "storage"):

@@ -58,9 +58,8 @@ class _Runner(Runner):
 def _served_from_here(deployment_id: UUID) -> None:
     """Record that the deployment's code is where this process runs ("."), as Prefect does
     when it creates a served deployment. When it updates one of the same name it leaves the
-    path as it was: a deployment made by `prefect deploy` for a work pool (no path) or served
-    from another folder would keep it, and every run this process started would crash
-    looking for the flow's code there."""
+    path as it was: one made by `prefect deploy` for a work pool has none, and every run this
+    process started for it would crash looking for the flow's code under "None"."""
     with get_client(sync_client=True) as client:
         client.update_deployment(deployment_id, DeploymentUpdate(path="."))
 

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dsstar import keys
-from dsstar.data.contracts._bounded import read_tables_bounded as read_tables
-from dsstar.data.contracts._bounded import suites_bounded
+from dsstar.data.contracts._bounded import read_tables_bounded, suites_bounded
 from dsstar.data.contracts._build import gx_version, suite_name
 from dsstar.data.contracts._read import TABULAR_FORMATS, TableSkipped
 from dsstar.data.contracts._validate import Failure, validate_frame
@@ -222,7 +221,7 @@ def _check_document(
         return [{"path": file.path, "expectation": expectation, "observed": observed}], {}
 
     try:
-        tables = {t.name: t for t in read_tables(root / file.path, file.format)}
+        tables = {t.name: t for t in read_tables_bounded(root / file.path, file.format)}
     except TableSkipped as exc:  # e.g. it grew 2 million columns: it is not what it was
         return fail("file is readable within bounds", f"not read: {exc}")
     except Exception as exc:  # the file no longer parses as the format it had

@@ -10,13 +10,18 @@ import lzma
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from dsstar.data.lake import ArchiveLimits
+from dsstar.data.lake.root import DataRoot
+from dsstar.data.lake.walk import Skipped, walk
 from dsstar.data.sources import DataSource
 from dsstar.errors import DataError
 
@@ -68,6 +73,47 @@ def test_view_keeps_only_regular_files_inside_the_root(lake, tmp_path):
     assert SECRET not in view_text(src)
     assert not any(p.is_symlink() for p in src.mount_dir.rglob("*"))
     assert (src.mount_dir / "inside.csv").read_text() == "x,y\n1,2\n"
+
+
+def test_a_root_renamed_over_and_over_loses_nothing_and_lets_nothing_in(tmp_path):
+    # A walk compares where each entry lies with where the root lies now; a root renamed
+    # between the two readings must not make an entry inside look as if it were outside.
+    lake = tmp_path / "lake"
+    (lake / "sub").mkdir(parents=True)
+    (lake / "a.csv").write_text("x,y\n1,2\n")
+    (lake / "sub" / "b.json").write_text('{"k": 1}')
+    (tmp_path / "secret.txt").write_text(SECRET)
+    (lake / "inside.csv").symlink_to("a.csv")  # relative links: the same whatever the name
+    (lake / "leak.txt").symlink_to("../secret.txt")
+    # The attacker is another process, renaming the root every half millisecond.
+    renames = f"""
+import os, time
+while True:
+    os.rename({str(lake)!r}, {str(tmp_path / "moved")!r})
+    time.sleep(0.0005)
+    os.rename({str(tmp_path / "moved")!r}, {str(lake)!r})
+    time.sleep(0.0005)
+"""
+    root = DataRoot.open(str(lake))
+    renamer = subprocess.Popen([sys.executable, "-c", renames])
+    try:
+        time.sleep(0.2)  # its interpreter started
+        assert renamer.poll() is None
+        listings = []
+        for _ in range(5000):
+            skipped: list[Skipped] = []
+            listings.append(([relative for relative, fd in walk(root, skipped) if not os.close(fd)],
+                             [s.path for s in skipped]))  # fmt: skip
+    finally:
+        renamer.kill()
+        renamer.wait()
+        root.close()
+    wrong = [
+        listing
+        for listing in listings
+        if listing != (["a.csv", "inside.csv", "sub/b.json"], ["leak.txt"])
+    ]
+    assert wrong == [], f"{len(wrong)} of {len(listings)} walks wrong, e.g. {wrong[:3]}"
 
 
 def test_regular_files_are_hard_linked_not_copied(lake, tmp_path):

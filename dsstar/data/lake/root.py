@@ -19,6 +19,7 @@ from dsstar.locations import local_path
 
 __all__ = ["DataRoot", "real_path"]
 
+_TRIES = 3  # readings of a root renamed over and over (see DataRoot.holds)
 _OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # a FIFO never blocks
 
 
@@ -60,15 +61,22 @@ class DataRoot:
             raise DataError(f"data location {location} is neither a folder nor a regular file")
         return cls(fd, location, Path(path).name, fence)
 
-    def within(self, path: str) -> bool:
-        """Whether the real path `path` lies under this root where it is now (a folder moved
-        while walked is followed) and under the declared roots."""
-        fenced = not self.fence or any(inside(path, root) for root in self.fence)
-        return fenced and inside(path, real_path(self.fd))
-
     def holds(self, fd: int) -> bool:
-        """Whether what `fd` has open lies under this root now (see `within`)."""
-        return self.within(real_path(fd))
+        """Whether what `fd` has open lies under this root where it is now (a folder moved
+        while walked is followed) and under the declared roots.
+
+        Both are read from the kernel, one after the other: were the root renamed between the
+        two readings (its whole tree moves with it), an entry inside would read as outside.
+        So the root's path is read on both sides of the entry's, and the question asked again
+        when the answer is no: an entry really outside is outside on every try, while renames
+        cannot keep landing between readings microseconds apart."""
+        for _ in range(_TRIES):
+            root = real_path(self.fd)
+            path = real_path(fd)
+            fenced = not self.fence or any(inside(path, fence) for fence in self.fence)
+            if fenced and inside(path, root) and real_path(self.fd) == root:
+                return True
+        return False
 
     def close(self) -> None:
         """Let the descriptor go (once the view is built, or the run ends)."""

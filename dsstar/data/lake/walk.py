@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dsstar.data.lake.root import DataRoot, real_path
+from dsstar.data.lake.root import DataRoot
 
 __all__ = ["Skipped", "is_hidden", "walk"]
 
@@ -103,12 +103,9 @@ def _open(root: DataRoot, folder: int, entry: os.DirEntry, relative: str) -> int
     link = stat.S_ISLNK(mode)
     try:
         if link:
-            # Judged by where it leads before anything is opened (a device outside the root
-            # is never opened); what is opened is judged again below, by its descriptor.
-            target = os.path.realpath(os.path.join(real_path(folder), entry.name))
-            if not root.within(target):
+            mode = _lead(root, folder, entry.name)
+            if mode is None:
                 return Skipped(relative, _OUTSIDE)
-            mode = os.stat(entry.name, dir_fd=folder).st_mode
         reason = _special(mode)
         if reason:
             return Skipped(relative, reason)
@@ -124,6 +121,18 @@ def _open(root: DataRoot, folder: int, entry: os.DirEntry, relative: str) -> int
         os.close(fd)
         return Skipped(relative, reason)
     return fd
+
+
+def _lead(root: DataRoot, folder: int, name: str) -> int | None:
+    """The mode of what the link `name` leads to, or None when that lies outside the root.
+    Judged by a path-only descriptor (O_PATH): the kernel resolves the link, and nothing is
+    opened for reading, so a device or FIFO outside the root is never opened. What is then
+    opened is judged again by its own descriptor."""
+    target = os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=folder)
+    try:
+        return os.fstat(target).st_mode if root.holds(target) else None
+    finally:
+        os.close(target)
 
 
 def _why(exc: OSError, link: bool) -> str:

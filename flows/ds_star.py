@@ -211,25 +211,28 @@ def solve(
 def completed_result(state: Any, storage: str, run_id: str) -> dict[str, Any]:
     """The result of a ds-star flow run that ended with one: Completed with an answer, or
     Failed or Cancelled by the run's outcome (`failed`, `over_budget`, `stopped`), whose
-    states carry it too. When Prefect lost it (a final state without data, seen rarely on a
-    busy server), the same result rebuilt from the stored run.json. Raises the error of a
-    flow run that ended without a result (an exception)."""
+    states carry it too. When Prefect lost it (a final state read back from a busy server
+    without its data: seen for Completed and for Failed states), the same result rebuilt
+    from the stored run.json. Raises the error of a flow run that ended without a result
+    (an exception)."""
     from prefect.exceptions import MissingResult
 
     from dsstar.views.report import run_result
 
     try:
         value = state.result(raise_on_failure=False)
+        lost = state.data is None  # Failed or Cancelled: its value is then Prefect's error
     except MissingResult:
-        store = Store(storage or Settings().storage)
-        record = store.read_json(run_record(run_id))
-        if not state.is_completed() and record.get("status") not in _ENDED_WITH_A_RESULT:
-            raise
-        return run_result(record, store.uri(run_folder(run_id)))
+        value, lost = None, True
     if isinstance(value, dict):
         return value
     if isinstance(value, RunEnded):  # failed, over budget or stopped: the run's own result
         return value.result
+    if lost:  # what the run stored says how it ended
+        store = Store(storage or Settings().storage)
+        record = store.read_json(run_record(run_id))
+        if state.is_completed() or record.get("status") in _ENDED_WITH_A_RESULT:
+            return run_result(record, store.uri(run_folder(run_id)))
     return state.result()  # raises the run's error
 
 

@@ -24,8 +24,11 @@ from artifact_cards import artifact_keys, artifacts_tab, cards
 from conftest import REPO, prefect_api
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.states import Failed
 from scenarios import ANSWER, always_first_time, answered, asked, fence, never_satisfied, two_rounds
 from tcp_proxy import TcpProxy
+
+from flows.ds_star import completed_result
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +65,10 @@ def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales):
     assert state.is_failed() and state.name == "Failed", state
     assert state.message == result["error"]  # its reason, on one line
     assert run_json(env, "no-answer")["status"] == "failed"
+    # A busy server can hand the engine the final state back without its data: the result
+    # is then the one the run stored, not Prefect's bare error.
+    lost = completed_result(Failed(message=state.message), env["DSSTAR_STORAGE"], "no-answer")
+    assert lost == result
 
 
 def test_a_killed_run_is_marked_crashed_by_the_next_command_that_sees_it(env, llm, sales):

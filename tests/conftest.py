@@ -324,6 +324,20 @@ LONGEST_FIRST = (
     "test_alerts.py",
     "test_bench_dacode_run.py",
     "test_runners.py",
+    # A minute or two each: started early, so that short files fill the end of the run.
+    "test_work_pool.py",
+    "test_slots.py",
+    "test_retry_resume.py",
+    "test_api_quiet.py",
+    "test_signals.py",
+    "test_trust.py",
+    "test_run_identity.py",
+    "test_cli_piped.py",
+    "test_likeness.py",
+    "test_readme.py",
+    "test_fanout.py",
+    "test_operate.py",
+    "test_replay.py",
 )
 
 

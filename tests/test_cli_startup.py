@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenarios import two_rounds
 
 HEAVY = ("prefect", "litellm")
 SALES = str(Path(__file__).resolve().parents[1] / "examples" / "sales")
@@ -75,6 +76,41 @@ def test_a_prepared_run_has_its_reader_started_and_litellm_still_to_import(env, 
     assert any("dsstar.data.contracts._bounded" in c for c in prepared["children"]), prepared
     assert prepared["litellm"] is False
     assert probes and not llm.requests  # the preflight asked the server; no chat yet
+
+
+_ASKED = """
+import json, sys
+import dsstar
+
+answer = dsstar.ask("Which region had the highest revenue?", sys.argv[1], run_id="no-fastapi",
+                    max_rounds=3, agent_models={"verifier": "openai/gpt-4o-mini"})
+print(json.dumps({"status": answer.status, "fastapi": "fastapi" in sys.modules}))
+"""
+
+
+@pytest.mark.slow
+def test_a_run_records_its_parameters_without_importing_fastapi(env, llm, sales):
+    """Prefect records a flow run's parameters with FastAPI's encoder, whose import would
+    come just before the first model request; the ds-star flow records them itself, the
+    same JSON, and the run's process never imports FastAPI."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    two_rounds(llm)
+    done = subprocess.run(
+        [sys.executable, "-c", _ASKED, str(sales)],
+        capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"status": "verified", "fastapi": False}
+    named = FlowRunFilter(name=FlowRunFilterName(any_=["no-fastapi"]))
+    with get_client(sync_client=True) as client:
+        [flow_run] = client.read_flow_runs(flow_run_filter=named)
+    assert {k: v for k, v in flow_run.parameters.items() if v is not None} == {
+        "question": "Which region had the highest revenue?", "data": str(sales), "guidelines": "",
+        "run_id": "no-fastapi", "max_rounds": 3,
+        "agent_models": {"verifier": "openai/gpt-4o-mini"},
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ environment in which dsstar runs exactly as in production, against loopback serv
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
@@ -29,6 +30,8 @@ def _free_port() -> int:
 
 # Prefect reads its settings when imported, so the server's address is fixed before that.
 _PREFECT_HOME = Path(tempfile.mkdtemp(prefix="dsstar-test-prefect-"))
+# Every process that imports this file made one; xdist's controller runs no session fixture.
+atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)
 _PREFECT_PORT = _free_port()
 os.environ.update(
     {
@@ -92,7 +95,6 @@ def prefect_server():
 
         APILogWorker.drain_all(timeout=10)
         stop(proc)
-    shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

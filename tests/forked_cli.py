@@ -22,6 +22,7 @@ import io
 import json
 import locale
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -98,6 +99,7 @@ def shutdown() -> None:
     with _Server._lock:
         if _Server._started is not None:
             stop(_Server._started.proc)
+            shutil.rmtree(_Server._started.folder, ignore_errors=True)
             _Server._started = None
 
 
@@ -147,7 +149,7 @@ class _Server:
             return cls._started
 
     def __init__(self) -> None:
-        folder = Path(tempfile.mkdtemp(prefix="dsstar-forks-"))
+        self.folder = folder = Path(tempfile.mkdtemp(prefix="dsstar-forks-"))
         self.address = str(folder / "socket")
         log = folder / "server.log"
         serve = (

@@ -42,7 +42,9 @@ def start_worker(pool: str, log_path: Path):
     worker = start(
         [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--limit", "1"],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1"},
+        # Its temporary folder is the test's: a worker stopped mid-run leaves Prefect's
+        # workspace folders there, not in the machine's /tmp.
+        env={**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1", "TMPDIR": str(log_path.parent)},
     )  # fmt: skip
     return worker, log
 

@@ -151,11 +151,13 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
         workers = {}
         for name in WORKERS:
             home = root / name
-            for folder in ("home", "prefect", "work", "embeddings"):
+            for folder in ("home", "prefect", "work", "embeddings", "tmp"):
                 (home / folder).mkdir(parents=True)
-            # The system temp folder stays shared: it holds the locks of the sandbox's uid
-            # slots, which belong to the kernel that both workers share here.
+            # Each worker its own temporary folder, as two users' workers on one machine: the
+            # sandbox's uid slots are machine-wide all the same (dsstar/execution/sandbox/uids.py),
+            # and what a killed worker leaves there (Prefect's workspace folders) is the test's.
             env = base | {
+                "TMPDIR": str(home / "tmp"),
                 "HOME": str(home / "home"),
                 "PREFECT_HOME": str(home / "prefect"),
                 "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S),

@@ -96,6 +96,7 @@ def base_image(env: dict[str, str]) -> str:
 def build_image(env: dict[str, str]) -> str:
     """The repository's Containerfile built on the local base, offline, from the wheelhouse."""
     wheels = wheelhouse()
+    remove_stopped_builds(env)
     podman(
         "build", "--quiet", "--layers", "--network", "none", "-f", str(REPO / "Containerfile"),
         "--build-arg", f"BASE={base_image(env)}",
@@ -105,6 +106,18 @@ def build_image(env: dict[str, str]) -> str:
     )  # fmt: skip
     podman("image", "prune", "--force", env=env)  # the layers earlier builds left untagged
     return IMAGE
+
+
+def remove_stopped_builds(env: dict[str, str]) -> None:
+    """The working containers of a build that was stopped midway (a test run killed while it
+    built): podman keeps each with its layers mounted, and `rm -rf` of the cache then fails
+    on those mounts."""
+    stale = podman(
+        "ps", "--all", "--external", "--filter", "name=-working-container$",
+        "--format", "{{.ID}}", env=env,
+    ).split()  # fmt: skip
+    if stale:
+        podman("rm", "--force", *stale, env=env)
 
 
 @contextlib.contextmanager

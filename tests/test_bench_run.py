@@ -79,8 +79,8 @@ def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(
     out = tmp_path / "bench"
     script_model(llm, refuse=FAILS_FIRST)
     first = bench(legal_root, out)
-    assert first.returncode == 1, first.stderr[-3000:]  # one task failed
-    result = json.loads(first.stdout)
+    assert first.returncode == 1 and first.stdout.startswith("{"), first.stderr[-3000:]
+    result = json.loads(first.stdout)  # one task failed, told in the JSON result
     assert result["tasks"] == 5 and result["failed"] == 1, (out / "report.md").read_text()[-3000:]
     for name in ("submission.jsonl", "scores.json", "report.md"):
         assert (out / name).is_file()
@@ -135,3 +135,35 @@ def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(
 
     third = bench(legal_root, out)  # everything finished: nothing is asked at all
     assert third.returncode == 0 and len(llm.requests) == len(again)
+
+
+@needs_kramabench
+def test_a_bench_stopped_by_an_unreachable_prefect_api_says_so_as_json(
+    env, llm, legal_root, tmp_path
+):
+    """Under --json a benchmark that cannot go on (here: no Prefect API answers) prints its
+    error as JSON on stdout and in one line on stderr, with how to resume; no traceback."""
+    script_model(llm, refuse=None)
+    out = tmp_path / "bench"
+    argv = ["bench", "run", "--suite", "kramabench", "--root", str(legal_root), "--domain",
+            "legal", "--limit", "1", "--out", str(out), "--json"]  # fmt: skip
+    gone = {
+        "PREFECT_API_URL": f"http://127.0.0.1:{_closed_port()}/api",
+        "PREFECT_CLIENT_MAX_RETRIES": "0",
+    }
+    done = forked_cli.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **gone})  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["out"] == str(out) and "Failed to reach API" in result["error"], result
+    assert "the same command again resumes it" in result["error"]
+    assert "Traceback" not in done.stderr and done.stderr.startswith("error: the benchmark stopped")
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -17,12 +17,14 @@ from dsstar.cli._app import (
     JsonOpt,
     app,
     err,
+    error_line,
     fail_usage,
     load_settings,
     setting_option,
 )
 from dsstar.errors import DSStarError, UsageError
 from dsstar.events import BenchStarted, BenchTaskDone, Event, LLMReplied
+from dsstar.text import clean
 
 __all__ = ["bench"]
 
@@ -117,12 +119,15 @@ def run(
     trust_local_user()  # the person at the terminal chose these settings: no worker policy
     named = {"model", "storage", "max_rounds"}
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
-    with _BenchProgress(enabled=not as_json):
-        result = ds_star_bench(
-            parallel=parallel, suite=suite, tasks=task_dicts(chosen), bench_id=bench_id,
-            out=str(out), model=settings.model, storage=settings.storage,
-            max_rounds=settings.max_rounds, options=options,
-        )  # fmt: skip
+    try:
+        with _BenchProgress(enabled=not as_json):
+            result = ds_star_bench(
+                parallel=parallel, suite=suite, tasks=task_dicts(chosen), bench_id=bench_id,
+                out=str(out), model=settings.model, storage=settings.storage,
+                max_rounds=settings.max_rounds, options=options,
+            )  # fmt: skip
+    except Exception as exc:  # e.g. the Prefect API unreachable: told, not a traceback
+        _stopped(exc, out, as_json, verbose)
     _report_bench(result, as_json)
     raise typer.Exit(EXIT_FAILED if result["failed"] else EXIT_OK)
 
@@ -209,6 +214,25 @@ def _bench_id(out: Path) -> str:
     bench_id = f"{new_run_id()}-bench"
     marker.write_text(json.dumps({"bench_id": bench_id}) + "\n")
     return bench_id
+
+
+def _stopped(exc: Exception, out: Path, as_json: bool, verbose: bool) -> NoReturn:
+    """A benchmark that stopped before its report: one line (JSON too under --json), and how
+    to go on; the tasks that finished are kept in OUT and are not run again."""
+    from dsstar.execution.failure import exception_line
+
+    if verbose:
+        err.print_exception()
+    message = (
+        f"the benchmark stopped: {exception_line(exc)}; the same command again resumes it"
+        f" from {out}"
+    )
+    err.print(error_line(message))
+    if as_json:
+        sys.stdout.write(
+            json.dumps({"error": clean(message), "out": str(out)}, ensure_ascii=False) + "\n"
+        )
+    raise typer.Exit(EXIT_FAILED)
 
 
 def _report_bench(result: dict[str, Any], as_json: bool) -> None:

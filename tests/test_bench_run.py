@@ -17,6 +17,7 @@ from pathlib import Path
 
 import forked_cli
 import pytest
+from conftest import _free_port
 from fake_llm import Error, text_of
 from scenarios import describe_script, fence
 from shared_data import KRAMABENCH, needs_kramabench
@@ -148,7 +149,7 @@ def test_a_bench_stopped_by_an_unreachable_prefect_api_says_so_as_json(
     argv = ["bench", "run", "--suite", "kramabench", "--root", str(legal_root), "--domain",
             "legal", "--limit", "1", "--out", str(out), "--json"]  # fmt: skip
     gone = {
-        "PREFECT_API_URL": f"http://127.0.0.1:{_closed_port()}/api",
+        "PREFECT_API_URL": f"http://127.0.0.1:{_free_port()}/api",  # nothing listens there
         "PREFECT_CLIENT_MAX_RETRIES": "0",
     }
     done = forked_cli.run([sys.executable, "-m", "dsstar", *argv], capture_output=True,
@@ -158,12 +159,3 @@ def test_a_bench_stopped_by_an_unreachable_prefect_api_says_so_as_json(
     assert result["out"] == str(out) and "Failed to reach API" in result["error"], result
     assert "the same command again resumes it" in result["error"]
     assert "Traceback" not in done.stderr and done.stderr.startswith("error: the benchmark stopped")
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then closed)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -42,3 +42,41 @@ def test_installing_again_adds_no_thread_no_pipe_and_no_hook():
     assert lines[0] == "watchers 1 new fds 2", done.stderr  # one pipe: its two ends
     assert lines[1:] == [f"hook {signal.SIGTERM.value}"], done.stderr  # the hook ran once
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
+
+
+ORDER = textwrap.dedent(
+    """
+    import os, signal, time
+    from dsstar.errors import Interrupted
+    from dsstar.execution import stopping
+
+    def report(signum):  # the run's hook: marks it and says how to resume, added first
+        print("report", signum, flush=True)
+
+    def release(signum):  # a cleanup waiting on a server that does not answer, added later
+        print("release", flush=True)
+        time.sleep(60)
+
+    def scratch(signum):
+        print("scratch", flush=True)
+
+    stopping.install()
+    stopping.at_stop(report)
+    stopping.at_stop(release, last=True)
+    stopping.at_stop(scratch)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+    except Interrupted:
+        stopping.finish()
+    """
+)
+
+
+def test_a_cleanup_added_last_runs_after_the_hook_that_reports_the_run():
+    """Hooks run newest first, but one added with `last` (the release of concurrency leases,
+    which may wait on a busy server) runs after all the others: the run is reported even when
+    that cleanup outlasts the stop's time, and the process still exits in that time."""
+    done = subprocess.run([sys.executable, "-c", ORDER], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["scratch", "report 15", "release"], done.stderr
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr

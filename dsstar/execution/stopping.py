@@ -40,6 +40,7 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 Hook = Callable[[int], None]
 _hooks: list[Hook] = []
+_last: list[Hook] = []  # cleanups that may wait on a server: after those that tell the user
 _state: dict[str, float | int | bool | None] = {"signum": None, "at": None, "raised": False}
 _state_lock = threading.Lock()
 _finish_lock = threading.Lock()
@@ -69,10 +70,14 @@ def requested() -> int | None:
     return _state["signum"]  # type: ignore[return-value]
 
 
-def at_stop(hook: Hook) -> None:
-    """Run `hook(signum)` whenever this process is stopped (hooks run newest first, each once)."""
-    if hook not in _hooks:
-        _hooks.append(hook)
+def at_stop(hook: Hook, *, last: bool = False) -> None:
+    """Run `hook(signum)` whenever this process is stopped (hooks run newest first, each once).
+    `last` hooks run after all the others, whenever they were added: a cleanup that may wait
+    on a busy server (and has a fallback) must not use up the time of the hook that marks the
+    run and tells the user how to resume it."""
+    hooks = _last if last else _hooks
+    if hook not in hooks:
+        hooks.append(hook)
 
 
 @contextlib.contextmanager
@@ -92,8 +97,9 @@ def finish() -> NoReturn:
     started = float(_state["at"] or time.monotonic())
     budget = max(0.5, started + GRACE_S + HOOKS_S - time.monotonic())
     if _finish_lock.acquire(timeout=budget):
-        hooks = list(reversed(_hooks))
+        hooks = [*reversed(_hooks), *reversed(_last)]
         _hooks.clear()
+        _last.clear()
         runner = threading.Thread(target=_run_hooks, args=(hooks, signum), daemon=True)
         runner.start()
         runner.join(timeout=budget)

@@ -121,7 +121,8 @@ def _start_keeper() -> None:
         _keeper = threading.Thread(target=_keep, name="dsstar-leases", daemon=True)
         _keeper.start()
     atexit.register(release_all)
-    stopping.at_stop(lambda signum: release_all(tries=3))  # a stop exits without atexit
+    # A stop exits without atexit. Last: the server frees a lease left behind when it expires.
+    stopping.at_stop(lambda signum: release_all(tries=3), last=True)
 
 
 def _keep() -> None:

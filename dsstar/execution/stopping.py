@@ -11,9 +11,10 @@ then:
   thread has not finished within `GRACE_S`, a watchdog thread finishes the stop itself.
 
 `finish()` runs the stop hooks once, newest first (mark the run, print the resume hint, stop
-the Prefect server, delete temporary folders), kills every remaining child process and exits
-with 128 + the signal number: 130 for SIGINT, 143 for SIGTERM. Scripts are killed last, so a
-script killed by the stop is never taken for a finished (and cached) execution.
+the Prefect server, delete temporary folders) and those added with `last` after them, kills
+every remaining child process and exits with 128 + the signal number: 130 for SIGINT, 143 for
+SIGTERM. Scripts are killed last, so a script killed by the stop is never taken for a finished
+(and cached) execution.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from dsstar.cli._app import (
     load_settings,
     setting_option,
 )
+from dsstar.cli._output import json_line
 from dsstar.errors import DSStarError, UsageError
 from dsstar.events import BenchStarted, BenchTaskDone, Event, LLMReplied
-from dsstar.text import clean
 
 __all__ = ["bench"]
 
@@ -186,7 +186,7 @@ def score_command(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if as_json:
-        sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json_line(result))
     else:
         for row in result["tasks"]:
             print(f"{row['task_id']}\t{row['score']:.3f}")
@@ -229,15 +229,13 @@ def _stopped(exc: Exception, out: Path, as_json: bool, verbose: bool) -> NoRetur
     )
     err.print(error_line(message))
     if as_json:
-        sys.stdout.write(
-            json.dumps({"error": clean(message), "out": str(out)}, ensure_ascii=False) + "\n"
-        )
+        sys.stdout.write(json_line({"error": message, "out": str(out)}))
     raise typer.Exit(EXIT_FAILED)
 
 
 def _report_bench(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json_line(result))
         return
     summary = result.get("summary") or {}
     overall = summary.get("all", {}).get("score")

@@ -10,6 +10,11 @@ artifacts), replacing what cannot be represented with U+FFFD.
 Terminal output is a separate concern: what a script or a model printed must not drive the
 terminal, so escape and control sequences are shown as visible placeholders.
 
+Markdown is a third: the Prefect UI renders artifacts, descriptions and state messages as
+markdown, so text a script, a model or a file wrote is shown through `md_text`, which escapes
+every character markdown gives a meaning to: no link, image, HTML, emphasis or heading can come
+from it, and a bare address is not made a link. dsstar writes markdown syntax only around it.
+
 A cost is shown the same way everywhere (the command line, the answer card, the nightly
 table): dollars, or `unknown` when some model had no known price (`money`).
 """
@@ -29,6 +34,7 @@ __all__ = [
     "fenced",
     "for_database",
     "for_terminal",
+    "md_text",
     "money",
 ]
 
@@ -111,6 +117,20 @@ def fenced(text: str, info: str = "") -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{text}\n{fence}"
+
+
+# Every ASCII punctuation character may be backslash-escaped in CommonMark, and an escaped one
+# is always literal. Escaping them all also breaks what a renderer would turn into a link by
+# itself (GFM's bare `https://...`, `www.` and `a@b.c`): the escaped `:`, `.` and `@` no longer
+# read as one.
+_MD_SPECIAL = re.compile(r"""([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])""")
+
+
+def md_text(value: Any) -> str:
+    """`value` (what a script printed, a model wrote, a file was named) as markdown that
+    renders as exactly that text: every markdown character escaped, control characters shown
+    as placeholders (`for_terminal`). Line breaks are kept."""
+    return _MD_SPECIAL.sub(r"\\\1", for_terminal(value))
 
 
 def money(value: float | None) -> str:

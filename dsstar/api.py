@@ -196,7 +196,7 @@ def prepare_run(
     from dsstar.storage import new_run_id
 
     preflight(built, data)
-    return PreparedRun(form.model_copy(update={"run_id": form.run_id or new_run_id()}), built)
+    return PreparedRun(form.with_run_id(form.run_id or new_run_id()), built)
 
 
 @_refusing_kept

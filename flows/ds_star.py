@@ -20,7 +20,7 @@ from dsstar.data.sources import DataRoot
 from dsstar.errors import OverBudget, RunEnded, UsageError
 from dsstar.execution import scratch
 from dsstar.execution.failure import exception_line
-from dsstar.inputs.form import PreparedRun, RunForm, explain
+from dsstar.inputs.form import PreparedRun, RunForm, explain, run_id_in
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.spec import data_source, run_spec
 from dsstar.inputs.trust import check_form, hold_data_location
@@ -31,7 +31,7 @@ from dsstar.settings import Settings
 from dsstar.storage import Store
 from flows import _story as story
 from flows._finish import finish
-from flows._forms import form_flow
+from flows._forms import form_flow, given_name
 from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
@@ -50,7 +50,10 @@ def default_run_id() -> str:
 
 
 def _flow_run_name() -> str:
-    return flow_run.parameters.get("run_id") or default_run_id()
+    """The flow run's name: its run id when the form names one; else the name it was created
+    with when a person gave one (the Run Name of the UI's form); else the run id derived
+    from the flow run."""
+    return run_id_in(flow_run.parameters) or given_name() or default_run_id()
 
 
 # What every ds-star flow is, whoever starts it: one name, one run name, one form.
@@ -117,9 +120,12 @@ def _validated(fields: dict[str, Any]) -> tuple[RunForm, Settings]:
         raise UsageError(explain(exc)) from exc
 
 
-def _given(fields: dict[str, Any]) -> dict[str, Any]:
-    """The parameters as `RunForm.parameters` writes them: unset fields left out."""
-    return {k: v for k, v in fields.items() if v is not None}
+def _given(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """The parameters as `RunForm.parameters` writes them (None when they make no form)."""
+    try:
+        return RunForm.model_validate(fields).parameters()
+    except ValidationError:
+        return None
 
 
 def _checked_run(

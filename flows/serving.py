@@ -1,5 +1,9 @@
 """Serving both deployments from one process (`dsstar serve`), and stopping it cleanly.
 
+Both deployments refuse a form Prefect's server could store but not read back
+(`flows._forms.form_deployment`), and the runner repairs such a flow run when one is there
+anyway (`flows._unreadable`): one bad flow run never stops it.
+
 Prefect's `serve` handles SIGTERM by calling the runner's sync `stop()` from inside its own
 event loop, where that returns a coroutine nobody awaits ("coroutine 'Runner.astop' was never
 awaited") and exits at once. Here SIGTERM and SIGINT ask the loop to stop the runner; the
@@ -12,16 +16,20 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import httpx
 from prefect import get_client
 from prefect.client.schemas.actions import DeploymentUpdate
 from prefect.runner import Runner
 from prefect.schedules import Cron
 
 from dsstar.settings import Settings
+from flows._forms import form_deployment
+from flows._unreadable import repair_unreadable
 from flows.ds_star import ds_star
 from flows.nightly import ds_star_nightly
 from tasks.slots import ensure_limit, ensure_rate, server_url
@@ -45,7 +53,8 @@ def share_limits(settings: Settings) -> list[str] | None:
 
 
 class _Runner(Runner):
-    """A Runner whose SIGTERM (and SIGINT) stop it from inside its own event loop."""
+    """A Runner whose SIGTERM (and SIGINT) stop it from inside its own event loop, and that
+    one flow run Prefect's server cannot read back never stops (`flows._unreadable`)."""
 
     def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
         loop = self._loop
@@ -53,6 +62,45 @@ class _Runner(Runner):
             raise SystemExit(0)
         # A signal handler runs between two steps of the loop: schedule the stop there.
         loop.call_soon_threadsafe(lambda: loop.create_task(self.astop()))
+
+    async def __aenter__(self) -> _Runner:
+        entered = await super().__aenter__()
+        await self._repair(newest=1000)  # one left from before this process: its restart heals
+        poller = self._scheduled_run_poller
+        poll, last = poller._get_scheduled_flow_runs, [time.monotonic()]
+
+        async def polled() -> list[Any]:
+            try:
+                runs = await poll()
+            except httpx.HTTPStatusError as exc:
+                # Prefect's poll loop stops serving after three failed polls in a row.
+                if exc.response.status_code < 500 or not await self._repair(scheduled=True):
+                    raise
+                runs = await poll()
+            if time.monotonic() - last[0] > _CHECK_NEWEST_S:  # the run list, kept answering
+                last[0] = time.monotonic()
+                await self._repair(newest=_NEWEST)
+            return runs
+
+        poller._get_scheduled_flow_runs = polled  # type: ignore[method-assign]
+        return entered
+
+    async def _repair(self, scheduled: bool = False, newest: int = 1000) -> list[UUID]:
+        """Make the unreadable flow runs readable: the scheduled runs of these deployments,
+        or the `newest` of the server. A failure here is said, never raised."""
+        chosen: dict[str, Any] = {"newest": newest}
+        if scheduled:
+            ids = self._deployment_registry.get_deployment_ids()
+            chosen = {"deployment_ids": ids, "state_types": ["SCHEDULED"]}
+        try:
+            return await repair_unreadable(self._client, say=self._logger.warning, **chosen)
+        except Exception as exc:  # the server busy or gone: the poll says so itself
+            self._logger.warning("could not look for unreadable flow runs: %s", exc)
+            return []
+
+
+_CHECK_NEWEST_S = 60.0  # how often the newest flow runs are checked for unreadable ones
+_NEWEST = 50  # those the run list shows first
 
 
 def _served_from_here(deployment_id: UUID) -> None:
@@ -67,12 +115,14 @@ def _served_from_here(deployment_id: UUID) -> None:
 def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int) -> None:
     """Serve ds-star/on-demand and ds-star-nightly/nightly until SIGTERM or SIGINT; returns
     once the runner has stopped and paused the deployments' schedules."""
-    on_demand = ds_star.to_deployment(
+    on_demand = form_deployment(
+        ds_star,
         name="on-demand",
         description="Answer one question about a folder or bucket of data files.",
         tags=["dsstar"],
     )
-    nightly = ds_star_nightly.to_deployment(
+    nightly = form_deployment(
+        ds_star_nightly,
         name="nightly",
         description="Answer every question of the nightly question set.",
         schedules=[Cron(cron, timezone=timezone, slug="nightly")],

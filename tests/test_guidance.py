@@ -144,7 +144,7 @@ def in_thread(run_id: str, data: Path, **options):
 
     def target() -> None:
         result["value"] = ds_star(
-            question=QUESTION, data=str(data), run_id=run_id, options={"ask_human": True, **options}
+            question=QUESTION, data=str(data), run_id=run_id, ask_human=True, **options
         )
 
     thread = threading.Thread(target=target, daemon=True)

@@ -305,3 +305,39 @@ def test_the_flow_of_a_prepared_run_is_the_ds_star_flow_given_that_run():
     assert (flow.name, flow.description) == (ds_star.name, ds_star.description)
     assert flow.parameters == ds_star.parameters
     assert flow.flow_run_name is ds_star.flow_run_name
+
+
+def test_a_flow_run_prefect_cannot_read_back_is_found_and_made_readable():
+    """A flow run created without a deployment has no schema to meet: Prefect's server stores
+    300 levels of lists in its parameters, then every list of runs that holds it answers 500.
+    `repair_unreadable` (what `dsstar serve` runs) finds it by narrowing down the lists that
+    fail, clears it and marks it Failed, and the run list answers again."""
+    import asyncio
+
+    import httpx
+
+    from flows._unreadable import REPAIRED, repair_unreadable
+
+    async def repair() -> list:
+        async with get_client() as client:
+            return await repair_unreadable(client, newest=100, say=said.append)
+
+    said: list[str] = []
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name("unreadable-check")
+    http = httpx.Client(base_url=os.environ["PREFECT_API_URL"] + "/", timeout=30)
+    with http:
+        try:
+            created = http.post("flow_runs/", json={"flow_id": str(flow_id), "name": "deep",
+                                                    "parameters": {"x": _nested(300)}})  # fmt: skip
+            assert created.status_code == 500  # stored all the same
+            assert http.post("flow_runs/filter", json={"limit": 100}).status_code == 500
+            [repaired] = asyncio.run(repair())
+        finally:
+            asyncio.run(repair())  # never leave the session's server unreadable
+        assert http.post("flow_runs/filter", json={"limit": 100}).status_code == 200
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(repaired)
+    assert (flow_run.name, flow_run.parameters) == ("deep", {})
+    assert flow_run.state.is_failed() and flow_run.state.message == REPAIRED
+    assert said == [f"flow run {repaired} could not be read back: cleared and marked Failed"]

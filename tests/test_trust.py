@@ -25,7 +25,7 @@ from processes import stop
 
 import dsstar.inputs.trust as trust
 from dsstar.errors import DataError, ForbiddenError
-from dsstar.inputs.form import RunForm
+from dsstar.inputs.form import RunForm, grouped
 from dsstar.settings import Settings
 
 QUESTION = "Which region had the highest revenue in 2024 H1?"
@@ -280,9 +280,10 @@ def _wait_deployed(proc: subprocess.Popen, log_path: Path) -> None:
 
 
 def attack(**parameters: object):
-    """A flow run created through the API, as any local user can; its final state."""
+    """A flow run created through the API, as any local user can (settings in the form's
+    sections, which the deployment's schema asks for); its final state."""
     flow_run = run_deployment(
-        "ds-star/on-demand", parameters={"question": QUESTION, **parameters},
+        "ds-star/on-demand", parameters=grouped({"question": QUESTION, **parameters}, RunForm),
         timeout=240, poll_interval=1,
     )  # fmt: skip
     return flow_run.state

@@ -35,6 +35,7 @@ from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from scenarios import ANSWER, always_first_time
 
+from dsstar.inputs.form import run_id_in
 from dsstar.locations import normalize_location
 from dsstar.records.ledger import Ledger, question_key
 from flows.workers import LOST_WORKER, RETRY_CRASHED, ensure_worker_recovery
@@ -291,7 +292,7 @@ def test_a_nightly_batch_spreads_over_two_workers_and_survives_one_dying(cluster
         rows = nightly_table(client, batch.id)
         batch_id = f"{batch.created:%Y%m%d-%H%M%S}-{str(batch.id)[:6]}"  # as the flow names it
         question_runs = {  # this server's only ds-star flow runs
-            run.parameters["run_id"]: run
+            run_id_in(run.parameters): run
             for run in client.read_flow_runs()
             if "question" in run.parameters
         }

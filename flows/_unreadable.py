@@ -11,14 +11,14 @@ its flow run, or create one without a deployment.
 
 `repair_unreadable` finds such flow runs by their ids alone (the UI's history endpoint
 answers without parameters), narrowing down the lists that fail to be read, and makes each
-readable again: its parameters and job variables cleared, its state set to Failed saying
-why; a run still unreadable after that is deleted. `dsstar serve` calls it when its poll
-fails, at its start and once a minute for the newest runs.
+readable again: its parameters and (while it is Scheduled) job variables cleared, its state
+set to Failed saying why; a run still unreadable after that is deleted. `dsstar serve` calls
+it when its poll fails, at its start and once a minute for the newest runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from uuid import UUID
 
@@ -94,10 +94,24 @@ async def _readable(client: PrefectClient, ids: list[UUID]) -> bool:
 
 
 async def _repair(client: PrefectClient, flow_run_id: UUID, say: Callable[[str], Any]) -> None:
-    await client.update_flow_run(flow_run_id, parameters={}, job_variables={})
-    await client.set_flow_run_state(flow_run_id, Failed(message=REPAIRED), force=True)
-    if await _readable(client, [flow_run_id]):
+    # Cleared first, each on its own: Prefect's server changes the state only of a flow run
+    # it can read, and takes job variables only from a run still Scheduled.
+    await _tried(client.update_flow_run(flow_run_id, parameters={}))
+    await _tried(client.update_flow_run(flow_run_id, job_variables={}))
+    failed = await _tried(
+        client.set_flow_run_state(flow_run_id, Failed(message=REPAIRED), force=True)
+    )
+    if failed and await _readable(client, [flow_run_id]):
         say(f"flow run {flow_run_id} could not be read back: cleared and marked Failed")
-    else:
+    else:  # the deep value is where nothing clears it (its context, an earlier state)
         await client.delete_flow_run(flow_run_id)
         say(f"flow run {flow_run_id} could not be read back, even cleared: deleted")
+
+
+async def _tried(call: Awaitable[Any]) -> bool:
+    """Whether the server did what `call` asks (False: it answered with an error)."""
+    try:
+        await call
+    except httpx.HTTPStatusError:
+        return False
+    return True

@@ -25,6 +25,7 @@ from typing import Annotated, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -228,7 +229,7 @@ def _valid_run_id(value: str | None) -> str | None:
 
 
 _RUN_ID = (
-    Annotated[str | None, Field(max_length=VALUE_CHARS), BeforeValidator(_valid_run_id)],
+    Annotated[str | None, Field(max_length=VALUE_CHARS), AfterValidator(_valid_run_id)],
     Field(
         None,
         description="Name a new run, or continue a stored one with its own question, data"

@@ -107,7 +107,7 @@ def test_a_run_records_its_parameters_without_importing_fastapi(env, llm, sales)
     with get_client(sync_client=True) as client:
         [flow_run] = client.read_flow_runs(flow_run_filter=named)
     assert {k: v for k, v in flow_run.parameters.items() if v not in (None, "", {})} == {
-        "question": "Which region had the highest revenue?", "data": str(sales), "guidelines": "",
+        "question": "Which region had the highest revenue?", "data": str(sales),
         "limits": {"max_rounds": 3},
         "advanced": {"run_id": "no-fastapi", "agent_models": {"verifier": "openai/gpt-4o-mini"}},
     }  # fmt: skip

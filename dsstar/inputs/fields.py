@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import AllowInfNan, BeforeValidator, Field
 from pydantic.fields import FieldInfo
@@ -127,7 +127,7 @@ def form_type(field: FieldInfo) -> Any:
         metadata += [AllowInfNan(False), BeforeValidator(_not_boolean)]
     elif kind in (str, Path):
         return _bounded_text(VALUE_CHARS)  # a path is given as text; Settings makes it a Path
-    elif kind is bool:
+    elif kind is bool or get_origin(kind) is Literal:  # a choice: bounded by its values
         pass
     elif get_origin(kind) is dict and get_args(kind) == (str, str):
         kind = dict[_bounded_text(64), _bounded_text(VALUE_CHARS)]  # type: ignore[misc]

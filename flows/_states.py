@@ -26,7 +26,7 @@ from prefect.states import Cancelled, Crashed, Failed
 
 from dsstar.algorithm.verdict import ANSWERED, Status
 from dsstar.errors import RunEnded
-from dsstar.text import clean
+from dsstar.text import log_text
 
 __all__ = ["OVER_BUDGET_STATE", "final_state", "mark_crashed", "one_line"]
 
@@ -37,10 +37,12 @@ _MOST = 500  # a state message is one line of at most this many characters
 
 
 def one_line(text: str | None, fallback: str) -> str:
-    """The first non-empty line of `text`, bounded, valid UTF-8 (Prefect sends it as JSON)."""
+    """The first non-empty line of `text`, bounded, valid UTF-8 (Prefect sends it as JSON).
+    Plain text (`log_text`): the UI shows a state message as it is, but Prefect's own log line
+    "Finished in state Failed('...')" carries it to the Logs tab."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     line = lines[0] if lines else fallback
-    return clean(line if len(line) <= _MOST else line[: _MOST - 3] + "...")
+    return log_text(line if len(line) <= _MOST else line[: _MOST - 3] + "...")
 
 
 def final_state(result: dict[str, Any]) -> dict[str, Any] | State:

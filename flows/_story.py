@@ -4,6 +4,10 @@ Without these lines the Prefect UI shows only Prefect's half of a run ("Finished
 Completed()"). Each line goes through Prefect's run logger, so it reaches the API (the Logs
 tab) whatever the console shows; the CLI keeps its console quiet unless --verbose. Lines start
 with a fixed word (`stage`, `round`, `route`, `answer`, ...) so that they can be filtered.
+
+A line carries a question, a step, an answer or an error line, written by a form, a model or a
+script: it is plain text in the Logs tab, but that tab colours ANSI codes and makes every
+`https://` address a link, so each line goes through `log_text` (neither happens).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
 from dsstar.algorithm.verdict import verdict_label
-from dsstar.text import clean
+from dsstar.text import log_text
 
 __all__ = ["analyzed", "answered", "failed", "reused", "retrieved", "route", "round_done", "say"]
 
@@ -29,8 +33,8 @@ def say(message: str, *args: Any, level: int = logging.INFO) -> None:
     except MissingContextError:  # called outside a run (a unit test of a helper)
         logger = logging.getLogger("dsstar.flows")
     # A file name that is not UTF-8 (surrogate-escaped) would fail Prefect's request for the
-    # line's whole batch of logs: the line is made valid text first.
-    logger.log(level, clean(message % args if args else message))
+    # line's whole batch of logs: the line is made valid text first (`log_text` does).
+    logger.log(level, log_text(message % args if args else message))
 
 
 def _short(text: Any) -> str:

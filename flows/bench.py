@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dsstar import progress
 from dsstar.algorithm.verdict import ANSWERED
@@ -35,6 +34,7 @@ from dsstar.storage import Store
 from dsstar.views.report import agent_usage
 from flows.ds_star import completed_result, ds_star
 from flows.nightly import share_analyses
+from tasks.cards import publish_markdown, publish_table
 from tasks.keys import artifact_key
 
 __all__ = ["ds_star_bench", "task_dicts", "task_run_id"]
@@ -246,10 +246,9 @@ def _publish(
     title = f"{suite} benchmark {bench_id}"
     paths = write_outputs(out, title, outcomes, scores, agents)
     rows = table_rows(outcomes, scores)
-    create_table_artifact(key=artifact_key(f"{bench_id}-bench"), table=rows,
-                          description=f"{title}: one row per task")  # fmt: skip
-    create_markdown_artifact(key=artifact_key(f"{bench_id}-report"),
-                             markdown=render_report(title, outcomes, scores, agents))  # fmt: skip
+    publish_table(artifact_key(f"{bench_id}-bench"), rows, f"{title}: one row per task")
+    report = render_report(title, outcomes, scores, agents)
+    publish_markdown(artifact_key(f"{bench_id}-report"), report, f"{title}: the report")
     failed = sum(o["status"] == "failed" for o in outcomes)
     return {
         "bench_id": bench_id,

@@ -461,5 +461,5 @@ def test_the_report_has_scores_calls_tokens_and_cost_per_category_and_hardness(a
     assert "| category | tasks | score | llm_calls | input_tokens | output_tokens | cost_usd |" in (
         report
     )
-    assert "| data-sa | 3 | 100.0 | 12 | 3000 | 300 | 0.03 |" in report
+    assert "| data\\-sa | 3 | 100.0 | 12 | 3000 | 300 | 0.03 |" in report  # text escaped
     assert "| hard | 8 | 100.0 | 32 | 8000 | 800 | 0.08 |" in report

@@ -111,8 +111,8 @@ def test_bench_run_dacode_slice_with_chat_style_replies(env, llm, tmp_path):
     chart = out / "answers" / "plot-bar-004" / "dabench" / "plot.json"
     assert json.loads(chart.read_text())["graph_title"] == "Sex vs Pclass Survival Comparison"
     report = (out / "report.md").read_text()
-    assert "## Per category" in report and "| dm-csv | 3 | 100.0 |" in report
-    assert "| di-text | 2 | 50.0 |" in report
+    assert "## Per category" in report and "| dm\\-csv | 3 | 100.0 |" in report
+    assert "| di\\-text | 2 | 50.0 |" in report
 
     # `bench score` scores the answer folder the run laid out as the run did.
     again = forked_cli.run([sys.executable, "-m", "dsstar", "bench", "score", "--suite", "dacode",

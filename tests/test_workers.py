@@ -33,6 +33,7 @@ from prefect.client.schemas.actions import WorkPoolCreate
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
+from rendered import cells_shown
 from scenarios import ANSWER, always_first_time
 
 from dsstar.locations import normalize_location
@@ -380,4 +381,4 @@ def nightly_table(client, flow_run_id) -> list[dict]:
         artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
     )
     [table] = [a for a in artifacts if a.type == "table" and (a.key or "").endswith("nightly")]
-    return json.loads(table.data) if isinstance(table.data, str) else table.data
+    return cells_shown(json.loads(table.data) if isinstance(table.data, str) else table.data)

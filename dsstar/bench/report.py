@@ -3,6 +3,9 @@
 `outcomes` are one dict per task, as flows/bench.py gathers them: task_id, run_id, status,
 answer, error, rounds, llm_calls, input_tokens, output_tokens, cost_usd, seconds, plan,
 solution and `agents` (agent -> calls, input_tokens, output_tokens, cost_usd).
+
+report.md is markdown (the Prefect UI shows it as the benchmark's report card): answers, errors,
+task ids and category names are shown as text (`md_text`, `md_code`), never as markdown.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from dsstar.text import fenced, md_code, md_text
 
 __all__ = ["agent_totals", "group_rows", "reasoning_trace", "table_rows", "write_outputs"]
 
@@ -76,10 +81,16 @@ def _markdown_table(rows: list[dict[str, Any]]) -> str:
     keys = list(rows[0])
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     for row in rows:
-        cells = [str("" if row[k] is None else row[k]).replace("|", "\\|").replace("\n", " ")
-                 for k in keys]  # fmt: skip
+        cells = [_cell(row[k]) for k in keys]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    """A cell of a markdown table: a number as it is, text escaped on one line (`|` too)."""
+    if value is None:
+        return ""
+    return md_text(value, line=True) if isinstance(value, str) else str(value)
 
 
 GROUPED_BY = {"category": "Per category", "task": "Per task group", "domain": "Per domain",
@@ -122,15 +133,14 @@ def render_report(
     cost = sum(o.get("cost_usd") or 0.0 for o in outcomes)
     failed = [o for o in outcomes if o["status"] == "failed"]
     parts = [
-        f"# {title}\n",
+        f"# {md_text(title, line=True)}\n",
         f"Tasks: {len(outcomes)} · answered: {len(outcomes) - len(failed)} · failed: "
         f"{len(failed)} · LLM calls: {sum(o.get('llm_calls') or 0 for o in outcomes)} · "
         f"cost: ${cost:.4f} · wall time (sum of tasks): "
         f"{sum(o.get('seconds') or 0 for o in outcomes):.0f} s\n",
         "## Accuracy\n",
-        "```json\n"
-        + json.dumps((scores or {}).get("summary", "no truth given"), indent=2)
-        + "\n```\n",
+        fenced(json.dumps((scores or {}).get("summary", "no truth given"), indent=2), "json")
+        + "\n",
         *[
             part
             for title, table in group_rows(outcomes, scores).items()
@@ -141,7 +151,11 @@ def render_report(
         "## Per task\n",
         _markdown_table(rows),
         "## Failures\n",
-        "".join(f"- `{o['task_id']}` (run {o['run_id']}): {o.get('error')}\n" for o in failed)
+        "".join(
+            f"- {md_code(o['task_id'])} (run {md_code(o['run_id'])}):"
+            f" {md_text(o.get('error'), line=True)}\n"
+            for o in failed
+        )
         or "(none)\n",
     ]
     return "\n".join(parts)

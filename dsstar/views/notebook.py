@@ -1,4 +1,7 @@
-"""A Jupyter notebook of a finished run: every round's plan, code and output, then the answer."""
+"""A Jupyter notebook of a finished run: every round's plan, code and output, then the answer.
+
+Its markdown cells show the question, the plan and the route as text (`md_text`): a notebook
+viewer renders markdown and HTML, and these come from a form, a model and a script."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from dsstar.algorithm.verdict import verdict_label
+from dsstar.text import md_text
 
 __all__ = ["build_notebook"]
 
@@ -25,10 +29,14 @@ def build_notebook(
     Without a `solution` (a person stopped the run) there is no final section. `figures`
     (ExecResult.figures of the final script) show under it: png and jpeg inline, the others
     (svg, html, pdf: untrusted content) named only."""
-    cells = [new_markdown_cell(f"# {question}\n\nStatus: **{status}**")]
+    cells = [
+        new_markdown_cell(f"# {md_text(question, line=True)}\n\nStatus: **{md_text(status)}**")
+    ]
     for item in rounds:
-        plan = "\n".join(f"{i}. {step}" for i, step in enumerate(item["plan"], 1))
-        route = f"\n\nRoute that opened it: {item['route']}" if item.get("route") else ""
+        plan = "\n".join(
+            f"{i}. {md_text(step, line=True)}" for i, step in enumerate(item["plan"], 1)
+        )
+        route = f"\n\nRoute that opened it: {md_text(item['route'])}" if item.get("route") else ""
         verdict = verdict_label(item.get("verdict"))
         cells.append(
             new_markdown_cell(

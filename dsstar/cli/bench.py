@@ -189,9 +189,21 @@ def score_command(
         sys.stdout.write(json_line(result))
     else:
         for row in result["tasks"]:
-            print(f"{row['task_id']}\t{row['score']:.3f}")
+            print(_score_line(row))
         err.print(json.dumps(result["summary"], indent=2), highlight=False)
     raise typer.Exit(EXIT_OK)
+
+
+def _score_line(row: dict[str, Any]) -> str:
+    """A task's score, its corrected score where it has one, and why when it is 0."""
+    from dsstar.bench.registry import why_zero
+
+    fields = [str(row["task_id"]), f"{row['score']:.3f}"]
+    if row.get("corrected_score") is not None:
+        fields.append(f"corrected {row['corrected_score']:.3f}")
+    if row["score"] == 0:
+        fields.append(f"why: {why_zero(row)}")
+    return "\t".join(fields)
 
 
 def _tasks(suite: str, source: Any, ids: list[str] | None, limit: int | None) -> list:

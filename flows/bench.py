@@ -23,7 +23,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from dsstar import progress
 from dsstar.algorithm.verdict import ANSWERED
 from dsstar.bench import BenchTask, agent_totals, get, score, table_rows, write_outputs
-from dsstar.bench.report import render_report
+from dsstar.bench.report import render_report, usage_of
 from dsstar.errors import DSStarError
 from dsstar.events import BenchStarted, BenchTaskDone
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
@@ -243,20 +243,26 @@ def _publish(
     if judge is not None:
         judge.save()
     agents = agent_totals(outcomes, analysis_calls + (judge.calls if judge else []))
+    shared = usage_of(analysis_calls)
     title = f"{suite} benchmark {bench_id}"
-    paths = write_outputs(out, title, outcomes, scores, agents)
+    paths = write_outputs(out, title, outcomes, scores, agents, shared)
     rows = table_rows(outcomes, scores)
     create_table_artifact(key=artifact_key(f"{bench_id}-bench"), table=rows,
                           description=f"{title}: one row per task")  # fmt: skip
     create_markdown_artifact(key=artifact_key(f"{bench_id}-report"),
-                             markdown=render_report(title, outcomes, scores, agents))  # fmt: skip
+                             markdown=render_report(title, outcomes, scores, agents,
+                                                    shared))  # fmt: skip
     failed = sum(o["status"] == "failed" for o in outcomes)
     return {
         "bench_id": bench_id,
         "tasks": len(outcomes),
         "failed": failed,
         "summary": scores["summary"] if scores else None,
-        "cost_usd": round(sum(o.get("cost_usd") or 0.0 for o in outcomes), 6),
+        "cost_usd": round(
+            sum(o.get("cost_usd") or 0.0 for o in outcomes) + shared["cost_usd"], 6
+        ),  # fmt: skip
+        "llm_calls": sum(row["calls"] for row in agents.values()),
+        "analysis": shared,
         "agents": agents,
         **paths,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),

@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import forked_cli
+import psutil
 import pytest
 from fake_llm import text_of
 from scenarios import describe_script
@@ -68,6 +72,8 @@ def script_slice(llm, replies: dict[str, dict[str, str]]) -> None:
     llm.default("planner", reply_of("planner"))
     llm.default("coder", reply_of("coder"))
     llm.default("verifier", reply_of("verifier"))
+    # Asked beside the verifier (its reply unread once the verifier says Yes)
+    llm.default("router", lambda req: "The output answers only part of it.\n\nAdd Step")
     llm.default("finalyzer", reply_of("coder"))
 
 
@@ -121,3 +127,61 @@ def test_bench_run_dacode_slice_with_chat_style_replies(env, llm, tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     rescored = {r["task_id"]: r["score"] for r in json.loads(again.stdout)["tasks"]}
     assert {t: rescored[t] for t in rows} == {t: row["score"] for t, row in rows.items()}
+
+
+# Three small tasks for the checks below: a JSON answer, a table, a test's result.
+SMALL = ["di-text-001", "dm-csv-010", "data-sa-001"]
+
+
+@pytest.mark.timeout(900)
+def test_bench_run_without_a_prefect_api_on_a_busy_machine_and_calls_that_add_up(
+    env, llm, tmp_path
+):
+    """Without PREFECT_API_URL `bench run` starts the temporary server `dsstar run` starts,
+    and waits for it as long, here with two busy cores beside it; the server ends with the
+    command. The report's calls per agent are the requests the model server received, the
+    shared analysis among them and also on its own line; the answer folders hold every key
+    DA-Code's evaluator reads."""
+    script_slice(llm, read_replies())
+    out = tmp_path / "bench"
+    argv = ["bench", "run", "--suite", "dacode", "--root", str(DACODE), "--parallel", "2",
+            "--task-ids", ",".join(SMALL), "--out", str(out), "--json"]  # fmt: skip
+    child_env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    child_env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # the server's own database
+    busy = subprocess.Popen(["stress", "--cpu", "2"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        cli = subprocess.Popen([sys.executable, "-m", "dsstar", *argv], env=child_env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            stdout, stderr = cli.communicate(timeout=800)
+        finally:
+            cli.kill()
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)  # stress and the workers it forked
+        busy.wait()
+    assert cli.returncode == 0, stderr[-3000:]
+    left = [p.pid for p in psutil.process_iter(["cmdline"])
+            if "prefect.server.api.server:create_app" in " ".join(p.info["cmdline"] or [])
+            and str(cli.pid) in (p.info["cmdline"] or [])]  # fmt: skip
+    assert left == [], "the temporary server outlived the command"
+    result = json.loads(stdout)
+    assert result["tasks"] == 3 and result["failed"] == 0
+
+    received = Counter(request["agent"] for request in llm.requests)
+    assert {name: row["calls"] for name, row in result["agents"].items()} == dict(received)
+    shared = [r for r in llm.requests if r["run"].endswith("-analysis")]
+    assert result["analysis"]["calls"] == len(shared) > 0
+    report = (out / "report.md").read_text()
+    total = sum(received.values())
+    assert f"LLM calls: {total} (shared file analysis: {len(shared)})" in report
+    assert f"| analyzer | {received['analyzer']} |" in report
+
+    for task_id in SMALL:
+        kept = json.loads((out / "answers" / task_id / "dabench" / "result.json").read_text())
+        assert {"finished", "steps", "result", "result_files", "trajectory"} <= set(kept)
+        assert kept["finished"] is True and kept["steps"] == len(kept["trajectory"]) >= 2
+        assert {"added_files", "changed_files"} <= set(kept["result_files"])
+        assert all({"observation", "action", "code"} <= set(step) for step in kept["trajectory"])
+        assert kept["trajectory"][0]["action"].startswith("Python(")
+        assert kept["trajectory"][-1]["action"].startswith("Terminate(")

@@ -97,4 +97,6 @@ def why_zero(row: dict[str, Any]) -> str:
         return "no answer for this task"
     if row.get("error"):
         return str(row["error"])
+    if row.get("answer") in (None, ""):
+        return "no answer"
     return f"the answer {row.get('answer')!r} does not match the truth {row.get('truth')!r}"

@@ -108,19 +108,24 @@ def run(
         chosen = _tasks(suite, source, task_ids, limit)
         require_model(settings)
         check_isolation(settings)
+        from flows import start_prefect_api
+
+        # Without PREFECT_API_URL, the temporary server `dsstar run` uses (ready within 90 s,
+        # ended with this command), started now: its start overlaps the model's check.
+        start_prefect_api()
         # A typo'd model or a bad key: once, not once per task.
         check_reachable(settings)
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     from dsstar.inputs.trust import trust_local_user
-    from flows import ds_star_bench, task_dicts
+    from flows import ds_star_bench, prefect_api, task_dicts
 
     trust_local_user()  # the person at the terminal chose these settings: no worker policy
     named = {"model", "storage", "max_rounds"}
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
     try:
-        with _BenchProgress(enabled=not as_json):
+        with prefect_api(), _BenchProgress(enabled=not as_json):
             result = ds_star_bench(
                 parallel=parallel, suite=suite, tasks=task_dicts(chosen), bench_id=bench_id,
                 out=str(out), model=settings.model, storage=settings.storage,

@@ -1,16 +1,16 @@
 """The DA-Code suite: tasks whose answers are files (a table, a JSON answer, predictions, a
-chart), scored against gold files by DA-Code's rules (dacode_tables, dacode_text, dacode_ml,
-dacode_charts).
+chart), scored against gold files as DA-Code's evaluator scores them (dacode_eval, with
+dacode_tables, dacode_text, dacode_ml, dacode_metrics and dacode_charts).
 
 A DA-Code folder is either this project's slice layout (`tasks.jsonl`, `eval.jsonl`,
 `source/<id>/`, `gold/<id>/`) or the DA-Code repository's `da_code/` (`configs/task/*.jsonl`,
 `configs/eval/*.jsonl`, `source/<id>/`, `gold/<id>/`; the repository root works too). A task's
 instruction is the question and its source folder the data.
 
-Answers are a folder per task id, DA-Code's own output layout: the delivered files by the names
-the eval config gives, chart data under `dabench/` (`plot.json`, `result.npy`), and optionally
-`dabench/result.json` whose `result` is the agent's final answer text and `finished` whether
-it finished (an unfinished task scores 0). `bench run` writes such a folder from each run's
+Answers are a folder per task id, DA-Code's own output layout: the delivered files, chart data
+under `dabench/` (`plot.json`, `result.npy`), and `dabench/result.json` whose `result` is the
+agent's final answer (text, or the names of the files it wrote) and `finished` whether it
+finished (an unfinished task scores 0). `bench run` writes such a folder from each run's
 deliverables (`collect`), so a run and another agent's output are scored by the same code.
 """
 

@@ -281,7 +281,7 @@ def test_text_tasks_score_the_answer_text_or_the_json_file_it_names(answers):
                                         '["Monaco"]}')  # fmt: skip
     finished(folder, "The answer is in answer.json")  # ends like a file name: that file
     row = task_score(answers, "di-text-001")
-    assert row["score"] == 0.0 and "not the gold's" in row["why"]
+    assert row["score"] == 0.0 and "differ from the gold's for" in row["why"]
     finished(folder, "Monaco and Mongolia")
     assert "no JSON answer" in task_score(answers, "di-text-001")["why"]
 

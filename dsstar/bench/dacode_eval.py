@@ -126,12 +126,14 @@ def _number(value: Any) -> float:
     return value if isinstance(value, float | int) else 0.0
 
 
-def _why(func: str, given: Any, part: dict[str, Any]) -> str:
+def _why(func: str, given: Any, gold: Any, part: dict[str, Any]) -> str:
     if part.get("error"):
         return str(part["error"])
     if func == "compare_text":
-        return ("no JSON answer in the result text" if part.get("found") is None
-                else "the answer's values are not the gold's")  # fmt: skip
+        try:
+            return dacode_text.explain(given, gold)
+        except Exception:  # an answer the scorer could not read either
+            return "no JSON answer in the result text"
     files = [p for p in _listed(given) if isinstance(p, str)]
     missing = [os.path.basename(p) for p in files if not os.path.exists(p)]
     if missing and func != "compare_image":
@@ -162,7 +164,7 @@ def _score_parts(config: dict[str, Any], pairs: list) -> list[dict[str, Any]]:
         else:
             part |= {"score": _number(returned), "found": returned}
         if part["score"] == 0:
-            part["why"] = _why(func, given, part)
+            part["why"] = _why(func, given, gold, part)
         part.pop("found", None)
         parts.append(part)
     return parts

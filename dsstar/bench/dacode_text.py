@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["compare_text", "read_answer"]
+__all__ = ["compare_text", "explain", "read_answer"]
 
 TOLERANCE = 1e-2
 
@@ -165,3 +165,21 @@ def compare_text(answer: Any, expected: Any, options: dict[str, Any]) -> float |
     except _NoRule as exc:
         raise ValueError(str(exc)) from exc
     return max(scores)
+
+
+def explain(answer: Any, expected: Any) -> str:
+    """Why the answer scores 0 against the (first) gold dictionary, in a line."""
+    given = _load(answer)
+    if isinstance(given, list):
+        given = next((item for item in given if isinstance(item, dict)), None)
+    if not isinstance(given, dict):
+        return "no JSON answer in the result text"
+    gold = next((g for g in map(_load, expected if isinstance(expected, list) else [expected])
+                 if isinstance(g, dict)), {})  # fmt: skip
+    found = {key.lower().strip(): value for key, value in given.items()}
+    missing = [key for key in gold if key.lower().strip() not in found]
+    if missing:
+        return f"the answer lacks the gold's keys {missing}"
+    differ = [key for key, value in gold.items()
+              if not _key_score(value, found[key.lower().strip()], {})]  # fmt: skip
+    return f"the answer's values differ from the gold's for {differ}"

@@ -22,7 +22,7 @@ from prefect import flow
 from dsstar import progress
 from dsstar.algorithm.verdict import ANSWERED
 from dsstar.bench import BenchTask, agent_totals, get, score, table_rows, write_outputs
-from dsstar.bench.report import render_report
+from dsstar.bench.report import render_report, usage_of
 from dsstar.errors import DSStarError
 from dsstar.events import BenchStarted, BenchTaskDone
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
@@ -243,11 +243,12 @@ def _publish(
     if judge is not None:
         judge.save()
     agents = agent_totals(outcomes, analysis_calls + (judge.calls if judge else []))
+    shared = usage_of(analysis_calls)
     title = f"{suite} benchmark {bench_id}"
-    paths = write_outputs(out, title, outcomes, scores, agents)
+    paths = write_outputs(out, title, outcomes, scores, agents, shared)
     rows = table_rows(outcomes, scores)
     publish_table(artifact_key(f"{bench_id}-bench"), rows, f"{title}: one row per task")
-    report = render_report(title, outcomes, scores, agents)
+    report = render_report(title, outcomes, scores, agents, shared)
     publish_markdown(artifact_key(f"{bench_id}-report"), report, f"{title}: the report")
     failed = sum(o["status"] == "failed" for o in outcomes)
     return {
@@ -255,7 +256,11 @@ def _publish(
         "tasks": len(outcomes),
         "failed": failed,
         "summary": scores["summary"] if scores else None,
-        "cost_usd": round(sum(o.get("cost_usd") or 0.0 for o in outcomes), 6),
+        "cost_usd": round(
+            sum(o.get("cost_usd") or 0.0 for o in outcomes) + shared["cost_usd"], 6
+        ),  # fmt: skip
+        "llm_calls": sum(row["calls"] for row in agents.values()),
+        "analysis": shared,
         "agents": agents,
         **paths,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),

@@ -65,6 +65,34 @@ def test_collect_keeps_every_file_but_the_inputs_the_script_and_hidden_names(tmp
     assert "chart" not in found["outputs"][2] and found["left_out"] == []
 
 
+def test_every_file_left_out_is_named_with_why(tmp_path):
+    """Names that cannot be stored or shown as they are (not UTF-8, a newline, a terminal
+    escape) are left out in words, the name escaped, as are links, FIFOs and deep folders."""
+    data = tmp_path / "data"
+    data.mkdir()
+    code = (
+        "import os\n"
+        "open(b'caf\\xe9.csv', 'w').write('a\\n1\\n')\n"
+        "open('two\\nlines.csv', 'w').write('a\\n1\\n')\n"
+        "open('\\x1b[31mred.csv', 'w').write('a\\n1\\n')\n"
+        "open('kept.csv', 'w').write('a\\n1\\n')\n"
+        "os.symlink('kept.csv', 'link.csv'); os.mkfifo('pipe.csv')\n"
+        "os.makedirs('sub/deeper'); open('sub/deeper/x.csv', 'w').write('a')\n"
+    )
+    limits = Limits(timeout_s=60, warm=False)
+    result = run_script(code, data_dir=data, limits=limits, mode="bwrap", work_root=tmp_path)
+    assert result.ok, result.output
+    assert [f["name"] for f in result.outputs] == ["kept.csv"]
+    error = result.outputs_error
+    assert error.startswith("6 file(s) the script wrote were not kept, ") and error in result.output
+    assert "its name is not UTF-8: b'caf\\xe9.csv'" in error
+    assert "its name has a control character: '\\x1b[31mred.csv', 'two\\nlines.csv'" in error
+    assert "a symbolic link: link.csv" in error and "not a regular file: pipe.csv" in error
+    assert "a folder two levels down: sub/deeper/" in error
+    assert "\n" not in error and "\x1b" not in error and "DSSTAR_EXEC_OUTPUTS" not in error
+    json.dumps(result.to_dict()).encode("utf-8")  # stored as it is
+
+
 @pytest.mark.parametrize("mode", ["none", "bwrap"])
 @pytest.mark.parametrize("warm", [False, True])
 def test_the_sandbox_describes_each_saved_figure_from_the_figure_itself(tmp_path, mode, warm):
@@ -111,7 +139,9 @@ def test_a_bound_passed_is_an_error_that_names_it(tmp_path):
     limits = Limits(timeout_s=60, warm=False, outputs=2)
     result = run_script(code, data_dir=data, limits=limits, mode="none", work_root=tmp_path)
     assert [f["name"] for f in result.outputs] == ["part0.csv", "part1.csv"]
-    assert "1 file(s) the script wrote were not kept (part2.csv)" in result.outputs_error
+    assert "1 file(s) the script wrote were not kept, past the bounds: part2.csv." in (
+        result.outputs_error
+    )
     assert "at most 2 files (DSSTAR_EXEC_OUTPUTS)" in result.outputs_error
     assert "(DSSTAR_EXEC_OUTPUTS_MB)" in result.outputs_error
     assert result.outputs_error in result.output
@@ -217,7 +247,7 @@ def test_the_python_api_answer_carries_the_outputs():
         "status": "verified",
         "answer": "revenue.png",
         "outputs": [entry],
-        "outputs_error": "1 file(s) the script wrote were not kept (x.csv): ...",
+        "outputs_error": "1 file(s) the script wrote were not kept, past the bounds: x.csv. ...",
     }
     result = run_result(record, "s3://b/runs/r")
     assert result["outputs"] == [entry] and result["outputs_error"].startswith("1 file(s)")

@@ -6,11 +6,16 @@ before both vanish. Every regular file with one link on the working directory's 
 filesystem is read, at the top level and one folder down, never through a symlink and never
 blocking (a FIFO is skipped), within a count and a byte budget. The inputs (`data/`), the
 script itself and hidden names (caches such as matplotlib's, the chart descriptions) are not
-outputs; each chart description (prelude.py) goes with the file it describes. Everything
-else that is not kept is named in `left_out`, with the reason.
+outputs. Everything else that is not kept is named in `left_out`, with the reason.
+
+A chart description (prelude.py) is what the script's figure hook reported, in the script's
+own process: the script can write that file too, so it is never more than the script's word.
+It goes only with a kept file of a format matplotlib saves whose bytes start as that format
+does and are those the hook hashed when it saved them (not a file changed, or made, after).
 """
 
 import base64
+import hashlib
 import json
 import os
 import stat
@@ -18,6 +23,14 @@ import stat
 __all__ = ["FIGURE_SUFFIXES", "collect", "is_figure", "name_problem"]
 
 FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg", ".pdf", ".html")
+# How a file of each format matplotlib saves starts: a description goes only with such a file.
+_SIGNATURES = {
+    ".png": (b"\x89PNG\r\n\x1a\n",),
+    ".jpg": (b"\xff\xd8\xff",),
+    ".jpeg": (b"\xff\xd8\xff",),
+    ".pdf": (b"%PDF-",),
+    ".svg": (b"<?xml", b"<svg"),
+}
 _SCAN = 2000  # entries looked at per folder: a flood of files costs no more than this
 _FOLDERS = 16  # folders looked in, one level down
 _NOT_OUTPUTS = ("data", "script.py")  # top level: the staged inputs and the script
@@ -113,17 +126,30 @@ def _read(path, device, room):
 
 
 def _charts(workdir, device):
-    """{saved name: description} from the chart hook's lines; the last save of a name wins."""
+    """{saved name: (sha256, description)} from the chart hook's lines; the last save of a
+    name wins."""
     data = _read(os.path.join(workdir, _CHARTS), device, _CHARTS_BYTES)[0]
     found = {}
     for line in (data or b"").splitlines():
         try:
             item = json.loads(line)
-            if isinstance(item.get("name"), str) and isinstance(item.get("chart"), dict):
-                found[item["name"]] = item["chart"]
+            name, digest, chart = item.get("name"), item.get("sha256"), item.get("chart")
+            if isinstance(name, str) and isinstance(digest, str) and isinstance(chart, dict):
+                found[name] = (digest, chart)
         except (ValueError, AttributeError):
             continue
     return found
+
+
+def _description(name, data, charts):
+    """The hook's description of output `name` when its bytes are a figure the hook saved
+    (see the module's docstring); else None."""
+    digest, chart = charts.get(name, (None, None))
+    suffix = os.path.splitext(name)[1].lower()
+    starts = _SIGNATURES.get(suffix, ())  # none for another suffix: no description
+    if chart is None or not data[:64].lstrip().startswith(starts):
+        return None
+    return chart if hashlib.sha256(data).hexdigest() == digest else None
 
 
 def collect(workdir, most, budget):
@@ -147,7 +173,8 @@ def collect(workdir, most, budget):
             left_out.append((name, why))
             continue
         item = {"name": name, "bytes": len(data), "data": base64.b64encode(data).decode("ascii")}
-        if name in charts:
-            item["chart"] = charts[name]
+        chart = _description(name, data, charts)
+        if chart is not None:
+            item["chart"] = chart
         kept.append(item)
     return {"outputs": kept, "left_out": [list(pair) for pair in sorted(left_out)]}

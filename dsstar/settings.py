@@ -197,7 +197,10 @@ class Settings(BaseSettings):
         json_schema_extra={"cap": False},  # a range, not a bound: guarded (inputs/trust.py)
     )
     exec_cpu_seconds: float | None = Field(
-        None, gt=0, description="CPU seconds per script process (default: exec timeout + 2)."
+        None,
+        gt=0,
+        description="CPU seconds of a script's processes together, those ended included"
+        " (default: exec timeout + 2).",
     )
     exec_pool: bool = Field(
         True,

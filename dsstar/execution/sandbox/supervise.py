@@ -22,6 +22,7 @@ from typing import Any
 
 from dsstar.execution.sandbox.keep import OVER_BOUNDS, name_problem
 from dsstar.execution.sandbox.shared import held_bytes
+from dsstar.execution.sandbox.treecpu import Sample, TreeCpu, read_stat
 from dsstar.execution.sandbox.types import ExecResult, Limits
 
 __all__ = [
@@ -39,9 +40,9 @@ _TICK_S = 0.1
 _NAMED = 10  # files left out named in the error, per reason; the rest counted
 
 
-def scan(uid: int, pids: list[int] | None = None) -> tuple[int, int]:
+def scan(uid: int, pids: list[int] | None = None, cpu: Sample | None = None) -> tuple[int, int]:
     """(tasks, proportional resident bytes) of every process running as `uid`; their pids
-    are appended to `pids` when given.
+    are appended to `pids`, and their CPU times put in `cpu` (treecpu.py), when given.
 
     Proportional (Pss) rather than resident: pages a forked child shares with its parent or
     with the pool interpreter count once, not once per process.
@@ -54,7 +55,7 @@ def scan(uid: int, pids: list[int] | None = None) -> tuple[int, int]:
             if os.stat(f"/proc/{name}").st_uid != uid:
                 continue
             with open(f"/proc/{name}/stat", "rb") as handle:
-                tasks += int(handle.read().rsplit(b")", 1)[1].split()[17])
+                tasks += read_stat(handle.read(), int(name), {} if cpu is None else cpu)
             with open(f"/proc/{name}/smaps_rollup", "rb") as handle:
                 for line in handle:
                     if line.startswith(b"Pss:"):
@@ -130,7 +131,8 @@ class _Capture:
 
 class _Watchdog(threading.Thread):
     """Samples the uid's processes: kills the tree over the memory cap (resident memory plus
-    what it holds in tmpfs, memfds and SysV segments: shared.py), notes the nproc cap."""
+    what it holds in tmpfs, memfds and SysV segments: shared.py) or over the CPU cap (the
+    CPU time of its processes together: treecpu.py), notes the nproc cap."""
 
     def __init__(self, uid: int | None, limits: Limits, isolated: bool) -> None:
         super().__init__(daemon=True)
@@ -142,17 +144,20 @@ class _Watchdog(threading.Thread):
         if self.uid is None:
             return
         memory = self.limits.memory_mb * 1024 * 1024
+        tree = TreeCpu()
         pause = _TICK_S
         while not self.done.wait(pause):
             began = time.monotonic()
             pids: list[int] = []
-            tasks, rss = scan(self.uid, pids)
+            cpu: Sample = {}
+            tasks, rss = scan(self.uid, pids, cpu)
             rss += held_bytes(pids, self.isolated)
             pause = max(_TICK_S, 2 * (time.monotonic() - began))  # at most a third of a core
             if tasks >= self.limits.processes:
                 self.hits.add("processes")
-            if rss > memory:
-                self.hits.add("memory")
+            over = {"memory": rss > memory, "cpu": tree.seconds(cpu) > self.limits.cpu_seconds}
+            if any(over.values()):
+                self.hits.update(cap for cap, hit in over.items() if hit)
                 kill_uid(self.uid)
 
 
@@ -344,7 +349,8 @@ def _message(hit: str, limits: Limits) -> str:
         " forks failed (exec process limit)",
         "disk": f"ran out of its {limits.disk_mb} MB for /tmp and the working directory"
         " (exec disk limit)",
-        "cpu": f"used more than {limits.cpu_seconds} s of CPU time (exec CPU limit)",
+        "cpu": f"used more than {limits.cpu_seconds} s of CPU time, its processes together"
+        " (exec CPU limit)",
         "output": f"printed more than {limits.output_bytes} bytes; the middle was left out"
         " (exec output limit)",
     }[hit]

@@ -97,8 +97,8 @@ def check_form(chosen: dict[str, Any], worker: Settings) -> None:
         raise ForbiddenError(
             "this worker does not let a run form choose "
             + "; ".join(refused.values())
-            + ". Choose within what is allowed or leave it unset (the worker's own), or allow"
-            f" it where the worker runs: DSSTAR_FORM_ALLOW={names}"
+            + ". Leave it unset (the worker's own) or within what is allowed, or allow it where"
+            f" the worker runs: DSSTAR_FORM_ALLOW={names}"
         )
     # A model the worker lets a form choose may be a recording (recorded/<location>), which
     # the worker reads and whose scripts it runs: that location is data, under the data roots.
@@ -161,14 +161,12 @@ def _refusal(name: str, value: Any, worker: Settings) -> str | None:
     if name in GUARDED:
         if not _differs(name, value, worker):
             return None
-        return f"{name}={_shown(value)} ({GUARDED[name]}; allowed: {_allowed(name, worker)})"
+        return f"{name}={_shown(value)} ({GUARDED[name]}): allowed {_allowed(name, worker)}"
     if not is_cap(name) or not _raises(name, value, worker):
         return None
     own = cap_value(worker, name)
-    return (
-        f"{name}={_shown(value)} (above this worker's own {name}={own};"
-        f" allowed: {value_range(name, own)})"
-    )
+    allowed = value_range(name, own)
+    return f"{name}={_shown(value)} (above this worker's own {name}={own}): allowed {allowed}"
 
 
 def _allowed(name: str, worker: Settings) -> str:

@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from dsstar import sandbox_names
 from dsstar.errors import ConfigError
 
-__all__ = ["CAP", "Settings", "api_key_here", "default"]
+__all__ = ["CAP", "Settings", "api_key_here", "default", "value_range"]
 
 # Marks a setting that bounds resource use or spending, a cap (see dsstar/caps.py).
 CAP = {"cap": True}
@@ -197,7 +197,10 @@ class Settings(BaseSettings):
         json_schema_extra={"cap": False},  # a range, not a bound: guarded (inputs/trust.py)
     )
     exec_cpu_seconds: float | None = Field(
-        None, gt=0, description="CPU seconds per script process (default: exec timeout + 2)."
+        None,
+        gt=0,
+        description="CPU seconds of a script's processes together, those ended included"
+        " (default: exec timeout + 2).",
     )
     exec_pool: bool = Field(
         True,
@@ -365,6 +368,26 @@ def default(setting: str) -> Any:
     """The default of `setting`, for a bound that a setting chooses (a dataclass field, a
     flow parameter): each default is written once, on its field above."""
     return Settings.model_fields[setting].default
+
+
+def value_range(setting: str, most: Any = None) -> str:
+    """The values `setting` accepts, in words ("100000 to 4294967039", "above 0, at most
+    120"), from its field's bounds; `most` (a worker's own value, for a cap) is then its upper
+    bound. '' for a name that is no setting or has no bound."""
+    field = Settings.model_fields.get(setting)
+    low = high = None
+    for bound in field.metadata if field is not None else ():
+        for key, words in (("ge", "at least"), ("gt", "above"), ("le", "at most"), ("lt", "below")):
+            value = getattr(bound, key, None)
+            if value is not None and key.startswith("g"):
+                low = (words, value)
+            elif value is not None:
+                high = (words, value)
+    if most is not None:
+        high = ("at most", most)
+    if low and high and low[0] == "at least" and high[0] == "at most":
+        return f"{low[1]} to {high[1]}"
+    return ", ".join(f"{words} {value}" for words, value in filter(None, (low, high)))
 
 
 def api_key_here() -> str | None:

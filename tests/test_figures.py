@@ -41,7 +41,12 @@ def test_collect_reads_regular_files_top_level_and_one_folder_down(tmp_path):
     found = collect(str(tmp_path), 8, 1 << 20)
     assert [f["name"] for f in found["outputs"]] == ["notes.txt", "solo.pdf", "sub/b.SVG"]
     assert base64.b64decode(found["outputs"][1]["data"]) == b"%PDF-1.4"
-    assert found["left_out"] == ["a.png", "hard.png"]  # the same inode twice
+    assert found["left_out"] == [
+        ["a.png", "a file with more than one link"],  # the same inode twice
+        ["hard.png", "a file with more than one link"],
+        ["link.png", "a symbolic link"],
+        ["sub/deeper/", "a folder two levels down"],
+    ]
 
 
 def test_collect_and_the_host_keep_the_bounds(tmp_path):

@@ -20,6 +20,7 @@ from dsstar.errors import ConfigError
 from dsstar.execution.sandbox import Limits, pool, resolve_mode, run_script, sweep_stale
 from dsstar.execution.sandbox import modes as sandbox_modes
 from dsstar.execution.sandbox import supervise as sandbox_supervise
+from dsstar.execution.sandbox.treecpu import TreeCpu
 from dsstar.inputs.preflight import check_isolation
 from dsstar.settings import Settings
 
@@ -345,6 +346,65 @@ def test_a_script_the_kernel_kills_at_its_cpu_cap_is_not_run_again(data, tmp_pat
     assert result.exit_code == -signal.SIGKILL and "cpu" in result.limits_hit, result.output
     assert not result.killed_outside
     assert "CPU time" in result.output
+
+
+BUSY_TREE = """
+import time
+{start}
+def busy(_):
+    end = time.process_time() + {each}
+    while time.process_time() < end:
+        pass
+    return 1
+if __name__ == "__main__":
+    print("done", sum({run}))
+"""
+MULTIPROCESSING = {
+    "start": "from multiprocessing import Pool",
+    "run": "Pool(4).map(busy, range(4))",
+}
+LOKY = {
+    "start": "from joblib import Parallel, delayed",
+    "run": "Parallel(n_jobs=4, backend='loky')(delayed(busy)(i) for i in range(4))",
+}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
+@pytest.mark.parametrize("how", [MULTIPROCESSING, LOKY], ids=["multiprocessing", "loky"])
+def test_the_cpu_cap_holds_for_the_script_processes_together(data, tmp_path, how):
+    """Four busy workers of 1.2 s each under cpu_s=2: none passes the cap alone, together
+    they do, and the tree is stopped long before its timeout, `cpu` named."""
+    code = BUSY_TREE.format(each=1.2, **how)
+    result = run(code, data, "auto", tmp_path, cpu_s=2, timeout_s=60, warm=False)
+    assert "cpu" in result.limits_hit and not result.timed_out, result.output
+    assert not result.ok and "done" not in result.stdout
+    assert "CPU time, its processes together (exec CPU limit)" in result.output
+
+
+def test_tree_cpu_counts_each_process_once():
+    """Samples of a tree, in clock ticks: the script (pid 10, under the supervisor 1) starts
+    two workers; one is reaped by the script (its time moves into the script's children's
+    time: counted once), the other is orphaned and reaped by the supervisor (counted at its
+    last sample)."""
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    tree = TreeCpu()
+    script, worker, orphan = (10, 100), (11, 101), (12, 102)
+    assert tree.seconds({script: (1, 5, 0), worker: (10, 30, 0), orphan: (10, 40, 0)}) == (
+        pytest.approx(75 * tick)
+    )
+    # The worker ran on to 35 ticks and was reaped; the orphan's parent is now the supervisor.
+    assert tree.seconds({script: (1, 6, 35), orphan: (1, 50, 0)}) == pytest.approx(91 * tick)
+    assert tree.seconds({script: (1, 6, 35)}) == pytest.approx(91 * tick)  # the orphan, gone
+    assert tree.seconds({}) == pytest.approx(91 * tick)  # the script, gone too
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
+def test_a_tree_within_its_cpu_cap_finishes(data, tmp_path):
+    """Four workers of 0.3 s each under cpu_s=2: each counted once (a worker its parent has
+    reaped is not counted again), so the script finishes."""
+    light = run(BUSY_TREE.format(each=0.3, **MULTIPROCESSING), data, "auto", tmp_path, cpu_s=2,
+                timeout_s=60, warm=False)  # fmt: skip
+    assert light.ok and light.stdout.strip() == "done 4", light.output
 
 
 def test_outside_kills_are_retried_a_bounded_number_of_times_and_never_while_stopping(

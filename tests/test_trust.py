@@ -22,10 +22,11 @@ from fake_llm import FakeLLM
 from prefect import get_client
 from prefect.deployments import run_deployment
 from processes import stop
+from pydantic import ValidationError
 
 import dsstar.inputs.trust as trust
 from dsstar.errors import DataError, ForbiddenError
-from dsstar.inputs.form import RunForm
+from dsstar.inputs.form import RunForm, explain
 from dsstar.settings import Settings
 
 QUESTION = "Which region had the highest revenue in 2024 H1?"
@@ -361,3 +362,28 @@ def test_a_form_may_lower_the_budget_never_raise_it():
         with pytest.raises(ForbiddenError, match=f"above this worker's own {name}="):
             trust.check_form({name: value}, worker)
     trust.check_form({"max_cost": 5.0}, Settings())  # the worker set no ceiling
+
+
+def test_each_refusal_says_what_the_form_may_choose(worker):
+    """A uid range other than the worker's is refused, lower as well as higher, and the
+    refusal says the one value allowed (never "or lower"); a cap says its range; a value
+    outside a setting's own bounds says both ends."""
+    for base in (100_000, 1_300_000):
+        with pytest.raises(ForbiddenError) as refused:
+            trust.check_form({"exec_uid_base": base}, Settings())
+        assert "allowed only this worker's own, 1200000" in str(refused.value)
+        assert "lower" not in str(refused.value)
+    with pytest.raises(ForbiddenError) as refused:
+        trust.check_form({"exec_memory_mb": 99_999, "exec_timeout": 1e6}, Settings())
+    assert "exec_memory_mb=99999 (above this worker's own exec_memory_mb=" in str(refused.value)
+    assert f"): allowed 64 to {Settings().exec_memory_mb};" in str(refused.value)
+    assert "(above this worker's own exec_timeout=120.0): allowed above 0, at most 120.0." in (
+        str(refused.value)
+    )
+    with pytest.raises(ForbiddenError, match=r"allowed a mode that isolates \(auto, bwrap"):
+        trust.check_form({"sandbox": "none"}, Settings())
+    with pytest.raises(ForbiddenError, match="another of a provider it uses: openai"):
+        trust.check_form({"model": "ollama/llama3"}, Settings())
+    with pytest.raises(ValidationError) as caught:
+        Settings(exec_uid_base=5)
+    assert "(allowed: 100000 to 4294967039)" in explain(caught.value)

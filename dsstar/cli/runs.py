@@ -197,8 +197,9 @@ def _print_outputs(out: Any, record: dict[str, Any]) -> None:
         line = f"{shown(item['name'])} ({item['bytes']:,} bytes, {item['media_type']})"
         out.print(f"{line} {shown(item['uri'])}", markup=False, highlight=False)
         if item.get("chart"):
-            out.print(f"  chart description: {shown(item['chart'])}", markup=False,
-                      highlight=False)  # fmt: skip
+            where = shown(item["chart"])
+            out.print(f"  chart description (the script's figure hook reported it): {where}",
+                      markup=False, highlight=False)  # fmt: skip
     if record.get("outputs_error"):
         out.print(Text.assemble(("outputs error:", "red"), f" {shown(record['outputs_error'])}"))
     if not record.get("outputs"):

@@ -1,7 +1,8 @@
 """What the files a script wrote hold, in words an agent (or a person) can read: a table's
 shape, columns and first rows; a chart's type, title, axis labels, legend and plotted series
-(from the description the sandbox read off the figure, see sandbox/prelude.py). And which
-files a question asks for, by name.
+(the description the script's figure hook reported, see sandbox/prelude.py: said to be so
+wherever it is shown, since the script could have written it). And which files a question
+asks for, by name.
 
 Tables are read bounded: the first rows only, the row count from the file's own metadata
 (Parquet) or its lines (CSV); a file too large is named, not read.
@@ -15,7 +16,14 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-__all__ = ["TABLE_SUFFIXES", "asked_files", "chart_text", "outputs_text", "table_preview"]
+__all__ = [
+    "CHART_SOURCE",
+    "TABLE_SUFFIXES",
+    "asked_files",
+    "chart_text",
+    "outputs_text",
+    "table_preview",
+]
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".xlsx", ".xls")
 _READ_MAX = 64 << 20  # a table larger than this is not opened for a preview
@@ -79,9 +87,18 @@ def _cell(value: Any) -> Any:
     return text if len(text) <= _CELL else text[: _CELL - 1] + "…"
 
 
+# Where a chart's description comes from, said wherever it is shown: it is the script's word.
+CHART_SOURCE = (
+    "as the script's figure hook reported it (read off the matplotlib figure in the script's"
+    " own process, which could have written it too; the image itself is not read)"
+)
+
+
 def chart_text(chart: dict[str, Any], most_values: int = 24) -> str:
-    """A chart's description in lines: type, title, axis labels, legend, ticks, series."""
+    """A chart's description in lines, after where it comes from (CHART_SOURCE): type,
+    title, axis labels, legend, ticks, series."""
     lines = [
+        f"chart description {CHART_SOURCE}:",
         f"chart type: {chart.get('type')}; title: {chart.get('graph_title')!r}",
         f"x axis label: {chart.get('x_label')!r}; y axis label: {chart.get('y_label')!r}",
     ]

@@ -34,7 +34,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from dsstar.errors import UsageError
-from dsstar.settings import Settings
+from dsstar.settings import Settings, value_range
 
 __all__ = [
     "OPTION_FIELDS",
@@ -340,15 +340,22 @@ def form_parameters(form: type[BaseModel]) -> Callable[[Callable[..., Any]], Cal
     return decorate
 
 
+_OUT_OF_RANGE = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+
+
 def explain(exc: ValidationError, name: Callable[[str], str] = str) -> str:
     """A validation error as one readable line, e.g. "--max-rounds 0: should be greater than
-    or equal to 1". `name` turns a field name into what the user typed (a flag, a key)."""
+    or equal to 1 (allowed: 1 to 100)". `name` turns a field name into what the user typed (a
+    flag, a key)."""
     parts = []
     for error in exc.errors():
         field = ".".join(str(p) for p in error["loc"])
         message = error["msg"].removeprefix("Value error, ").removeprefix("Input ")
         if error["type"] == "extra_forbidden":
             message = "no such setting"
+        allowed = value_range(field) if error["type"] in _OUT_OF_RANGE else ""
+        if " to " in allowed or ", " in allowed:  # both ends: the message names one
+            message += f" (allowed: {allowed})"
         given = error.get("input")
         shown = "" if error["type"] == "missing" or isinstance(given, dict) else f" {given!r}"
         parts.append(f"{name(field)}{shown}: {message}" if field else message)

@@ -39,7 +39,7 @@ from dsstar.data.lake.root import DataRoot, inside
 from dsstar.errors import DataError, ForbiddenError
 from dsstar.locations import is_remote, local_path, normalize_location
 from dsstar.model.recorded import recorded_location
-from dsstar.settings import Settings
+from dsstar.settings import Settings, value_range
 
 __all__ = [
     "GUARDED",
@@ -91,22 +91,14 @@ def check_form(chosen: dict[str, Any], worker: Settings) -> None:
         return
     allowed = set(worker.form_allow)
     asked = {n: v for n, v in chosen.items() if "*" not in allowed and n not in allowed}
-    refused = [
-        (name, f"{name}={_shown(value)} ({GUARDED[name]})")
-        for name, value in asked.items()
-        if name in GUARDED and _differs(name, value, worker)
-    ] + [
-        (name, f"{name}={_shown(value)} (above this worker's own {name}={cap_value(worker, name)})")
-        for name, value in asked.items()
-        if name not in GUARDED and is_cap(name) and _raises(name, value, worker)
-    ]
+    refused = {name: why for name, value in asked.items() if (why := _refusal(name, value, worker))}
     if refused:
-        names = ",".join(name for name, _ in refused)
+        names = ",".join(refused)
         raise ForbiddenError(
             "this worker does not let a run form choose "
-            + "; ".join(text for _, text in refused)
-            + ". Leave it unset or lower, or allow it where the worker runs:"
-            f" DSSTAR_FORM_ALLOW={names}"
+            + "; ".join(refused.values())
+            + ". Leave it unset (the worker's own) or within what is allowed, or allow it where"
+            f" the worker runs: DSSTAR_FORM_ALLOW={names}"
         )
     # A model the worker lets a form choose may be a recording (recorded/<location>), which
     # the worker reads and whose scripts it runs: that location is data, under the data roots.
@@ -161,6 +153,40 @@ def check_retry_policy(
             + ": how often and how late a failed run is tried again is its flow's, not the"
             " flow run's (docs/workers.md#who-may-choose-what)"
         )
+
+
+def _refusal(name: str, value: Any, worker: Settings) -> str | None:
+    """Why a form may not set `name` to `value` on this worker, with what it may set; None
+    when it may."""
+    if name in GUARDED:
+        if not _differs(name, value, worker):
+            return None
+        return f"{name}={_shown(value)} ({GUARDED[name]}): allowed {_allowed(name, worker)}"
+    if not is_cap(name) or not _raises(name, value, worker):
+        return None
+    own = cap_value(worker, name)
+    allowed = value_range(name, own)
+    return f"{name}={_shown(value)} (above this worker's own {name}={own}): allowed {allowed}"
+
+
+def _allowed(name: str, worker: Settings) -> str:
+    """What a form may set guarded setting `name` to on this worker, in words. Addresses and
+    folders are not shown: the worker's own is the one value allowed, and leaving it unset
+    gives it."""
+    own = getattr(worker, name)
+    if name == "sandbox":
+        from dsstar.execution.sandbox.modes import isolates
+        from dsstar.sandbox_names import known
+
+        isolating = [m for m in known() if isolates(m)]
+        return f"a mode that isolates ({', '.join(isolating)}) or this worker's own ({own})"
+    if name in {"model", "embedding_model", "agent_models"}:
+        routes = ", ".join(sorted(_routes(worker)))
+        return "this worker's own model" + (f", or another of a provider it uses: {routes}"
+                                            if routes else "")  # fmt: skip
+    if name == "exec_uid_base":
+        return f"only this worker's own, {own}"
+    return f"only this worker's own {name}"
 
 
 def _raises(name: str, value: Any, worker: Settings) -> bool:

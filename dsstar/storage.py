@@ -184,20 +184,15 @@ class Store:
 
     def copy(self, source: str, key: str) -> str:
         """Store at `key` the object at `source`, without reading it into this process: in a
-        local folder a hard link (a copy where the folder cannot link), in an object store a
-        copy made by the server. Readers of `key` see the old object or the new one."""
+        local folder the kernel copies the file, in an object store the server copies the
+        object. Readers of `key` see the old object or the new one."""
         origin, path = self._path(source), self._path(key)
         try:
             if isinstance(self.fs, LocalFileSystem):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 partial = f"{path}.{secrets.token_hex(4)}.part"
-                try:
-                    try:
-                        os.link(origin, partial)
-                    except FileNotFoundError:
-                        raise
-                    except OSError:  # another filesystem, or links refused
-                        shutil.copyfile(origin, partial)
+                try:  # a copy, not a link: a file changed in place changes no other
+                    shutil.copyfile(origin, partial)
                     os.replace(partial, path)
                 finally:
                     if os.path.lexists(partial):

@@ -25,6 +25,7 @@ __all__ = [
     "analysis_glob",
     "analysis_key",
     "analysis_object",
+    "cache_entry",
     "catalog_analysis",
     "catalog_profile",
     "catalog_root",
@@ -238,6 +239,11 @@ def output(name: str) -> str:
 def chart(name: str) -> str:
     """final/charts/<name>.json: the description of output `name`, a chart."""
     return final_object(f"charts/{name}.json")
+
+
+def cache_entry(name: str) -> str:
+    """cache/<name>: one of Prefect's persisted task results (named by its cache key)."""
+    return f"{CACHE}/{name}"
 
 
 # -- the data side -------------------------------------------------------------------------

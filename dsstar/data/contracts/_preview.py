@@ -6,9 +6,8 @@ and the uncompressed size of the row group its first rows lie in) and an Excel w
 directory (the size of each part once decompressed, and where each sheet states its
 dimension). A file whose first rows would take more than `decoded_max` bytes to decode, or an
 Excel file that openpyxl would have to parse whole past a bound first, is not parsed:
-`TableSkipped` says why. Only the first rows
-are parsed; a CSV's rows are counted by its lines, an Excel sheet's from its stated dimension
-(None when it states none).
+`TableSkipped` says why. Only the first rows are parsed; a CSV's rows are counted by its
+lines, an Excel sheet's from its stated dimension (None when it states none).
 """
 
 from __future__ import annotations

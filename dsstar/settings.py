@@ -332,6 +332,21 @@ class Settings(BaseSettings):
         description="Seconds before the first of three retries of a failed storage write; the"
         " second and third wait 4 and 10 times as long.",
     )
+    cache_max_age_days: float = Field(
+        30.0,
+        ge=0,
+        description="Days that Prefect's persisted task results (the storage's cache/: finished"
+        " model calls, script runs and analyses that a resumed run reads back instead of"
+        " repeating them) are kept. Older ones are deleted when a run starts, at most once a"
+        " day per storage, or at once by `dsstar runs prune-cache`; a run resumed after that"
+        " asks and runs them again. 0: kept however old. The worker's, not a form's.",
+    )
+    cache_max_mb: float | None = Field(
+        None,
+        gt=0,
+        description="Most MB of cache/ kept, pruned as cache_max_age_days is: the oldest"
+        " results go first. Unset: no bound on size. The worker's, not a form's.",
+    )
 
     @field_validator("sandbox")
     @classmethod

@@ -17,7 +17,7 @@ from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot
-from dsstar.errors import OverBudget, RunEnded, UsageError
+from dsstar.errors import OverBudget, RunEnded, StorageError, UsageError
 from dsstar.execution import scratch
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, RunForm, explain
@@ -27,6 +27,7 @@ from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.keys import run_folder, run_record
 from dsstar.locations import normalize_location
 from dsstar.model.ceiling import forget
+from dsstar.records.prune import prune_when_due
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from flows import _story as story
@@ -142,6 +143,7 @@ def _checked_run(
         given=set(form.chosen()),
     )
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
+    _prune_cache(run.store, settings)
     if run.record["replies"] != "model":  # the runs list and Logs tab say so at once
         _tag(_RECORDED_TAG)
         story.say("replies: %s, from %s: no model is asked", run.record["replies"],
@@ -161,6 +163,19 @@ def _checked_run(
         scratch.release(run.run_id)  # this run's data snapshot or staged file
         forget(run.run_id)  # a resume counts what it spent afresh, from its caches
         run.release()  # after run.json holds the outcome: the id may be resumed now
+
+
+def _prune_cache(store: Store, settings: Settings) -> None:
+    """The storage's old cached results go (at most once a day, see dsstar.records.prune);
+    housekeeping that fails leaves the run to go on."""
+    try:
+        pruned = prune_when_due(store, settings.cache_max_age_days, settings.cache_max_mb)
+    except StorageError as exc:
+        story.say("could not prune the storage's cache/: %s", exc, level=logging.WARNING)
+        return
+    if pruned is not None and pruned.removed:
+        story.say("pruned %d cached results (%.1f MB) from cache/ (DSSTAR_CACHE_MAX_AGE_DAYS,"
+                  " DSSTAR_CACHE_MAX_MB)", pruned.removed, pruned.freed / (1 << 20))  # fmt: skip
 
 
 # The tag of a flow run answered by recorded replies (dsstar.model.recorded), shown beside

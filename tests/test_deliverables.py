@@ -1,20 +1,21 @@
 """Deliverables: every file a script wrote, within bounds; the description of each
 matplotlib figure it saved, read off the figure inside the sandbox; what the files hold, as
-the verifier reads it; the file names a question asks for; how a night's files changed."""
+the verifier reads it (tables previewed in the bounded reader; its bounds in
+test_previews.py); the file names a question asks for; how a night's files changed."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 
 import pandas as pd
 import pytest
 
 from dsstar.algorithm import agents
-from dsstar.execution.deliverables import asked_files, outputs_text, table_preview
-from dsstar.execution.sandbox import Limits, run_script
+from dsstar.data.previews import preview_file, with_previews
+from dsstar.execution.deliverables import asked_files, outputs_text
+from dsstar.execution.sandbox import ExecResult, Limits, run_script
 from dsstar.execution.sandbox.keep import collect
 from dsstar.records.record import changed_outputs, media_type, output_entries, output_objects
 
@@ -187,31 +188,38 @@ def _item(name: str, data: bytes, **extra) -> dict:
     return {"name": name, "bytes": len(data), "data": base64.b64encode(data).decode(), **extra}
 
 
-def test_tables_are_previewed_bounded_and_charts_described():
+def test_tables_are_previewed_in_the_reader_and_charts_described(tmp_path):
     frame = pd.DataFrame({"region": ["NE", "SW", "MW"] * 10, "revenue": range(30)})
-    parquet, excel = io.BytesIO(), io.BytesIO()
-    frame.to_parquet(parquet)
-    frame.to_excel(excel, index=False)
-    csv = frame.to_csv(index=False).encode()
-    for name, data in (("a.csv", csv), ("b.parquet", parquet.getvalue()),
-                       ("c.xlsx", excel.getvalue())):  # fmt: skip
-        preview = table_preview(name, data, rows=2)
+    frame.to_parquet(tmp_path / "b.parquet")
+    frame.to_excel(tmp_path / "c.xlsx", index=False)
+    frame.to_csv(tmp_path / "a.csv", index=False)
+    frame.to_csv(tmp_path / "d.tsv", index=False, sep="\t")
+    for name in ("a.csv", "b.parquet", "c.xlsx", "d.tsv"):
+        preview = preview_file(tmp_path / name, name, rows=2)
         assert preview == {"shape": [30, 2], "columns": ["region", "revenue"],
                            "head": [["NE", 0], ["SW", 1]]}, name  # fmt: skip
-    assert table_preview("notes.txt", b"a,b\n") is None
-    assert table_preview("broken.parquet", b"not parquet") is None
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
+    assert preview_file(tmp_path / "broken.parquet", "broken.parquet") is None
     chart = {"type": "bar", "graph_title": "Monthly revenue", "x_label": "Month",
              "y_label": "USD", "legend_title": "Region", "labels": ["NE", "SW"],
              "xtick_labels": ["Jan", "Feb"], "series": [[1.5, 2.0], [3.0, 4.0]],
              "series_labels": ["NE", "SW"], "color": ["#1f77b4", "#ff7f0e"]}  # fmt: skip
-    text = outputs_text([_item("a.csv", csv), _item("chart.png", b"\x89PNG", chart=chart)])
+    csv = frame.to_csv(index=False).encode()
+    result = ExecResult(True, 0, "", False, 0.1, False, "none",
+                        outputs=[_item("a.csv", csv), _item("notes.txt", b"a,b\n"),
+                                 _item("chart.png", b"\x89PNG", chart=chart)])  # fmt: skip
+    previewed = with_previews(result, tmp_path)
+    assert "preview" not in previewed.outputs[1] and "preview" not in previewed.outputs[2]
+    text = outputs_text(previewed.outputs)
     assert "a.csv (" in text and "table: 30 rows x 2 columns" in text
     assert "columns: ['region', 'revenue']" in text and "['NE', 0]" in text
+    assert "['MW', 5]" not in text and "['SW', 4]" in text  # the first five rows
     assert "chart type: bar; title: 'Monthly revenue'" in text
     assert "chart description as the script's figure hook reported it (" in text
     assert "x axis label: 'Month'; y axis label: 'USD'" in text
     assert "legend 'Region': ['NE', 'SW']" in text
     assert "series 'NE' #1f77b4: [1.5, 2.0]" in text and "series 'SW' #ff7f0e: [3.0, 4.0]" in text
+    assert list(tmp_path.glob("dsstar-preview-*")) == []  # the reader's copies are gone
 
 
 def test_the_verifier_sees_the_files_and_the_finalyzer_the_names_asked_for():

@@ -1,4 +1,5 @@
-"""`dsstar runs list|show` and `dsstar history`: reading runs back."""
+"""`dsstar runs list|show|prune-cache` and `dsstar history`: reading runs back, and
+pruning the cached results a resumed run would read."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from dsstar.cli._app import (
     err,
     fail_usage,
     load_settings,
+    plural,
+    setting_option,
 )
 from dsstar.cli._output import heading, json_line, shown
 from dsstar.cli._tables import Format, FormatOpt, print_table, resolve_format
 from dsstar.errors import DSStarError
-from dsstar.keys import run_folder
+from dsstar.keys import CACHE, run_folder
 from dsstar.text import money
 
 runs_app = typer.Typer(
@@ -128,6 +131,59 @@ def runs_show(
         _print_round(payload)
     else:
         _print_run(payload, store.uri(run_folder(run_id)))
+
+
+@runs_app.command("prune-cache")
+def runs_prune_cache(
+    older_than: Annotated[
+        float | None,
+        setting_option(
+            "cache_max_age_days",
+            "Delete cached results older than this many days; 0 deletes none for their age.",
+            "--older-than",
+        ),
+    ] = None,
+    max_mb: Annotated[
+        float | None,
+        setting_option(
+            "cache_max_mb", "Then delete the oldest while cache/ holds more MB.", "--max-mb"
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would go; delete nothing.")
+    ] = False,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete old results from the storage's cache/ now: Prefect's persisted model calls,
+    script runs and analyses, which only `dsstar resume` (and a retried flow run) reads back.
+    A run does this itself when it starts, at most once a day, with the same settings.
+
+    Example: dsstar runs prune-cache --older-than 7 --dry-run
+    """
+    from dsstar.records.prune import prune_cache
+    from dsstar.storage import Store
+
+    try:
+        settings = load_settings(
+            storage=storage, cache_max_age_days=older_than, cache_max_mb=max_mb
+        )
+        store = Store(settings.storage)
+        pruned = prune_cache(
+            store, settings.cache_max_age_days, settings.cache_max_mb, dry_run=dry_run
+        )
+    except DSStarError as exc:
+        fail_usage(str(exc), as_json)
+    if as_json:
+        sys.stdout.write(json_line({"dry_run": dry_run, **pruned.to_dict()}))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    console().print(
+        f"{verb} {plural(pruned.removed, 'cached result')} ({pruned.freed / (1 << 20):.1f} MB)"
+        f" under {store.uri(CACHE)}; {pruned.kept} kept ({pruned.held / (1 << 20):.1f} MB)",
+        markup=False,
+        highlight=False,
+    )
 
 
 def _print_run(record: dict[str, Any], uri: str) -> None:

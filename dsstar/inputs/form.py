@@ -4,8 +4,8 @@
 and bounds), and what `dsstar run`, `dsstar resume`, the nightly batch and the benchmark build
 to start a run. Its option fields are derived from `Settings`, never written twice: every
 setting except the secrets (`api_key`, `database_url`, read from the worker's environment)
-and the worker's policy over forms (`form_allow`, `data_roots`, and the interpreter scripts
-run in, `script_python`; see `trust.py`),
+and the worker's policy over forms (`form_allow`, `data_roots`, the interpreter scripts run
+in, `script_python`, and how long its storage keeps cached results; see `trust.py`),
 with the same type, bounds and description. An option left unset (None) takes the setting of
 the process that runs the flow (its `DSSTAR_*` variables, then the default), so a deployment's
 form never overrides a worker's environment by accident.
@@ -55,7 +55,10 @@ __all__ = [
 SECRET_FIELDS = frozenset({"api_key", "database_url"})
 # The worker's policy over forms (see trust.py): a form choosing it would be no policy. The
 # scripts' interpreter is the worker's too: a form naming one would run any program there.
-WORKER_FIELDS = frozenset({"form_allow", "data_roots", "script_python"})
+# So is how long the storage keeps cached results: a form could delete other runs' work.
+WORKER_FIELDS = frozenset(
+    {"form_allow", "data_roots", "script_python", "cache_max_age_days", "cache_max_mb"}
+)
 # The form shows these first: what a person starting one run most often changes.
 _FIRST = ("model", "max_rounds", "storage", "reuse", "ask_human")
 OPTION_FIELDS = tuple(

@@ -94,7 +94,9 @@ class ExecResult:
     note: str = ""  # why a cold start was used although the pool was asked for
     # Files the script wrote in its working directory: {'name' (relative), 'bytes', 'data'
     # (base64), 'chart' (the description of a matplotlib figure, when it is one)}, bounded by
-    # Limits.outputs and outputs_mb.
+    # Limits.outputs and outputs_mb. A runtime adds a table's 'preview' (dsstar.data.previews)
+    # and may store the files, leaving 'sha256' and 'key' where 'data' was
+    # (dsstar.records.files).
     outputs: list[dict[str, Any]] = field(default_factory=list)
     outputs_error: str = ""  # which bound left which files out; empty when all were kept
 

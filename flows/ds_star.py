@@ -10,7 +10,9 @@ from typing import Any
 
 from prefect import Flow, get_client
 from prefect.client.schemas.objects import State
+from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
+from prefect.utilities.callables import get_call_parameters
 from pydantic import ValidationError
 
 from dsstar.algorithm import steps
@@ -18,7 +20,7 @@ from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot
 from dsstar.errors import OverBudget, RunEnded, UsageError
-from dsstar.execution import scratch
+from dsstar.execution import scratch, stopping
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
@@ -30,12 +32,15 @@ from dsstar.model.ceiling import forget
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from flows import _story as story
+from flows._alive import kept_alive
 from flows._finish import finish
 from flows._forms import form_flow
+from flows._resume import earlier_flow_run, take_up
 from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
-from flows._states import final_state
+from flows._settle import crash_earlier_attempts
+from flows._states import failed_state, final_state, interrupted_state
 from flows.workers import check_crash_loop
 
 __all__ = ["completed_result", "default_run_id", "ds_star", "run_question"]
@@ -102,7 +107,8 @@ def _answer(fields: dict[str, Any], prepared: PreparedRun | None) -> dict[str, A
     # swapped for a link after the check is never followed); closed when the run ends.
     data = hold_data_location(form.data, worker)
     try:
-        return final_state(_checked_run(form, settings, data, checked=checked))
+        outcome = _checked_run(form, settings, data, checked=checked)
+        return outcome if isinstance(outcome, State) else final_state(outcome)
     finally:
         if isinstance(data, DataRoot):
             data.close()
@@ -124,9 +130,11 @@ def _given(fields: dict[str, Any]) -> dict[str, Any]:
 
 def _checked_run(
     form: Any, settings: Settings, data: str | DataRoot, checked: bool = False
-) -> dict[str, Any]:
-    """The run of `form` over its checked data (a URL, or the local root held open).
-    `checked`: the question check and the preflight passed already, in this process."""
+) -> dict[str, Any] | State:
+    """The run of `form` over its checked data (a URL, or the local root held open): its
+    result, or the Failed state of an error after it was stored (whose message says how to
+    continue it). `checked`: the question check and the preflight passed already, in this
+    process."""
     # The recorded location (the ledger's key for reuse) is what was opened, not looked up
     # again: the path could lead elsewhere by now.
     where = normalize_location(data) if isinstance(data, str) else data.path
@@ -147,15 +155,20 @@ def _checked_run(
         story.say("replies: %s, from %s: no model is asked", run.record["replies"],
                   run.record["recorded_from"])  # fmt: skip
     try:
-        if flow_run.id:  # a flow run that kills its worker each time is not resumed forever
-            check_crash_loop(flow_run.id, settings.max_crash_retries)
-        return solve(run, question, data, guidelines, settings)
+        with kept_alive(run.run_id, run.store.url, settings.heartbeat_timeout):
+            if flow_run.id and flow_run.run_count > 1:  # what a dead attempt left running
+                crash_earlier_attempts(flow_run.id, flow_run.run_count)
+            if flow_run.id and not checked:  # a worker's retry of a run that kills workers
+                check_crash_loop(flow_run.id, settings.max_crash_retries, run.run_id)
+            return solve(run, question, data, guidelines, settings)
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
-        story.failed(exception_line(exc))
-        raise
+        story.failed(exception_line(exc), exc)
+        return failed_state(run.run_id, exc)
     except BaseException as exc:  # SIGINT, SIGTERM (Prefect's TerminationSignal): resumable
         run.interrupt(exc)
+        if stopping.requested():  # this command's own stop: its flow run says which signal
+            return interrupted_state(run.run_id, run.record.get("error"), exc)
         raise
     finally:
         scratch.release(run.run_id)  # this run's data snapshot or staged file
@@ -244,9 +257,17 @@ def run_question(prepared: PreparedRun) -> tuple[dict[str, Any] | None, BaseExce
     """Run (or resume) the ds-star flow in this process, with the task runner its settings
     choose; returns its result, or None and the error it ended with. The flow takes the
     prepared form and settings as they are, and checks neither the question nor the
-    preflight again."""
+    preflight again. A stored run is continued in its own flow run where it can be
+    (flows/_resume.py)."""
     form, settings = prepared.form, prepared.settings
-    state = _prepared_flow(prepared)(**form.parameters(), return_state=True)
+    flow = _prepared_flow(prepared)
+    earlier = earlier_flow_run(settings, form.run_id)
+    if earlier is None:
+        state = flow(**form.parameters(), return_state=True)
+    else:  # the stored run's own flow run, run again: one flow run per run
+        parameters = get_call_parameters(flow.fn, (), form.parameters())
+        take_up(earlier, parameters)
+        state = run_flow(flow, flow_run=earlier, parameters=parameters, return_type="state")
     try:
         return completed_result(state, settings.storage, form.run_id), None
     except BaseException as exc:  # the flow run's own error: handed back, not raised

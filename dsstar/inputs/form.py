@@ -55,7 +55,8 @@ __all__ = [
 SECRET_FIELDS = frozenset({"api_key", "database_url"})
 # The worker's policy over forms (see trust.py): a form choosing it would be no policy. The
 # scripts' interpreter is the worker's too: a form naming one would run any program there.
-WORKER_FIELDS = frozenset({"form_allow", "data_roots", "script_python"})
+# How long a silent run lives on is the server's, for every run on it: never a form's.
+WORKER_FIELDS = frozenset({"form_allow", "data_roots", "script_python", "heartbeat_timeout"})
 # The form shows these first: what a person starting one run most often changes.
 _FIRST = ("model", "max_rounds", "storage", "reuse", "ask_human")
 OPTION_FIELDS = tuple(

@@ -46,6 +46,8 @@ class _Pipe:
         with self.lock:
             if started is None and self.runs.pop(flow_run_id, None) is None:
                 return
+            if started is None and (self.proc is None or self.proc.poll() is not None):
+                return  # a watcher gone has nothing to forget
             if started is not None:
                 self.runs[flow_run_id] = started
             line = started or {"end": True, "flow_run_id": flow_run_id}
@@ -142,8 +144,9 @@ def main() -> None:
 
 def _settle(run: dict[str, Any]) -> None:
     """Settle one run of the process that died (imports Prefect: only now)."""
-    os.environ["PREFECT_API_URL"] = run["api"]
-    os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "2")
+    os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "2")  # the API may be gone too
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     from dsstar.keys import run_record
     from dsstar.storage import Store
     from flows._settle import settle
@@ -159,7 +162,8 @@ def _settle(run: dict[str, Any]) -> None:
         f"its process (pid {run['pid']} on {run['host']}) died without a word: killed by"
         " SIGKILL (kill -9, or the kernel when out of memory), or crashed"
     )
-    settle(record, cause, attempt=run["attempt"])
+    with temporary_settings({PREFECT_API_URL: run["api"]}):  # the run's, as it talked to
+        settle(record, cause, attempt=run["attempt"])
 
 
 if __name__ == "__main__":

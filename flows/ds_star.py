@@ -14,6 +14,7 @@ from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
 from prefect.utilities.callables import get_call_parameters
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
@@ -124,8 +125,9 @@ def _validated(fields: dict[str, Any]) -> tuple[RunForm, Settings]:
 
 
 def _given(fields: dict[str, Any]) -> dict[str, Any]:
-    """The parameters as `RunForm.parameters` writes them: unset fields left out."""
-    return {k: v for k, v in fields.items() if v is not None}
+    """The parameters as `RunForm.parameters` writes them: unset fields left out, values as
+    JSON has them (a folder setting arrives as a Path: a resumed run's form sets them all)."""
+    return {k: to_jsonable_python(v) for k, v in fields.items() if v is not None}
 
 
 def _checked_run(

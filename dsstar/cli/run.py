@@ -203,7 +203,8 @@ def resume(
     """Continue a failed, interrupted, over-budget or stale run (its process gone).
 
     Finished file analyses, LLM calls and executions are read back from the run's cache, not
-    redone: the model is asked only what the earlier attempts never got an answer to. A run
+    redone: the model is asked only what the earlier attempts never got an answer to. On the
+    Prefect server it ran on, it goes on in its own flow run, one attempt more. A run
     that stopped over_budget goes on with a higher --max-cost or --max-tokens: the ceiling
     bounds the whole run, what it spent before included.
 

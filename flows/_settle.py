@@ -14,6 +14,8 @@ what the run stands for, and `runs show` says so too.
 from __future__ import annotations
 
 import logging
+import re
+import signal
 from typing import Any
 from uuid import UUID
 
@@ -31,7 +33,13 @@ from prefect.states import Cancelled, Completed, Crashed, Failed
 from dsstar.algorithm.verdict import ANSWERED, Status
 from flows._states import OVER_BUDGET_STATE, one_line, resume_hint
 
-__all__ = ["crash_earlier_attempts", "crash_task_runs", "ended_state", "settle"]
+__all__ = [
+    "crash_earlier_attempts",
+    "crash_task_runs",
+    "ended_state",
+    "exit_cause",
+    "settle",
+]
 
 _log = logging.getLogger("dsstar.flows")
 _UNFINISHED = [
@@ -41,6 +49,22 @@ _UNFINISHED = [
     StateType.PAUSED,
     StateType.CANCELLING,
 ]
+
+
+def exit_cause(message: str) -> str:
+    """What ended a process, from Prefect's report of its exit ("... exited with non-zero
+    status code -9."): the signal that killed it, by name, else its exit code."""
+    found = re.search(r"status code (-?\d+)", message)
+    if found is None:
+        return "ended without reporting"
+    code = int(found.group(1))
+    signum = -code if code < 0 else code - 128 if code > 128 else None
+    if signum == signal.SIGKILL:
+        return "was killed by SIGKILL (kill -9, or the kernel when out of memory)"
+    try:
+        return f"was killed by {signal.Signals(signum).name}" if signum else f"exited {code}"
+    except ValueError:  # no such signal: the code as it is
+        return f"exited {code}"
 
 
 def ended_state(record: dict[str, Any], cause: str, next_step: str | None = None) -> State:

@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 from prefect import Flow, get_client
-from prefect.client.schemas.objects import State
+from prefect.client.schemas.objects import FlowRun, State
 from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
 from prefect.utilities.callables import get_call_parameters
@@ -44,15 +44,19 @@ from flows._settle import crash_earlier_attempts
 from flows._states import failed_state, final_state, interrupted_state
 from flows.workers import check_crash_loop
 
-__all__ = ["completed_result", "default_run_id", "ds_star", "run_question"]
+__all__ = ["completed_result", "default_run_id", "derived_run_id", "ds_star", "run_question"]
 
 
 def default_run_id() -> str:
     """For runs started from the UI or a schedule: derived from the Prefect flow run, so a
     retry of that flow run continues the same DS-STAR run (and finds its cached work)."""
     with get_client(sync_client=True) as client:
-        created = client.read_flow_run(flow_run.id).created
-    return f"{created:%Y%m%d-%H%M%S}-{str(flow_run.id)[:6]}"
+        return derived_run_id(client.read_flow_run(flow_run.id))
+
+
+def derived_run_id(run: FlowRun) -> str:
+    """The run id of a flow run whose parameters name none: its creation time and id."""
+    return f"{run.created:%Y%m%d-%H%M%S}-{str(run.id)[:6]}"
 
 
 def _flow_run_name() -> str:

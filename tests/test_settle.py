@@ -12,7 +12,7 @@ from prefect.client.schemas.objects import StateType
 from prefect.states import Crashed, Running
 
 import flows._alive as alive
-from flows._settle import ended_state, settle
+from flows._settle import ended_state, exit_cause, settle
 from flows.ds_star import ds_star
 from flows.workers import SILENT_RUN, silent_run_automation
 
@@ -38,6 +38,21 @@ GONE = "its process (pid 7 on h) died without a word"
 def test_a_dead_runs_state_is_what_its_record_says(stored, kind, name, said):
     state = ended_state({"run_id": "r1", **stored}, GONE)
     assert (state.type, state.name, state.message) == (kind, name, said)
+
+
+@pytest.mark.parametrize(
+    ("reported", "cause"),
+    [
+        ("Flow run process exited with non-zero status code -9.",
+         "was killed by SIGKILL (kill -9, or the kernel when out of memory)"),
+        ("Flow run infrastructure exited with non-zero status code 143.", "was killed by SIGTERM"),
+        ("Flow run process exited with non-zero status code 1.", "exited 1"),
+    ],
+)  # fmt: skip
+def test_a_served_run_that_crashed_is_told_by_the_signal_that_ended_it(reported, cause):
+    """What `dsstar serve`'s runner says of a question's run whose process ended unreported
+    (Prefect's words are its exit code)."""
+    assert exit_cause(reported) == cause
 
 
 def test_an_answered_run_marked_crashed_is_completed_and_its_task_runs_end():

@@ -12,7 +12,9 @@ When the process exits normally its runs have ended and the watcher exits with n
 The watcher imports only the standard library until it has work, and leaves the terminal's
 Ctrl-C and hang-up to the process it watches, in whose process group it stays: whoever ends
 the whole group (`kill -9 -PGID`, a container's end) ends it too, and the heartbeat
-automation (flows/workers.py) is then what marks the runs Crashed.
+automation (flows/workers.py) is then what marks the runs Crashed. A command stopped by
+SIGINT or SIGTERM kills its children but the watcher: a run its stop cut short before its
+flow run said so is still settled (as interrupted, run.json says by which signal).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import subprocess
 import sys
 import threading
 from typing import IO, Any
+
+from dsstar.execution import stopping
 
 __all__ = ["main", "unwatch", "watch"]
 
@@ -70,6 +74,7 @@ class _Pipe:
                 cwd=_ROOT,  # where `flows` is found
             )
             self.pid = os.getpid()
+            stopping.spare(self.proc.pid)  # a stopped command's runs may still need it
             assert self.proc.stdin is not None
             for started in self.runs.values():
                 self.proc.stdin.write((json.dumps(started) + "\n").encode())

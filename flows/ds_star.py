@@ -20,7 +20,7 @@ from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot
-from dsstar.errors import OverBudget, RunEnded, UsageError
+from dsstar.errors import Interrupted, OverBudget, RunEnded, UsageError
 from dsstar.execution import scratch, stopping
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, RunForm, explain
@@ -173,7 +173,9 @@ def _checked_run(
         return failed_state(run.run_id, exc)
     except BaseException as exc:  # SIGINT, SIGTERM (Prefect's TerminationSignal): resumable
         run.interrupt(exc)
-        if stopping.requested():  # this command's own stop: its flow run says which signal
+        if stopping.requested() or isinstance(exc, KeyboardInterrupt | Interrupted):
+            # This command's own stop, or a person's Ctrl-C (in a notebook): the flow run
+            # says which signal; a worker's cancel (Prefect's TerminationSignal) stays Prefect's.
             return interrupted_state(run.run_id, run.record.get("error"), exc)
         raise
     finally:

@@ -16,9 +16,10 @@ started here is stored, recorded in the ledger and shown in the Prefect UI like 
 it talks to the configured Prefect API, else to a temporary server that lives as long as
 this process.
 
-Errors: bad input, settings the preflight refuses, a rejected key or model and a run id held
-by another run raise the `UsageError` family of `dsstar.errors` (what exits 2 at the CLI).
-A run that starts and then fails does not raise: its Answer has status "failed" and the
+Errors: bad input, settings the preflight refuses (a missing or rejected key among them) and
+a run id held by another run raise the `UsageError` family of `dsstar.errors` (what exits 2
+at the CLI). A run that starts and then fails does not raise, also when a model refuses a
+request (a model name its server does not know): its Answer has status "failed" and the
 reason in `error`, and `dsstar resume RUN_ID` continues it (exit 1 at the CLI).
 
 The CLI shares `prepare_run` and `run_prepared` with `ask`, and keeps its printing.
@@ -38,7 +39,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from dsstar.errors import DSStarError, LLMFatalError, UsageError
+from dsstar.errors import DSStarError, UsageError
 from dsstar.events import Event
 from dsstar.inputs.form import PreparedRun
 from dsstar.results import Answer, FileDescription, RunSummary
@@ -124,7 +125,7 @@ def ask(
 
     level = (logging.INFO if verbose else None) if isinstance(verbose, bool) else int(verbose)
     result, error = run_prepared(prepared, lambda: _following(run_console(level), on_event))
-    if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
+    if isinstance(error, UsageError):  # bad input: the run could not start
         raise error
     return Answer.from_result(result)
 

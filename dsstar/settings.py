@@ -85,6 +85,15 @@ class Settings(BaseSettings):
         " automation of `dsstar workers setup`; at the next crash it fails, so a run that kills"
         " every worker it lands on is not retried forever.",
     )
+    heartbeat_timeout: float | None = Field(
+        None,
+        ge=10,
+        description="Seconds without a heartbeat after which the Prefect server marks a dsstar"
+        " flow run Crashed (its process or machine died unseen), by an automation that a run"
+        " against a server that lasts creates where there is none. Unset: the server's value"
+        " stays (90 s when the run creates it); set: it replaces the server's. Runs beat every"
+        " third of the server's value, at most every 30 s.",
+    )
     summarize_over_chars: int = Field(
         2000,
         ge=0,

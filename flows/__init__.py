@@ -12,7 +12,8 @@
     ensure_alerts       the nightly alerts' automations, created or updated by name (with
                         find_notification_blocks, ALERT_NAMES, api_configured)
     ensure_worker_recovery  the automations that retry a run whose worker died elsewhere
-    mark_crashed        the flow run of a run whose process is gone, set Crashed
+    settle_run          the flow run of a run whose process is gone, ended as run.json says
+                        (Crashed with how to continue, Completed when it was answered)
 
 Modules whose names start with `_` are this package's own; nothing else imports them.
 """
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows._guidance import answer_in_terminal
-    from flows._states import mark_crashed
+    from flows._settle import settle as settle_run
     from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
     from flows.bench import ds_star_bench, task_dicts
     from flows.console import run_console
@@ -56,7 +57,7 @@ _HOMES = {
     "ensure_alerts": ("flows.alerts", "ensure_alerts"),
     "find_notification_blocks": ("flows.alerts", "find_notification_blocks"),
     "ensure_worker_recovery": ("flows.workers", "ensure_worker_recovery"),
-    "mark_crashed": ("flows._states", "mark_crashed"),
+    "settle_run": ("flows._settle", "settle"),
 }
 
 
@@ -77,12 +78,12 @@ __all__ = [
     "describe_files",
     "ds_star_bench",
     "inspect_slots",
-    "mark_crashed",
     "open_api_warning",
     "prefect_api",
     "run_console",
     "run_question",
     "serve_deployments",
+    "settle_run",
     "share_limits",
     "start_prefect_api",
     "task_dicts",

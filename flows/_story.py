@@ -26,15 +26,18 @@ __all__ = ["analyzed", "answered", "failed", "reused", "retrieved", "route", "ro
 _MOST = 300  # a line holds a step or an answer up to this many characters
 
 
-def say(message: str, *args: Any, level: int = logging.INFO) -> None:
-    """Log to the current flow or task run (the UI), else to dsstar's own logger."""
+def say(
+    message: str, *args: Any, level: int = logging.INFO, exc: BaseException | None = None
+) -> None:
+    """Log to the current flow or task run (the UI), else to dsstar's own logger; with the
+    traceback of `exc`, if given."""
     try:
         logger: Any = get_run_logger()
     except MissingContextError:  # called outside a run (a unit test of a helper)
         logger = logging.getLogger("dsstar.flows")
     # A file name that is not UTF-8 (surrogate-escaped) would fail Prefect's request for the
     # line's whole batch of logs: the line is made valid text first (`log_text` does).
-    logger.log(level, log_text(message % args if args else message))
+    logger.log(level, log_text(message % args if args else message), exc_info=exc)
 
 
 def _short(text: Any) -> str:
@@ -87,5 +90,5 @@ def answered(status: str, rounds: int, answer: str | None, error: str | None = N
     say("answer (%s, %d rounds): %s", status, rounds, _short(answer))
 
 
-def failed(error: str) -> None:
-    say("failed: %s", _short(error), level=logging.ERROR)
+def failed(error: str, exc: BaseException | None = None) -> None:
+    say("failed: %s", _short(error), level=logging.ERROR, exc=exc)

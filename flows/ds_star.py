@@ -9,16 +9,19 @@ import logging
 from typing import Any
 
 from prefect import Flow, get_client
-from prefect.client.schemas.objects import State
+from prefect.client.schemas.objects import FlowRun, State
+from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
+from prefect.utilities.callables import get_call_parameters
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot
-from dsstar.errors import OverBudget, RunEnded, StorageError, UsageError
-from dsstar.execution import scratch
+from dsstar.errors import Interrupted, OverBudget, RunEnded, StorageError, UsageError
+from dsstar.execution import scratch, stopping
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
@@ -31,23 +34,30 @@ from dsstar.records.prune import prune_when_due
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from flows import _story as story
+from flows._alive import kept_alive
 from flows._finish import finish
 from flows._forms import form_flow
+from flows._resume import earlier_flow_run, take_up
 from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
-from flows._states import final_state
+from flows._settle import crash_earlier_attempts
+from flows._states import failed_state, final_state, interrupted_state
 from flows.workers import check_crash_loop
 
-__all__ = ["completed_result", "default_run_id", "ds_star", "run_question"]
+__all__ = ["completed_result", "default_run_id", "derived_run_id", "ds_star", "run_question"]
 
 
 def default_run_id() -> str:
     """For runs started from the UI or a schedule: derived from the Prefect flow run, so a
     retry of that flow run continues the same DS-STAR run (and finds its cached work)."""
     with get_client(sync_client=True) as client:
-        created = client.read_flow_run(flow_run.id).created
-    return f"{created:%Y%m%d-%H%M%S}-{str(flow_run.id)[:6]}"
+        return derived_run_id(client.read_flow_run(flow_run.id))
+
+
+def derived_run_id(run: FlowRun) -> str:
+    """The run id of a flow run whose parameters name none: its creation time and id."""
+    return f"{run.created:%Y%m%d-%H%M%S}-{str(run.id)[:6]}"
 
 
 def _flow_run_name() -> str:
@@ -103,7 +113,8 @@ def _answer(fields: dict[str, Any], prepared: PreparedRun | None) -> dict[str, A
     # swapped for a link after the check is never followed); closed when the run ends.
     data = hold_data_location(form.data, worker)
     try:
-        return final_state(_checked_run(form, settings, data, checked=checked))
+        outcome = _checked_run(form, settings, data, checked=checked)
+        return outcome if isinstance(outcome, State) else final_state(outcome)
     finally:
         if isinstance(data, DataRoot):
             data.close()
@@ -119,15 +130,18 @@ def _validated(fields: dict[str, Any]) -> tuple[RunForm, Settings]:
 
 
 def _given(fields: dict[str, Any]) -> dict[str, Any]:
-    """The parameters as `RunForm.parameters` writes them: unset fields left out."""
-    return {k: v for k, v in fields.items() if v is not None}
+    """The parameters as `RunForm.parameters` writes them: unset fields left out, values as
+    JSON has them (a folder setting arrives as a Path: a resumed run's form sets them all)."""
+    return {k: to_jsonable_python(v) for k, v in fields.items() if v is not None}
 
 
 def _checked_run(
     form: Any, settings: Settings, data: str | DataRoot, checked: bool = False
-) -> dict[str, Any]:
-    """The run of `form` over its checked data (a URL, or the local root held open).
-    `checked`: the question check and the preflight passed already, in this process."""
+) -> dict[str, Any] | State:
+    """The run of `form` over its checked data (a URL, or the local root held open): its
+    result, or the Failed state of an error after it was stored (whose message says how to
+    continue it). `checked`: the question check and the preflight passed already, in this
+    process."""
     # The recorded location (the ledger's key for reuse) is what was opened, not looked up
     # again: the path could lead elsewhere by now.
     where = normalize_location(data) if isinstance(data, str) else data.path
@@ -149,15 +163,22 @@ def _checked_run(
         story.say("replies: %s, from %s: no model is asked", run.record["replies"],
                   run.record["recorded_from"])  # fmt: skip
     try:
-        if flow_run.id:  # a flow run that kills its worker each time is not resumed forever
-            check_crash_loop(flow_run.id, settings.max_crash_retries)
-        return solve(run, question, data, guidelines, settings)
+        with kept_alive(run.run_id, run.store.url, settings.heartbeat_timeout):
+            if flow_run.id and flow_run.run_count > 1:  # what a dead attempt left running
+                crash_earlier_attempts(flow_run.id, flow_run.run_count)
+            if flow_run.id and not checked:  # a worker's retry of a run that kills workers
+                check_crash_loop(flow_run.id, settings.max_crash_retries, run.run_id)
+            return solve(run, question, data, guidelines, settings)
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
-        story.failed(exception_line(exc))
-        raise
+        story.failed(exception_line(exc), exc)
+        return failed_state(run.run_id, exc)
     except BaseException as exc:  # SIGINT, SIGTERM (Prefect's TerminationSignal): resumable
         run.interrupt(exc)
+        if stopping.requested() or isinstance(exc, KeyboardInterrupt | Interrupted):
+            # This command's own stop, or a person's Ctrl-C (in a notebook): the flow run
+            # says which signal; a worker's cancel (Prefect's TerminationSignal) stays Prefect's.
+            return interrupted_state(run.run_id, run.record.get("error"), exc)
         raise
     finally:
         scratch.release(run.run_id)  # this run's data snapshot or staged file
@@ -259,9 +280,17 @@ def run_question(prepared: PreparedRun) -> tuple[dict[str, Any] | None, BaseExce
     """Run (or resume) the ds-star flow in this process, with the task runner its settings
     choose; returns its result, or None and the error it ended with. The flow takes the
     prepared form and settings as they are, and checks neither the question nor the
-    preflight again."""
+    preflight again. A stored run is continued in its own flow run where it can be
+    (flows/_resume.py)."""
     form, settings = prepared.form, prepared.settings
-    state = _prepared_flow(prepared)(**form.parameters(), return_state=True)
+    flow = _prepared_flow(prepared)
+    earlier = earlier_flow_run(settings, form.run_id)
+    if earlier is None:
+        state = flow(**form.parameters(), return_state=True)
+    else:  # the stored run's own flow run, run again: one flow run per run
+        parameters = get_call_parameters(flow.fn, (), form.parameters())
+        take_up(earlier, parameters)
+        state = run_flow(flow, flow_run=earlier, parameters=parameters, return_type="state")
     try:
         return completed_result(state, settings.storage, form.run_id), None
     except BaseException as exc:  # the flow run's own error: handed back, not raised

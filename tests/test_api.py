@@ -4,11 +4,14 @@ flow run started from parameters (the Prefect UI, the API) still does all three 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+import forked_cli
 import pytest
+from fake_llm import Error
 from scenarios import ANSWER, always_first_time, two_rounds
 
 import dsstar
@@ -105,6 +108,28 @@ def test_ask_hands_each_typed_event_to_on_event_in_order(env, llm, sales):
     assert sorted(e.label for e in asked) == sorted(e.label for e in replied)
     assert sum(e.input_tokens for e in replied) == answer.input_tokens
     assert replied[-1].agent == "finalyzer" and isinstance(heard[-1], Executing)
+
+
+def test_a_model_that_refuses_a_call_fails_the_run_without_raising(env, llm, sales):
+    """The preflight passed, the run is stored: a model the server does not know (HTTP 404
+    at the first call) is a failed run, as docs/python.md says, shown or not (`verbose`); at
+    the command line it exits 1, and its flow run says how to continue it."""
+    from prefect import get_client
+
+    llm.default("analyzer", lambda request: Error(404, "The model does not exist"))
+    answer = dsstar.ask(QUESTION, sales, verbose=True)
+    assert answer.status == "failed" and "was not found (HTTP 404)" in answer.error
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(answer.flow_run_id).state
+    assert state.is_failed(), state
+    assert state.message.endswith(f"; continue with: dsstar resume {answer.run_id}"), state
+    done = forked_cli.run(
+        [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", QUESTION,
+         "--json"],
+        capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # a run that failed, not bad usage (2)
+    assert json.loads(done.stdout)["status"] == "failed"
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,7 @@ def replay(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     err.print(f"replaying run {run_id} with its recorded replies", highlight=False)
-    result = run_flow(prepared, as_json, model_errors=False)
+    result = run_flow(prepared, as_json)
     compared = compare_runs(store, run_id, result["run_id"])
     if as_json:
         sys.stdout.write(json.dumps({**compared, "replay": result}, ensure_ascii=False) + "\n")

@@ -29,7 +29,7 @@ from dsstar.cli._app import (
     settings_flags,
 )
 from dsstar.cli._output import LiveProgress, report
-from dsstar.errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
+from dsstar.errors import DSStarError, RunIdInUse, UsageError
 from dsstar.execution import stopping
 from dsstar.inputs.form import OPTION_FIELDS
 from dsstar.inputs.preflight import unreadable_warning
@@ -119,10 +119,10 @@ def _run_flow(prepared: PreparedRun, as_json: bool) -> None:
     raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {Status.STOPPED} else EXIT_FAILED)
 
 
-def run_flow(prepared: PreparedRun, as_json: bool, model_errors: bool = True) -> dict[str, Any]:
+def run_flow(prepared: PreparedRun, as_json: bool) -> dict[str, Any]:
     """Run (or resume) the ds-star flow in this process with the live progress line; returns
-    its result. Exits 2 when the run could not start for want of good input, or (with
-    `model_errors`) a model or key was refused (the message says why)."""
+    its result. Exits 2 when the run could not start for want of good input (the message
+    says why)."""
     settings, run_id = prepared.settings, prepared.form.run_id
     err.print(f"run {run_id}")  # on stderr at once: the id to resume it by
 
@@ -138,8 +138,9 @@ def run_flow(prepared: PreparedRun, as_json: bool, model_errors: bool = True) ->
         stopping.finish()
     if isinstance(error, RunIdInUse):  # run.json is another run's: not this one's result
         fail_usage(str(error), as_json)
-    refused = (UsageError, LLMFatalError) if model_errors else UsageError
-    if isinstance(error, refused):  # bad input, a rejected key or model
+    # Bad input. A model or key refused at a call is a run that failed (exit 1): the
+    # preflight passed, the run is stored, and `dsstar resume --model ...` continues it.
+    if isinstance(error, UsageError):
         fail_usage(str(error).splitlines()[0], as_json, result)
     return result
 
@@ -202,7 +203,8 @@ def resume(
     """Continue a failed, interrupted, over-budget or stale run (its process gone).
 
     Finished file analyses, LLM calls and executions are read back from the run's cache, not
-    redone: the model is asked only what the earlier attempts never got an answer to. A run
+    redone: the model is asked only what the earlier attempts never got an answer to. On the
+    Prefect server it ran on, it goes on in its own flow run, one attempt more. A run
     that stopped over_budget goes on with a higher --max-cost or --max-tokens: the ceiling
     bounds the whole run, what it spent before included.
 
@@ -222,6 +224,7 @@ def resume(
         fail_usage(str(exc), as_json)
     if record.get("status") in ANSWERED:
         err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
+        _settle_answered(record)
         report(run_result(record, store.uri(run_folder(run_id))), as_json)
         raise typer.Exit(EXIT_OK)
     _refuse_if_running(record, force, as_json)
@@ -239,6 +242,21 @@ def resume(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     _run_flow(prepared, as_json)
+
+
+def _settle_answered(record: dict[str, Any]) -> None:
+    """A run killed after it stored its answer, before Prefect heard of it, may have been
+    marked Crashed (by the server's automation): its flow run is Completed, as the run is."""
+    from dsstar.execution.scratch import owner_alive
+
+    if not record.get("flow_run_id") or owner_alive(
+        record.get("host"), record.get("pid"), record.get("pid_started")
+    ):
+        return  # its process may still be reporting its end itself
+    import flows
+
+    if flows.api_configured():
+        flows.settle_run(record, "its process ended before it said so")
 
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:

@@ -55,13 +55,13 @@ def runs_list(
         fail_usage(str(exc), fmt is Format.json)
     for r in runs:
         if r["status"] == "stale":
-            _report_crashed(r["run_id"], r.get("flow_run_id"))
+            _settle(r, "runs list")
     if fmt is Format.json:
         sys.stdout.write(json_line({"runs": runs}))
         return
     rows = []
     for r in runs:
-        status = "stale (process gone)" if r["status"] == "stale" else r["status"]
+        status = _status(r["status"])
         rows.append(
             [_short(r["question"], fmt), _short(r.get("answer"), fmt), status, r["rounds"],
              money(r["cost_usd"]), str(r["started_at"] or "")[:16] or None, r["run_id"]]
@@ -70,19 +70,22 @@ def runs_list(
     print_table(columns, rows, fmt, keep=("started", "run id"))
 
 
-def _report_crashed(run_id: str, flow_run_id: str | None) -> None:
+def _status(status: str | None) -> str | None:
+    return "stale (process gone)" if status == "stale" else status
+
+
+def _settle(record: dict[str, Any], command: str) -> None:
     """A run whose process is gone never reported its end: its flow run, still Running in
-    Prefect, is marked Crashed (on the configured Prefect API: a command's temporary server
+    Prefect (or marked Crashed by the server's automation, its task runs still Running), is
+    ended as its run.json says, on the configured Prefect API (a command's temporary server
     went with the command)."""
-    if not flow_run_id:
+    if not record.get("flow_run_id"):
         return
     import flows
 
     if flows.api_configured():
-        flows.mark_crashed(
-            flow_run_id,
-            f"its process is gone (found stale by dsstar): dsstar resume {run_id} continues it",
-        )
+        found = {**record, "status": "running"}  # `stale` is how it is shown, not stored
+        flows.settle_run(found, f"its process is gone (found stale by dsstar {command})")
 
 
 def _short(text: str | None, fmt: Format, most: int = 60) -> str | None:
@@ -108,7 +111,6 @@ def runs_show(
     script's limits) and the figure files (charts) its scripts saved, with their storage
     URIs; with --round N, that round's plan, code, output and figures.
     """
-    from dsstar.records.state import liveness
     from dsstar.storage import Store, check_run_id
     from dsstar.views.listing import read_round, run_report
 
@@ -123,8 +125,8 @@ def runs_show(
         )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    if round_number is None and liveness(payload) == "stale":
-        _report_crashed(run_id, payload.get("flow_run_id"))
+    if round_number is None and payload.get("status") == "stale":
+        _settle(payload, "runs show")
     if as_json:
         sys.stdout.write(json_line(payload))
     elif round_number is not None:
@@ -189,8 +191,9 @@ def runs_prune_cache(
 def _print_run(record: dict[str, Any], uri: str) -> None:
 
     out = console()
+    status = _status(record.get("status"))
     out.print(Text.assemble((shown(record["run_id"]), "bold"),
-                            f" · {shown(record.get('status'))} · {shown(uri)}"))  # fmt: skip
+                            f" · {shown(status)} · {shown(uri)}"))  # fmt: skip
     for key in ("question", "data", "guidelines", "answer"):
         if record.get(key):
             out.print(f"{key}: {shown(record[key])}")
@@ -226,7 +229,7 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
         if reply:
             first = " ".join(shown(reply).split())
             out.print(f"verdict {int(number):02d}: {first[:200]}")
-    _print_agents(out, record.get("agents"))
+    _print_agents(out, record.get("agents"), record.get("status"))
     heading(out, "figures")
     for name, value in (record.get("figures") or {}).items():
         out.print(f"{name}: {_figure(name, value)}")
@@ -277,11 +280,15 @@ def _print_files(out: Any, record: dict[str, Any]) -> None:
         out.print(f"figures: {figures} listed above under saved figures")
 
 
-def _print_agents(out: Any, agents: list[dict[str, Any]] | None) -> None:
+def _print_agents(out: Any, agents: list[dict[str, Any]] | None, status: str | None) -> None:
 
     heading(out, "cost per agent")
     if not agents:
-        out.print("(not in the ledger: DSSTAR_DATABASE_URL holds no calls of this run)")
+        out.print(
+            "(none yet: a run's calls reach the ledger when it ends)"
+            if status in ("running", "stale")
+            else "(none: the ledger holds no calls of this run)"
+        )
         return
     rows = [
         [row["agent"], row["calls"], f"{row['input_tokens']:,}", f"{row['output_tokens']:,}",

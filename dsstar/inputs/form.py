@@ -55,9 +55,17 @@ __all__ = [
 SECRET_FIELDS = frozenset({"api_key", "database_url"})
 # The worker's policy over forms (see trust.py): a form choosing it would be no policy. The
 # scripts' interpreter is the worker's too: a form naming one would run any program there.
-# So is how long the storage keeps cached results: a form could delete other runs' work.
+# So is how long the storage keeps cached results (a form could delete other runs' work), and
+# how long a silent run lives on (the server's, for every run on it).
 WORKER_FIELDS = frozenset(
-    {"form_allow", "data_roots", "script_python", "cache_max_age_days", "cache_max_mb"}
+    {
+        "form_allow",
+        "data_roots",
+        "script_python",
+        "cache_max_age_days",
+        "cache_max_mb",
+        "heartbeat_timeout",
+    }
 )
 # The form shows these first: what a person starting one run most often changes.
 _FIRST = ("model", "max_rounds", "storage", "reuse", "ask_human")

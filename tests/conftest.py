@@ -106,17 +106,6 @@ def forked_commands():
     forked_cli.shutdown()
 
 
-@pytest.fixture(autouse=True)
-def worker_policy():
-    """Each test starts as a worker judging forms: an in-process `dsstar.ask` or CLI call of
-    an earlier test marked this process as its local user's (`trust_local_user`), which would
-    let every later form through. (Set directly, not through monkeypatch, whose undoing would
-    then come after the test's own fixtures' teardown.)"""
-    from dsstar.inputs import trust
-
-    trust._LOCAL_USER = False
-
-
 @contextmanager
 def prefect_api(url: str) -> Iterator[None]:
     """This process's Prefect client at `url` (a proxy, a test's own server) for the block.

@@ -85,7 +85,7 @@ def test_a_backend_from_the_test_folder_is_registered_and_chosen_by_name(
     assert plain.started == ["cold"]
     assert f"no warm pool in mode {NAME!r}" in result.note
 
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)  # a run form, as a worker judges it
+    # A run form, as a worker judges it.
     with pytest.raises(ForbiddenError, match="DSSTAR_FORM_ALLOW=sandbox"):
         trust.check_form({"sandbox": NAME}, Settings())
     trust.check_form({"sandbox": NAME}, settings)  # what the worker uses anyway

@@ -35,7 +35,6 @@ SECRET = "sk-worker-secret-do-not-leak"
 @pytest.fixture
 def worker(monkeypatch):
     """The policy as a worker applies it (not the CLI's local user)."""
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)
     for name in [k for k in os.environ if k.startswith("DSSTAR_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("DSSTAR_MODEL", "openai/gpt-4o-mini")
@@ -209,7 +208,7 @@ def test_a_flow_run_s_job_variables_may_name_and_label_it_only(worker):
                  "env.PYTHONPATH", "image", "volumes"):  # fmt: skip
         assert name in message, name
     assert "may set only labels and name" in message
-    trust.trust_local_user()  # the CLI's user has no job variables to set, and no exception
+    # The CLI's user has no job variables to set, and no exception.
     with pytest.raises(ForbiddenError, match="env.PREFECT_API_URL"):
         trust.check_job_variables({"env": {"PREFECT_API_URL": "http://elsewhere/api"}})
 
@@ -224,10 +223,10 @@ def test_a_flow_run_s_retry_policy_is_its_flow_s_or_narrower():
     assert "empirical_policy.retry_delay=1000000 (the flow's own: 0)" in message
 
 
-def test_the_cli_user_is_not_limited(monkeypatch):
-    monkeypatch.setattr(trust, "_LOCAL_USER", True)
-    trust.check_form({"sandbox": "none", "api_base": "http://x/v1"}, Settings())
-    assert trust.check_data_location("/etc/shadow", Settings()) == "/etc/shadow"
+def test_the_local_user_is_not_limited():
+    # Their own form (the CLI, the Python API): no worker's Settings judge it.
+    trust.check_form({"sandbox": "none", "api_base": "http://x/v1"}, None)
+    assert trust.check_data_location("/etc/shadow", None) == "/etc/shadow"
 
 
 # -- the attack, through the Prefect API ---------------------------------------------------

@@ -288,7 +288,9 @@ def attack(**parameters: object):
 
 
 @pytest.mark.slow
-def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
+def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(
+    tmp_path, plain_python, open_work
+):
     lake = tmp_path / "lake"
     shutil.copytree(EXAMPLE, lake)
     (lake / "escape").symlink_to("/etc")
@@ -314,7 +316,13 @@ def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
         assert attacker.requests == [] and own.requests == []
         assert not list((tmp_path / "storage").glob("runs/*"))
 
-        policy = {"DSSTAR_DATA_ROOTS": str(lake), "DSSTAR_FORM_ALLOW": "api_base,sandbox"}
+        policy = {
+            "DSSTAR_DATA_ROOTS": str(lake),
+            "DSSTAR_FORM_ALLOW": "api_base,sandbox",
+            # As root, mode none runs scripts as a uid of their own: one it can reach.
+            "DSSTAR_SCRIPT_PYTHON": plain_python,
+            "DSSTAR_WORK_DIR": str(open_work),
+        }
         with serving(tmp_path, own, **policy):
             allowed = attack(data=str(lake), api_base=attacker.base_url, sandbox="none")
         assert "DSSTAR_FORM_ALLOW" not in (allowed.message or "")

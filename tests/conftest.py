@@ -262,7 +262,7 @@ def plain_python(open_folder) -> str:
     (sandbox mode `none` as root runs scripts as one, and refuses an interpreter it cannot
     reach): this one, or where it lies in a folder only root may enter (pyenv's, under
     /root), a virtual environment of a Python of the same version that every user may run,
-    given this environment's site-packages."""
+    given this environment's site-packages (dsstar included: it can run dsstar itself)."""
     import site
 
     from dsstar.execution.sandbox.host import closed_interpreter, closed_to_others
@@ -285,7 +285,9 @@ def plain_python(open_folder) -> str:
     own = subprocess.run([str(venv / "bin" / "python"), "-I", "-c",
                           "import site; print(site.getsitepackages()[0])"],
                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    Path(own, "dsstar-tests.pth").write_text("\n".join(packages) + "\n")
+    # Added as site folders: their own .pth files (an editable install's) apply too.
+    added = "".join(f"import site; site.addsitedir({p!r})\n" for p in packages)
+    Path(own, "dsstar-tests.pth").write_text(added)
     return str(venv / "bin" / "python")
 
 

@@ -98,6 +98,9 @@ def test_settings_and_preflight_use_the_one_resolver(monkeypatch, caplog):
     with pytest.raises(ValidationError, match="unknown sandbox mode 'chroot'"):
         Settings(sandbox="chroot")
     plain = Settings(sandbox="none", script_python=PLAIN["python"], work_dir=PLAIN["work_root"])
+    # As if dsstar ran from a Python every user may run (it runs the offline profiler, and
+    # mode none as root runs that as a dedicated uid too).
+    monkeypatch.setattr(sys, "executable", PLAIN["python"])
     with caplog.at_level(logging.WARNING):
         assert check_isolation(plain) == "none"
     assert "WITHOUT isolation" in caplog.text
@@ -330,7 +333,9 @@ SHADOW_PROBE = (
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
-def test_mode_none_as_root_runs_scripts_as_a_dedicated_uid_or_not_at_all(data, tmp_path):
+def test_mode_none_as_root_runs_scripts_as_a_dedicated_uid_or_not_at_all(
+    data, tmp_path, monkeypatch
+):
     """Mode none does not isolate, but as root it still runs each script as an unprivileged
     uid of its own: never as root, which could read /etc/shadow. Where that uid could not run
     the interpreter or enter the work folder, the script is refused, saying what to change."""
@@ -355,9 +360,17 @@ def test_mode_none_as_root_runs_scripts_as_a_dedicated_uid_or_not_at_all(data, t
         assert "runs scripts as a dedicated unprivileged uid" in said and fix in said, said
         assert "never as root" in said and "bwrap" in said
     assert not list((tmp_path / "work").glob("dsstar-exec-*"))  # nothing was staged
-    with pytest.raises(ConfigError, match="DSSTAR_WORK_DIR"):  # the preflight says so too
-        check_isolation(Settings(sandbox="none", work_dir=tmp_path / "work",
-                                 script_python=PLAIN["python"]))  # fmt: skip
+    # The preflight says so too, of the scripts' Python, of dsstar's own (which runs the
+    # offline profiler: here as if it were one every user may run) and of the work folder.
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "executable", PLAIN["python"])
+        with pytest.raises(ConfigError, match="DSSTAR_WORK_DIR"):
+            check_isolation(Settings(sandbox="none", work_dir=tmp_path / "work",
+                                     script_python=PLAIN["python"]))  # fmt: skip
+        patched.setattr(sys, "executable", refusals[0]["python"])
+        with pytest.raises(ConfigError, match="run dsstar from a Python every user may run"):
+            check_isolation(Settings(sandbox="none", work_dir=PLAIN["work_root"],
+                                     script_python=PLAIN["python"]))  # fmt: skip
 
 
 @pytest.fixture

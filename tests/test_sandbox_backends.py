@@ -69,8 +69,10 @@ def test_a_backend_from_the_test_folder_is_registered_and_chosen_by_name(
     plain, tmp_path, monkeypatch, caplog, plain_python, open_work
 ):
     # As root, a backend that does not isolate runs each script as a uid of its own: a
-    # Python and a work folder that uid may reach (pytest's folders are root's alone).
+    # Python and a work folder that uid may reach (pytest's folders are root's alone), and
+    # dsstar's own Python, which runs the offline profiler, as if it were one too.
     settings = Settings(sandbox=NAME, script_python=plain_python, work_dir=open_work)
+    monkeypatch.setattr(sys, "executable", plain_python)
     assert settings.sandbox == NAME
     with caplog.at_level(logging.WARNING):
         assert check_isolation(settings) == NAME

@@ -233,9 +233,10 @@ def test_the_local_user_is_not_limited():
 
 
 @contextmanager
-def serving(root: Path, llm: FakeLLM, **policy: str):
-    """`dsstar serve` as root would run it: the worker's key in OPENAI_API_KEY, its model
-    server `llm`, and `policy` (DSSTAR_DATA_ROOTS, DSSTAR_FORM_ALLOW) in its environment."""
+def serving(root: Path, llm: FakeLLM, python: str = sys.executable, **policy: str):
+    """`dsstar serve` as root would run it, in `python`: the worker's key in OPENAI_API_KEY,
+    its model server `llm`, and `policy` (DSSTAR_DATA_ROOTS, DSSTAR_FORM_ALLOW) in its
+    environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSSTAR_")}
     env.update(
         OPENAI_API_KEY=SECRET,
@@ -248,12 +249,12 @@ def serving(root: Path, llm: FakeLLM, **policy: str):
         DSSTAR_MAX_DEBUG_ATTEMPTS="0",
         DSSTAR_MAX_ROUNDS="1",
         PREFECT_RUNNER_POLL_FREQUENCY="1",
-        **policy,
     )
+    env.update(policy)  # over the defaults above (a work folder of its own, say)
     log_path = root / f"serve-{len(list(root.glob('serve-*')))}.log"
     with open(log_path, "w") as log:
         proc = forked_cli.start(
-            [sys.executable, "-m", "dsstar", "serve"],
+            [python, "-m", "dsstar", "serve"],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
@@ -323,7 +324,9 @@ def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(
             "DSSTAR_SCRIPT_PYTHON": plain_python,
             "DSSTAR_WORK_DIR": str(open_work),
         }
-        with serving(tmp_path, own, **policy):
+        # As root, mode none runs scripts, the offline profiler's too, as a uid of their own:
+        # dsstar runs from a Python that uid may run.
+        with serving(tmp_path, own, plain_python, **policy):
             allowed = attack(data=str(lake), api_base=attacker.base_url, sandbox="none")
         assert "DSSTAR_FORM_ALLOW" not in (allowed.message or "")
         # The worker's operator allowed it: the form's server now gets the worker's key.

@@ -147,8 +147,9 @@ def check_isolation(settings: Settings) -> str:
     from dsstar.execution.sandbox.modes import isolates, resolve_mode
 
     mode = resolve_mode(settings.sandbox)
-    if not isolates(mode):
-        check_dedicated_uid(mode, resolve_python(settings.script_python), settings.work_dir)
+    if not isolates(mode):  # as root: the scripts' Python and the profiler's (dsstar's own)
+        pythons = [resolve_python(settings.script_python), resolve_python(None)]
+        check_dedicated_uid(mode, pythons, settings.work_dir)
         log.warning(
             f"sandbox {mode!r}: generated scripts run WITHOUT isolation (limits and a clean"
             " environment only): they can read host files, write outside their folder and"

@@ -108,7 +108,7 @@ def _run_once(
     mode = resolve_mode(mode)
     isolated = backend(mode).isolates
     if not isolated:  # as root, never a script as root: refused before it is staged
-        check_dedicated_uid(mode, python, work_root)
+        check_dedicated_uid(mode, [python], work_root)
     sweep_once(work_root)
     data_dir = Path(data_dir).resolve()
     code = code.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be run

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
@@ -63,22 +64,29 @@ def closed_interpreter(python: str | None = None) -> Path | None:
     return closed_to_others(executable) or closed_to_others(Path(prefix) / "x")
 
 
-def check_dedicated_uid(mode: str, python: str, work_root: Path | None) -> None:
+def check_dedicated_uid(mode: str, pythons: Iterable[str], work_root: Path | None) -> None:
     """As root, a mode that does not isolate runs each script as a dedicated unprivileged
     uid, never as root: ConfigError, naming the folder and the fix, when that uid could not
-    run the scripts' interpreter `python` or enter the work root (then it would have to be
-    root). Nothing to check when dsstar is not root (scripts run as its own uid)."""
+    run one of the interpreters `pythons` (the scripts', dsstar's own for the offline
+    profiler) or enter the work root. Nothing to check when dsstar is not root (scripts then
+    run as its own uid)."""
     if not is_root():
         return
     root = Path(work_root or tempfile.gettempdir())
-    closed = closed_interpreter(python)
-    fix = (
-        f"set DSSTAR_SCRIPT_PYTHON to a Python every user may run (the scripts' Python is"
-        f" {python}; a virtual environment made outside {closed}, say)"
-        if closed
-        else f"set DSSTAR_WORK_DIR to a folder every user may enter (the work folder is {root})"
-    )
-    closed = closed or closed_to_others(root / "x")
+    for python in pythons:
+        closed = closed_interpreter(python)
+        if closed is not None:
+            fix = (
+                f"run dsstar from a Python every user may run (its own, {python}, runs the"
+                " offline profiler, and scripts unless DSSTAR_SCRIPT_PYTHON names another)"
+                if os.path.realpath(python) == os.path.realpath(sys.executable)
+                else f"set DSSTAR_SCRIPT_PYTHON to a Python every user may run (the scripts'"
+                f" Python is {python}; a virtual environment made outside {closed}, say)"
+            )
+            break
+    else:
+        closed = closed_to_others(root / "x")
+        fix = f"set DSSTAR_WORK_DIR to a folder every user may enter (the work folder is {root})"
     if closed is not None:
         raise ConfigError(
             f"sandbox mode {mode!r} runs scripts as a dedicated unprivileged uid when dsstar"

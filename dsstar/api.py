@@ -160,6 +160,7 @@ def prepare_run(
     guidelines: str = "",
     run_id: str | None = None,
     name: Namer = str,
+    policy: Settings | None = None,
     **settings: Any,
 ) -> PreparedRun:
     """The form, settings and checks of one run, each done once: a bad value, a question too
@@ -167,7 +168,10 @@ def prepare_run(
     UsageError of one line that names the setting as `name` writes it (a flag at the CLI).
     Without a run id, a new one is chosen. Starts the temporary Prefect server early, when
     one will be needed, and the contract check's table reader, so that their start-up
-    overlaps the preflight."""
+    overlaps the preflight.
+
+    The form is the caller's own unless a `policy` judges it (a run taken from storage:
+    `dsstar.inputs.stored`), which the run's flow then applies (PreparedRun.policy)."""
     if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
         raise UsageError(f"{name('data')} {clean(data)}: the path is not valid UTF-8; rename it")
     from dsstar.inputs.form import RunForm, explain
@@ -197,7 +201,9 @@ def prepare_run(
     from dsstar.storage import new_run_id
 
     preflight(built, data)
-    return PreparedRun(form.model_copy(update={"run_id": form.run_id or new_run_id()}), built)
+    return PreparedRun(
+        form.model_copy(update={"run_id": form.run_id or new_run_id()}), built, policy
+    )
 
 
 @_refusing_kept
@@ -208,9 +214,6 @@ def run_prepared(
     CLI's progress display, say) and under a Prefect API; returns its result (the keys of
     `dsstar run --json`) and the error it ended with, if any. A run that could not even start
     (the Prefect API unreachable, say) has a failed result rebuilt from storage."""
-    from dsstar.inputs.trust import trust_local_user
-
-    trust_local_user()  # the caller chose these settings: no worker policy limits them
     from dsstar.model.llm import preload
     from flows import prefect_api, run_question
 

@@ -13,10 +13,23 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from dsstar import sandbox_names
 from dsstar.errors import ConfigError
 
-__all__ = ["CAP", "Settings", "api_key_here", "default", "value_range"]
+__all__ = ["ATTEMPT_FIELDS", "CAP", "Settings", "api_key_here", "default", "value_range"]
 
 # Marks a setting that bounds resource use or spending, a cap (see dsstar/caps.py).
 CAP = {"cap": True}
+
+# Where and how fast one attempt of a run goes: the settings of the process or machine that
+# runs it, not of the run. A run continued elsewhere (a flow run retried on another worker, a
+# resume) takes them from there, never from the run's record (dsstar/records/identity.py,
+# dsstar/inputs/stored.py).
+ATTEMPT_FIELDS = frozenset(
+    {
+        "storage", "work_dir", "embedding_cache_dir", "exec_uid_base", "exec_pool",
+        "max_parallel", "llm_concurrency", "llm_rpm", "slot_wait", "llm_timeout", "llm_retries",
+        "llm_retry_delay", "human_timeout", "max_crash_retries", "task_runner", "dask_address",
+        "ray_address", "task_workers",
+    }
+)  # fmt: skip
 
 
 class Settings(BaseSettings):
@@ -317,8 +330,10 @@ class Settings(BaseSettings):
     data_roots: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Folders and URL prefixes (s3://bucket/prefix) under which the data of a"
-        " flow run created through the Prefect API must lie, comma-separated; unset refuses"
-        " such runs every data location. Read from the worker's environment only.",
+        " flow run created through the Prefect API, or of a run taken from storage (resume,"
+        " replay), must lie, comma-separated; unset refuses such runs every data location (a"
+        " resumed or replayed run's may then be named with --data). Read from the worker's"
+        " environment only.",
     )
     database_url: str = Field(
         f"sqlite:///{Path.home() / '.dsstar' / 'ledger.db'}",

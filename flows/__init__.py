@@ -2,7 +2,9 @@
 
     run_question        one question: the ds-star flow, run in this process
     describe_files      step 1 alone over a data root: the ds-star-describe flow
-    ds_star_bench       a benchmark suite (with task_dicts): the ds-star-bench flow
+    ds_star_bench       a benchmark suite (with task_dicts): the ds-star-bench flow; its
+                        tasks' forms judged by the worker's policy, or with own_bench by none
+                        (the suite its caller chose: `dsstar bench run`)
     serve_deployments   `dsstar serve`: both deployments from one process (with share_limits)
     inspect_slots       the shared concurrency limits and who holds their slots
     prefect_api         the Prefect API a command talks to (with open_api_warning, and
@@ -27,7 +29,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows._guidance import answer_in_terminal
     from flows._settle import settle as settle_run
     from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
-    from flows.bench import ds_star_bench, task_dicts
+    from flows.bench import ds_star_bench, own_bench, task_dicts
     from flows.console import run_console
     from flows.describe import describe_files
     from flows.ds_star import run_question
@@ -42,6 +44,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
 _HOMES = {
     "answer_in_terminal": ("flows._guidance", "answer_in_terminal"),
     "ds_star_bench": ("flows.bench", "ds_star_bench"),
+    "own_bench": ("flows.bench", "own_bench"),
     "task_dicts": ("flows.bench", "task_dicts"),
     "describe_files": ("flows.describe", "describe_files"),
     "run_question": ("flows.ds_star", "run_question"),
@@ -79,6 +82,7 @@ __all__ = [
     "ds_star_bench",
     "inspect_slots",
     "open_api_warning",
+    "own_bench",
     "prefect_api",
     "run_console",
     "run_question",

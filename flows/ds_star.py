@@ -6,12 +6,14 @@ its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from prefect import Flow, get_client
 from prefect.client.schemas.objects import FlowRun, State
 from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
+from prefect.task_runners import TaskRunner
 from prefect.utilities.callables import get_call_parameters
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
@@ -45,7 +47,14 @@ from flows._settle import crash_earlier_attempts
 from flows._states import failed_state, final_state, interrupted_state
 from flows.workers import check_crash_loop
 
-__all__ = ["completed_result", "default_run_id", "derived_run_id", "ds_star", "run_question"]
+__all__ = [
+    "completed_result",
+    "default_run_id",
+    "derived_run_id",
+    "ds_star",
+    "own_flow",
+    "run_question",
+]
 
 
 def default_run_id() -> str:
@@ -77,41 +86,59 @@ def ds_star(**fields: Any) -> dict[str, Any] | State:
     The flow run ends Completed with an answer, Failed when the run failed or went over
     budget (state OverBudget), Cancelled when a person stopped it (flows/_states.py).
     """
-    return _answer(fields, prepared=None)
+    # Parameters come from whoever reaches the Prefect API: the Settings of this worker's own
+    # environment judge what they may choose, and where their data may lie.
+    return _answer(fields, None, Settings())
+
+
+def own_flow(policy: Settings | None) -> Flow:
+    """The ds-star flow for runs whose forms this process builds itself (the tasks of
+    `dsstar bench run`, a benchmark script): `ds_star`, its forms judged by `policy` (None:
+    they are its user's own, and nothing limits them) rather than by the worker's
+    environment. Only a caller in this process makes one: no parameter says "trusted"."""
+    return _flow_of(lambda fields: _answer(fields, None, policy), default_task_runner())
 
 
 def _prepared_flow(prepared: PreparedRun) -> Flow:
-    """The ds-star flow of one run prepared in this process: `ds_star` (its name, parameters,
-    schema and description), given the prepared run itself, which its function closes over.
-    Parameters are untrusted (anyone who reaches the Prefect API writes them), so they never
-    say "checked"; only a caller that holds the prepared run makes this flow."""
+    """The ds-star flow of one run prepared in this process: `ds_star` given the prepared
+    run itself, which its function closes over, judged by the prepared run's own policy."""
+    runner = build_task_runner(prepared.settings)
+    return _flow_of(lambda fields: _answer(fields, prepared, prepared.policy), runner)
 
-    def answer_prepared(**fields: Any) -> dict[str, Any] | State:
-        return _answer(fields, prepared)
+
+def _flow_of(
+    answer: Callable[[dict[str, Any]], dict[str, Any] | State], runner: TaskRunner
+) -> Flow:
+    """A ds-star flow (its name, parameters, schema and description) whose body is `answer`,
+    given the parameters as a dict."""
+
+    def answer_here(**fields: Any) -> dict[str, Any] | State:
+        return answer(fields)
 
     # ds_star's docstring without the Args that `form_flow` writes again from the form
     # (Prefect reads the parameters' descriptions there).
-    answer_prepared.__doc__ = ds_star.description.partition("\n\nArgs:\n")[0]
-    runner = build_task_runner(prepared.settings)
-    return form_flow(RunForm, **_FLOW, task_runner=runner)(answer_prepared)
+    answer_here.__doc__ = ds_star.description.partition("\n\nArgs:\n")[0]
+    return form_flow(RunForm, **_FLOW, task_runner=runner)(answer_here)
 
 
-def _answer(fields: dict[str, Any], prepared: PreparedRun | None) -> dict[str, Any] | State:
+def _answer(
+    fields: dict[str, Any], prepared: PreparedRun | None, policy: Settings | None
+) -> dict[str, Any] | State:
     """The ds-star flow's body: the run of `fields`, or of `prepared` (its form and settings
     taken as they are, the question check and the preflight not repeated) when it is the
-    run these parameters were made from."""
+    run these parameters were made from. `policy` judges the form (trust.check_form; None:
+    the local user's own); parameters that are not the prepared run's are always judged by
+    this worker's environment."""
     checked = prepared is not None and prepared.form.parameters() == _given(fields)
     if checked:
         form, settings = prepared.form, prepared.settings
     else:
         form, settings = _validated(fields)
-    # Parameters from the API are the worker's to judge: its own environment says what a
-    # form may choose and where its data may lie (the CLI's user is not limited).
-    worker = Settings()
-    check_form(form.chosen(), worker)
+        policy = Settings() if prepared is not None else policy
+    check_form(form.chosen(), policy)
     # The check opens a local root and the run reads only through that opening (a folder
     # swapped for a link after the check is never followed); closed when the run ends.
-    data = hold_data_location(form.data, worker)
+    data = hold_data_location(form.data, policy)
     try:
         outcome = _checked_run(form, settings, data, checked=checked)
         return outcome if isinstance(outcome, State) else final_state(outcome)

@@ -26,7 +26,6 @@ from dsstar.events import (
     Retrieved,
     RoundDone,
 )
-from dsstar.inputs import trust
 from dsstar.inputs.form import RunForm
 
 pytestmark = pytest.mark.slow
@@ -56,8 +55,6 @@ def counted(llm, monkeypatch):
     monkeypatch.setattr(flows.ds_star, "check_question", check_question)
     monkeypatch.setattr(RunForm, "settings", form_settings)
     llm.on_models(lambda: counts.__setitem__("probe", counts["probe"] + 1))
-    # ask() trusts the local user for the rest of the process: restored after the test.
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)
     return counts
 
 
@@ -174,3 +171,21 @@ def test_a_flow_run_from_parameters_checks_everything_itself(env, llm, sales, co
     assert counted == {"settings": 1, "question": 1, "probe": 1}
     state = ds_star(question="x" * 100_000, data=str(sales), run_id="too-long", return_state=True)
     assert state.is_failed() and "more than the" in str(state.result(raise_on_failure=False))
+
+
+def test_after_an_ask_a_form_through_the_api_is_still_the_worker_s_to_judge(env, llm, sales):
+    """Whose form it is is decided per call: `ask` runs its caller's own settings (a cap
+    above the worker's included), and a flow run created from parameters later in the same
+    process is judged by the worker's environment all the same."""
+    from flows.ds_star import ds_star
+
+    always_first_time(llm)
+    own = dsstar.ask(QUESTION, sales, max_rounds=40)  # the worker's own: 20
+    assert own.status == "verified", own
+    before = len(llm.requests)
+    state = ds_star(question=QUESTION, data=str(sales), max_rounds=40, run_id="raised",
+                    return_state=True)  # fmt: skip
+    assert state.is_failed()
+    said = str(state.result(raise_on_failure=False))
+    assert "max_rounds=40 (above this worker's own max_rounds=20)" in said, said
+    assert len(llm.requests) == before  # refused before any model call

@@ -132,13 +132,18 @@ def test_every_file_left_out_is_named_with_why(tmp_path):
 
 @pytest.mark.parametrize("mode", ["none", "bwrap"])
 @pytest.mark.parametrize("warm", [False, True])
-def test_the_sandbox_describes_each_saved_figure_from_the_figure_itself(tmp_path, mode, warm):
+def test_the_sandbox_describes_each_saved_figure_from_the_figure_itself(
+    tmp_path, mode, warm, plain_python, open_work
+):
     data = tmp_path / "data"
     data.mkdir()
     (data / "t.csv").write_text("a\n1\n")
     code = "import os\nos.makedirs('charts')\n" + CHART
     limits = Limits(timeout_s=60, warm=warm)
-    result = run_script(code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path)
+    # Mode none as root: a Python and a work folder the script's own uid may reach.
+    where = {"work_root": open_work, "python": plain_python} if mode == "none" else {}
+    result = run_script(code, data_dir=data, limits=limits, mode=mode,
+                        **{"work_root": tmp_path, **where})  # fmt: skip
     assert result.ok, result.output
     assert "matplotlib before: False" in result.output  # imported by the script, not for it
     outputs = {f["name"]: f for f in result.outputs}
@@ -169,12 +174,13 @@ def test_a_script_without_matplotlib_runs_without_it(tmp_path):
     assert "ValueError: shown as python shows it" in result.output
 
 
-def test_a_bound_passed_is_an_error_that_names_it(tmp_path):
+def test_a_bound_passed_is_an_error_that_names_it(tmp_path, plain_python, open_work):
     data = tmp_path / "data"
     data.mkdir()
     code = "for i in range(3):\n    open(f'part{i}.csv', 'w').write('a\\n1\\n')\n"
     limits = Limits(timeout_s=60, warm=False, outputs=2)
-    result = run_script(code, data_dir=data, limits=limits, mode="none", work_root=tmp_path)
+    result = run_script(code, data_dir=data, limits=limits, mode="none", work_root=open_work,
+                        python=plain_python)  # fmt: skip
     assert [f["name"] for f in result.outputs] == ["part0.csv", "part1.csv"]
     assert "1 file(s) the script wrote were not kept, past the bounds: part2.csv." in (
         result.outputs_error

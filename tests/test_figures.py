@@ -65,13 +65,15 @@ def test_collect_and_the_host_keep_the_bounds(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["none", "bwrap"])
-def test_run_script_returns_the_figures(tmp_path, mode):
+def test_run_script_returns_the_figures(tmp_path, mode, plain_python, open_work):
     data = tmp_path / "data"
     data.mkdir()
     (data / "t.csv").write_text("a\n1\n")
     limits = Limits(timeout_s=30, warm=False)
+    # Mode none as root: a Python and a work folder the script's own uid may reach.
+    where = {"work_root": open_work, "python": plain_python} if mode == "none" else {}
     result = run_script(SAVE_SVG + SAVE_PNG, data_dir=data, limits=limits, mode=mode,
-                        work_root=tmp_path)  # fmt: skip
+                        **{"work_root": tmp_path, **where})  # fmt: skip
     assert result.ok, result.output
     assert [(f["name"], f["bytes"]) for f in result.figures] == [
         ("charts/revenue.png", len(PNG)), ("trend.svg", SVG_BYTES)

@@ -43,9 +43,28 @@ def mode(request):
     return request.param
 
 
+# As root, mode `none` runs each script as a dedicated uid, which must reach the interpreter
+# and the work folder (pytest's folders are root's alone): this test's, from the fixture below.
+PLAIN: dict[str, object] = {}
+
+
+@pytest.fixture(autouse=True)
+def _reachable_by_the_script_uid(plain_python, open_work, monkeypatch):
+    monkeypatch.setitem(PLAIN, "python", plain_python)
+    monkeypatch.setitem(PLAIN, "work_root", open_work)
+
+
+def where(mode, tmp_path):
+    """run_script's work root and interpreter for `mode`: for one that does not isolate, a
+    folder and a Python the script's own uid may enter and run."""
+    if sandbox_modes.isolates(mode):
+        return {"work_root": tmp_path}
+    return dict(PLAIN)
+
+
 def run(code, data, mode, tmp_path, **caps):
     limits = Limits(**{**vars(LIMITS), **caps})
-    return run_script(code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path)
+    return run_script(code, data_dir=data, limits=limits, mode=mode, **where(mode, tmp_path))
 
 
 def test_modes_resolve_and_fail_closed(monkeypatch, caplog):
@@ -79,8 +98,12 @@ def test_settings_and_preflight_use_the_one_resolver(monkeypatch, caplog):
     assert Settings(sandbox="process").sandbox == "none"
     with pytest.raises(ValidationError, match="unknown sandbox mode 'chroot'"):
         Settings(sandbox="chroot")
+    plain = Settings(sandbox="none", script_python=PLAIN["python"], work_dir=PLAIN["work_root"])
+    # As if dsstar ran from a Python every user may run (it runs the offline profiler, and
+    # mode none as root runs that as a dedicated uid too).
+    monkeypatch.setattr(sys, "executable", PLAIN["python"])
     with caplog.at_level(logging.WARNING):
-        assert check_isolation(Settings(sandbox="none")) == "none"
+        assert check_isolation(plain) == "none"
     assert "WITHOUT isolation" in caplog.text
     if ISOLATED:
         assert check_isolation(Settings(sandbox="auto")) == ISOLATED[0]
@@ -190,6 +213,7 @@ def test_temporary_folders_are_removed_and_stale_ones_swept(data, tmp_path):
     for mode in MODES:
         run("print('x')", data, mode, tmp_path, warm=False)
     assert not list(tmp_path.glob("dsstar-exec-*"))
+    assert not list(PLAIN["work_root"].glob("dsstar-exec-*"))
     stale = tmp_path / "dsstar-exec-999999999-abc"
     (stale / "inner").mkdir(parents=True)
     (stale / "inner").chmod(0o500)
@@ -297,6 +321,57 @@ def test_concurrent_scripts_get_their_own_uid_and_folder(data, mode, tmp_path):
     for r in results:
         uid, mine, listing = r.stdout.split(maxsplit=2)
         assert uid == mine and listing.strip() == "['data', 'mine', 'script.py']"
+
+
+SHADOW_PROBE = (
+    "import os\n"
+    "print('uid', os.getuid())\n"
+    "try:\n"
+    "    print('shadow', open('/etc/shadow').read()[:20])\n"
+    "except OSError as exc:\n"
+    "    print('shadow', type(exc).__name__)\n"
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
+def test_mode_none_as_root_runs_scripts_as_a_dedicated_uid_or_not_at_all(
+    data, tmp_path, monkeypatch
+):
+    """Mode none does not isolate, but as root it still runs each script as an unprivileged
+    uid of its own: never as root, which could read /etc/shadow. Where that uid could not run
+    the interpreter or enter the work folder, the script is refused, saying what to change."""
+    from dsstar.execution.sandbox import uid_range
+
+    ran = run(SHADOW_PROBE, data, "none", tmp_path)
+    assert ran.ok, ran.output
+    assert int(ran.stdout.split()[1]) in uid_range()
+    assert "shadow PermissionError" in ran.stdout
+
+    (tmp_path / "work").mkdir()
+    closed = tmp_path / "closed"  # a virtual environment in a folder only root may enter
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed)], check=True)
+    refusals = [
+        dict(PLAIN, python=str(closed / "bin" / "python")),
+        dict(PLAIN, work_root=tmp_path / "work"),  # pytest's folders are root's alone
+    ]
+    for where, fix in zip(refusals, ("DSSTAR_SCRIPT_PYTHON", "DSSTAR_WORK_DIR"), strict=True):
+        with pytest.raises(ConfigError) as refused:
+            run_script(SHADOW_PROBE, data_dir=data, limits=LIMITS, mode="none", **where)
+        said = str(refused.value)
+        assert "runs scripts as a dedicated unprivileged uid" in said and fix in said, said
+        assert "never as root" in said and "bwrap" in said
+    assert not list((tmp_path / "work").glob("dsstar-exec-*"))  # nothing was staged
+    # The preflight says so too, of the scripts' Python, of dsstar's own (which runs the
+    # offline profiler: here as if it were one every user may run) and of the work folder.
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "executable", PLAIN["python"])
+        with pytest.raises(ConfigError, match="DSSTAR_WORK_DIR"):
+            check_isolation(Settings(sandbox="none", work_dir=tmp_path / "work",
+                                     script_python=PLAIN["python"]))  # fmt: skip
+        patched.setattr(sys, "executable", refusals[0]["python"])
+        with pytest.raises(ConfigError, match="run dsstar from a Python every user may run"):
+            check_isolation(Settings(sandbox="none", work_dir=PLAIN["work_root"],
+                                     script_python=PLAIN["python"]))  # fmt: skip
 
 
 @pytest.fixture
@@ -450,11 +525,12 @@ def test_a_script_given_files_sees_those_files_alone(data, mode, tmp_path, warm)
     limits = Limits(**{**vars(LIMITS), "warm": warm})
     wanted = ["sub/notes.txt", "../data/table.csv", "/etc/hosts", "sub/missing.csv"]
     result = run_script(
-        code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path, files=wanted
+        code, data_dir=data, limits=limits, mode=mode, files=wanted, **where(mode, tmp_path)
     )
     assert "data/sub/notes.txt hello" in result.output, result.output
-    if mode != "none":  # read-only (mode none may keep root's uid, which no mode bars)
-        assert not result.ok and "Read-only file system" in result.output, result.output
+    # Read-only: mounted so, or (mode none) a copy the script's uid may not write.
+    refused = "Read-only file system" if mode != "none" else "Permission denied"
+    assert not result.ok and refused in result.output, result.output
     assert "SECRET" not in result.output and "table.csv" not in result.output
     assert "localhost" not in result.output and "missing" not in result.output
     assert (data / "sub" / "notes.txt").read_text() == "hello"
@@ -477,16 +553,19 @@ def test_a_script_gets_signals_as_a_fresh_interpreter_whatever_the_host_had(data
         "        'os.kill(os.getpid(), signal.SIGINT)\\n'\n"
         "        'print(\"survived\")\\n')\n"
         "found = {}\n"
-        "for mode in sys.argv[3:]:\n"
+        "for mode in sys.argv[5:]:\n"
+        "    where = ({'work_root': Path(sys.argv[2])} if mode != 'none' else\n"
+        "             {'python': sys.argv[3], 'work_root': Path(sys.argv[4])})\n"
         "    for warm in (False, True):\n"
         "        limits = Limits(timeout_s=20, memory_mb=1024, warm=warm)\n"
         "        done = run_script(code, data_dir=Path(sys.argv[1]), limits=limits, mode=mode,\n"
-        "                          work_root=Path(sys.argv[2]))\n"
+        "                          **where)\n"
         "        found[f'{mode} warm={warm}'] = [done.exit_code, done.output]\n"
         "print(json.dumps(found))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe, str(data), str(tmp_path), *MODES],
+        [sys.executable, "-c", probe, str(data), str(tmp_path), PLAIN["python"],
+         str(PLAIN["work_root"]), *MODES],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

@@ -31,7 +31,6 @@ from dsstar.cli._app import (
 from dsstar.cli._output import LiveProgress, report
 from dsstar.errors import DSStarError, RunIdInUse, UsageError
 from dsstar.execution import stopping
-from dsstar.inputs.form import OPTION_FIELDS
 from dsstar.inputs.preflight import unreadable_warning
 from dsstar.keys import run_folder, run_record
 from dsstar.settings import Settings
@@ -132,7 +131,7 @@ def run_flow(prepared: PreparedRun, as_json: bool) -> dict[str, Any]:
         shown.enter_context(_terminal_prompt(settings, live))
         return shown
 
-    with stopping.on_stop(_stop_hook(settings, run_id, as_json)):
+    with stopping.on_stop(_stop_hook(settings, run_id, prepared.form.data, as_json)):
         result, error = run_prepared(prepared, around)
     if stopping.requested():  # the run unwound after SIGINT/SIGTERM: `stop` reports it
         stopping.finish()
@@ -157,9 +156,9 @@ def _terminal_prompt(settings: Settings, live: LiveProgress) -> Any:
     return answer_in_terminal(TerminalAsker(err, sys.stdin, live.pause, live.resume))
 
 
-def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
+def _stop_hook(settings: Settings, run_id: str, data: str, as_json: bool) -> stopping.Hook:
     """What a stopped run leaves: run.json and the ledger say `interrupted`, the user learns
-    how to resume it."""
+    how to resume it (naming its `data` when a resume would not take it from storage)."""
 
     def stop(signum: int) -> None:
         import signal
@@ -176,9 +175,23 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
             return
         if as_json:
             sys.stdout.write(json.dumps(run_result(record, store.uri(run_folder(run_id)))) + "\n")
-        err.print(f"{reason}; continue with: {invoked()} resume {run_id}", highlight=False)
+        from dsstar.inputs.stored import resume_arguments
+
+        resume = f"{invoked()} resume {resume_arguments(run_id, data)}"
+        err.print(f"{reason}; continue with: {resume}", highlight=False)
 
     return stop
+
+
+# The data location a run taken from storage reads, when the user names it (resume, replay).
+StoredDataOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--data",
+        help="The run's data (folder, file or URL), named by you: a location its stored record"
+        " names is taken only under DSSTAR_DATA_ROOTS.",
+    ),
+]
 
 
 @app.command()
@@ -193,6 +206,7 @@ def resume(
     max_tokens: Annotated[
         int | None, setting_option("max_tokens", "A new ceiling in tokens for the whole run.")
     ] = None,
+    data: StoredDataOpt = None,
     force: Annotated[
         bool,
         typer.Option(help="Resume even if the run may still be running on another host."),
@@ -208,9 +222,15 @@ def resume(
     that stopped over_budget goes on with a higher --max-cost or --max-tokens: the ceiling
     bounds the whole run, what it spent before included.
 
+    The stored run is data, not settings for this process: it continues under this
+    process's policy (DSSTAR_* variables and the flags here), and takes from its record
+    only what a run form could choose; its data must lie under DSSTAR_DATA_ROOTS unless
+    --data names it (docs/sandbox.md).
+
     Example: dsstar resume 20261121-193000-3fa2c1 --json
     """
     prefect_quietly(verbose)
+    from dsstar.inputs.stored import StoredRun, judged
     from dsstar.storage import Store
     from dsstar.views.report import run_result
 
@@ -229,19 +249,25 @@ def resume(
         raise typer.Exit(EXIT_OK)
     _refuse_if_running(record, force, as_json)
 
-    # The run continues with the settings it started with (so its cache keys match), except
-    # where this command says otherwise. Keys were never stored; they come from the env.
-    stored = dict(record.get("settings") or {})
-    given = {"model": model, "api_base": api_base, "max_cost": max_cost, "max_tokens": max_tokens}
-    stored.update({k: v for k, v in given.items() if v not in (None, "")})
-    stored["storage"] = store.url
-    options = {k: v for k, v in stored.items() if k in OPTION_FIELDS and v is not None}
+    # The run continues with the settings it started with (so its cache keys match), as far
+    # as this process would let a form choose them; the flags here are this user's own.
+    flags = {"model": model, "api_base": api_base, "max_cost": max_cost, "max_tokens": max_tokens}
+    own = {name: value for name, value in flags.items() if value not in (None, "")}
+    own["storage"] = store.url
     try:
-        prepared = prepare_run(**{k: record[k] for k in ("question", "data", "guidelines")},
-                               run_id=run_id, name=flag_name, **options)  # fmt: skip
+        stored = StoredRun.of(run_id, record)
+        options, policy, location = judged(stored, own, data, _RESUME_FLAGS.get)
+        prepared = prepare_run(question=stored.question, data=location,
+                               guidelines=stored.guidelines, run_id=run_id, name=flag_name,
+                               policy=policy, **options)  # fmt: skip
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     _run_flow(prepared, as_json)
+
+
+# The settings `dsstar resume` has a flag for (named in its refusals).
+_RESUME_FLAGS = {name: "--" + name.replace("_", "-") for name in
+                 ("model", "api_base", "max_cost", "max_tokens")}  # fmt: skip
 
 
 def _settle_answered(record: dict[str, Any]) -> None:

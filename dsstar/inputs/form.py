@@ -316,11 +316,17 @@ RunForm = create_model(
 class PreparedRun:
     """A run built and checked in this process, ready to start (`dsstar.api.prepare_run`):
     its form (the flow's parameters, with its run id) validated, its settings built, its
-    question checked and its preflight passed. The flow it starts takes both as they are and
-    checks nothing again; parameters from elsewhere never make one."""
+    question checked and its preflight passed. The flow it starts takes both as they are;
+    parameters from elsewhere never make one.
+
+    `policy` judges its form as a worker judges one (`dsstar.inputs.trust`): None when the
+    form is the local user's own (`dsstar run`, `dsstar.ask`), the Settings of this
+    process's environment and its user's own flags when it was taken from storage
+    (`dsstar resume`, `dsstar replay`: `dsstar.inputs.stored`)."""
 
     form: Any  # a RunForm (a model built at import: no annotation can name it)
     settings: Settings
+    policy: Settings | None
 
 
 def form_parameters(form: type[BaseModel]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

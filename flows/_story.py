@@ -13,6 +13,7 @@ script: it is plain text in the Logs tab, but that tab colours ANSI codes and ma
 from __future__ import annotations
 
 import logging
+import traceback
 from typing import Any
 
 from prefect import get_run_logger
@@ -36,8 +37,12 @@ def say(
     except MissingContextError:  # called outside a run (a unit test of a helper)
         logger = logging.getLogger("dsstar.flows")
     # A file name that is not UTF-8 (surrogate-escaped) would fail Prefect's request for the
-    # line's whole batch of logs: the line is made valid text first (`log_text` does).
-    logger.log(level, log_text(message % args if args else message), exc_info=exc)
+    # line's whole batch of logs: the line, and the traceback (which repeats the error's
+    # message), are made valid text first (`log_text` does).
+    line = message % args if args else message
+    if exc is not None:
+        line += "\n" + "".join(traceback.format_exception(exc)).rstrip()
+    logger.log(level, log_text(line))
 
 
 def _short(text: Any) -> str:

@@ -181,6 +181,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 _CHART_BYTES = 16 << 20  # a chart's description: its labels and plotted values
+_TEXT_BYTES = 16 << 20  # a round's plan, code or output (scripts' output is capped far lower)
 
 
 def _read_stored(store: Any, key: str, most: int) -> bytes:
@@ -190,7 +191,8 @@ def _read_stored(store: Any, key: str, most: int) -> bytes:
 
 def _stored_text(store: Any, run_id: str, key: str) -> str:
     try:
-        return _read_stored(store, in_run(run_id, key)).decode("utf-8", errors="replace")
+        data = _read_stored(store, in_run(run_id, key), _TEXT_BYTES)
+        return data.decode("utf-8", errors="replace")
     except (OSError, DSStarError):
         return ""
 

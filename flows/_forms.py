@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import cache
 from typing import Any
 
 from prefect import Flow, get_client
 from prefect.context import FlowRunContext
 from prefect.deployments.runner import RunnerDeployment
+from prefect.exceptions import PrefectHTTPStatusError
 from prefect.runtime import flow_run
 from prefect.utilities.callables import ParameterSchema
 from pydantic import BaseModel, ConfigDict
@@ -27,7 +28,7 @@ from dsstar.inputs.form import (
 from dsstar.inputs.trust import check_job_variables, check_retry_policy
 from dsstar.text import clean
 
-__all__ = ["closed_schema", "form_deployment", "form_flow", "given_name"]
+__all__ = ["close_forms", "closed_schema", "form_deployment", "form_flow", "given_name"]
 
 # Names a form flow takes besides its form's fields: every setting by name, flat, and the
 # run id (each goes to its section; `ds_star(question=..., data=..., max_rounds=3)`), and
@@ -156,6 +157,45 @@ def form_deployment(flow: Flow, **options: Any) -> RunnerDeployment:
     deployment.enforce_parameter_schema = True
     deployment._parameter_openapi_schema = closed_schema(deployment._parameter_openapi_schema)
     return deployment
+
+
+# The flows whose parameters are a run form, as `prefect deploy` finds them by name.
+FORM_FLOWS = ("ds-star", "ds-star-nightly")
+
+
+def close_forms(only: Collection[str] | None = None) -> list[str]:
+    """Close the run form of every deployment of a form flow on the server (made by `prefect
+    deploy`, which builds an open schema), or of those of them named in `only`
+    ("flow/deployment"): its schema refuses every parameter it does not name, and Prefect's
+    server checks it before it stores a flow run. Returns one line per deployment changed
+    or left open (its own parameters are no form: the line says why); a form closed already
+    is left as it is."""
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    said = []
+    with get_client(sync_client=True) as client:
+        named = FlowFilter(name=FlowFilterName(any_=list(FORM_FLOWS)))
+        for deployment in client.read_deployments(flow_filter=named):
+            schema = deployment.parameter_openapi_schema or {}
+            if schema.get("additionalProperties") is False and deployment.enforce_parameter_schema:
+                continue
+            name = f"{client.read_flow(deployment.flow_id).name}/{deployment.name}"
+            if only is not None and name not in only:
+                continue
+            closed = {**schema, "additionalProperties": False}
+            try:  # Prefect's client model of an update has no schema: the API's has
+                client.request(
+                    "PATCH",
+                    "/deployments/{id}",
+                    path_params={"id": deployment.id},
+                    json={"parameter_openapi_schema": closed, "enforce_parameter_schema": True},
+                )
+            except PrefectHTTPStatusError as exc:  # its own parameters are outside the form
+                why = exc.response.json().get("detail", exc.response.text)
+                said.append(f"deployment {name}: its form left open: {clean(str(why))}")
+                continue
+            said.append(f"deployment {name}: its form closed (no other parameter is taken)")
+    return said
 
 
 def given_name() -> str | None:

@@ -8,6 +8,11 @@ server; Prefect's client sends it again) leaves two copies, and a retried flow r
 its rounds once more. `publish` therefore looks for this flow run's artifacts under the key:
 none, it creates one; else it updates the oldest in place (the server updates the key's
 latest version with it) and deletes any other copy.
+
+The UI renders a card's description, and each text cell of a table, as markdown: both are
+taken as plain text and escaped here (`md_text`), so whatever a script, a model or a file
+put in them shows as that text. A markdown card's body is the caller's to build from escaped
+parts (tasks/record.py).
 """
 
 from __future__ import annotations
@@ -25,19 +30,23 @@ from prefect.client.schemas.filters import (
 from prefect.exceptions import ObjectNotFound
 from prefect.utilities.context import get_task_and_flow_run_ids
 
-from dsstar.text import clean, clean_deep
+from dsstar.text import clean, clean_deep, md_text
 
 __all__ = ["publish", "publish_markdown", "publish_table"]
 
 
 def publish_markdown(key: str, markdown: str, description: str) -> None:
-    """The markdown card `key` of this flow run, created or updated in place."""
-    publish(MarkdownArtifact(key=key, markdown=clean(markdown), description=description))
+    """The markdown card `key` of this flow run, created or updated in place. `description`
+    is plain text."""
+    publish(MarkdownArtifact(key=key, markdown=clean(markdown), description=md_text(description)))
 
 
 def publish_table(key: str, table: list[dict[str, Any]], description: str) -> None:
-    """The table card `key` of this flow run, created or updated in place."""
-    publish(TableArtifact(key=key, table=clean_deep(table), description=description))
+    """The table card `key` of this flow run, created or updated in place. Its cells and
+    `description` are plain text: a text cell is escaped (the UI renders it as markdown), a
+    column name is not (the UI shows it as it is)."""
+    cells = [{k: md_text(v) if isinstance(v, str) else v for k, v in row.items()} for row in table]
+    publish(TableArtifact(key=key, table=clean_deep(cells), description=md_text(description)))
 
 
 def publish(artifact: Artifact) -> None:

@@ -8,16 +8,16 @@ one card per round, one rounds table and one answer per flow run, updated in pla
 from __future__ import annotations
 
 import base64
-import re
 from pathlib import PurePosixPath
 from typing import Any
 
 from prefect import Task, task
 
 from dsstar.algorithm.verdict import verdict_label
-from dsstar.execution.deliverables import chart_text, table_preview
-from dsstar.storage import Store
-from dsstar.text import clean, fenced, money
+from dsstar.execution.deliverables import chart_text
+from dsstar.records.files import read_output
+from dsstar.storage import Store, Stored
+from dsstar.text import fenced, md_code, md_text, money
 from tasks._common import is_storage_error
 from tasks.cards import publish_markdown, publish_table
 from tasks.keys import artifact_key
@@ -44,11 +44,13 @@ _BACKOFF = (1, 4, 10)
     cache_policy=None,
 )
 def write_objects(label: str, storage: str, objects: dict[str, Any]) -> list[str]:
-    """Write every `key -> text, bytes or JSON value` pair; returns their URIs."""
+    """Write every `key -> text, bytes, Stored (copied there) or JSON value` pair; returns
+    their URIs."""
     store = Store(storage)
     return [
         store.write_text(key, value) if isinstance(value, str)
         else store.write_bytes(key, value) if isinstance(value, bytes)
+        else store.copy(value.key, key) if isinstance(value, Stored)
         else store.write_json(key, value)
         for key, value in objects.items()
     ]  # fmt: skip
@@ -60,20 +62,24 @@ def storage_writer(first_delay: float) -> Task:
 
 
 def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
-    """A markdown artifact for one round: plan, code, head of the output, verdict and route."""
-    plan = "\n".join(f"{i}. {step}" for i, step in enumerate(item["plan"], 1))
+    """A markdown artifact for one round: plan, code, head of the output, verdict and route.
+    What a model or a script wrote shows as text (`md_text`) or code, never as markdown."""
+    plan = "\n".join(f"{i}. {md_text(step, line=True)}" for i, step in enumerate(item["plan"], 1))
     output = item["output"][:3000]
     markdown = (
         f"### Round {item['number']:02d}\n\n"
-        f"**Route that opened it:** {item.get('route') or '(initial plan)'}  \n"
+        f"**Route that opened it:** {md_text(item.get('route') or '(initial plan)')}  \n"
         f"**Verdict:** {verdict_label(item.get('verdict'))}  \n"
         f"**Tokens:** {item['input_tokens']} in / {item['output_tokens']} out · "
         f"**Seconds:** {item['seconds']:.1f}\n\n"
         f"**Plan**\n\n{plan}\n\n**Code**\n\n{fenced(item['code'], 'python')}\n\n"
-        f"**Output (head)**\n\n{fenced(output)}\n\nStored at `{uri}`\n"
+        f"**Output (head)**\n\n{fenced(output)}\n\nStored at {md_code(uri)}\n"
     )
     for figure in item.get("figures") or []:
-        markdown += f"\nFigure `{figure['name']}` ({figure['bytes']:,} bytes): `{figure['uri']}`"
+        markdown += (
+            f"\nFigure {md_code(figure['name'])} ({figure['bytes']:,} bytes):"
+            f" {md_code(figure['uri'])}"
+        )
     publish_markdown(
         artifact_key(f"{run_id}-round-{item['number']:02d}"),
         markdown,
@@ -82,7 +88,8 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
 
 
 def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
-    """The run's table of every round so far: one card, rewritten after each round."""
+    """The run's table of every round so far: one card, rewritten after each round (its text
+    cells are escaped by `publish_table`)."""
     table = [
         {
             "round": f"{item['number']:02d}",
@@ -99,14 +106,15 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
 
 
 def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -> None:
-    """A markdown artifact with the answer, the totals and where every object is stored."""
-    links = "\n".join(f"- {name}: `{uri}`" for name, uri in uris.items())
+    """A markdown artifact with the answer, the totals and where every object is stored.
+    The question, the answer, file names and URIs show as text (`md_text`) or code."""
+    links = "\n".join(f"- {md_text(name, line=True)}: {md_code(uri)}" for name, uri in uris.items())
     reused = record.get("reused_from")
-    origin = f"**Reused the verified solution of run** `{reused}`\n\n" if reused else ""
+    origin = f"**Reused the verified solution of run** {md_code(reused)}\n\n" if reused else ""
     if record.get("replies") in ("recorded", "mixed"):  # never to pass for a model's answer
         origin += (
-            f"**Replies: recorded** ({record['replies']}), from `{record.get('recorded_from')}`:"
-            " no model was asked\n\n"
+            f"**Replies: recorded** ({md_text(record['replies'])}), from"
+            f" {md_code(record.get('recorded_from'))}: no model was asked\n\n"
         )
     # The one-line reason (run.json's error), in a block as output is: it may hold markdown.
     # The whole output of a failed script is among the stored objects.
@@ -116,8 +124,9 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
     publish_markdown(
         artifact_key(f"{run_id}-answer"),
         (
-            f"### {record['question']}\n\n**Status:** {record['status']}  \n"
-            f"**Answer:** {answer}\n\n{error}{origin}"
+            f"### {md_text(record['question'], line=True)}\n\n"
+            f"**Status:** {md_text(record['status'])}  \n"
+            f"**Answer:** {md_text(answer)}\n\n{error}{origin}"
             f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"
             f" in / {record.get('output_tokens')} out · **cost:** {cost}\n\n"
             f"**Stored objects**\n\n{links}\n"
@@ -133,35 +142,38 @@ _IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"
 
 
 def publish_deliverables(
-    run_id: str, outputs: list[dict[str, Any]], entries: list[dict[str, Any]]
+    run_id: str, outputs: list[dict[str, Any]], entries: list[dict[str, Any]], store: Store
 ) -> None:
     """The files the final script wrote, in the UI: a table artifact with the first rows of
     each CSV or Parquet table, and a markdown artifact that shows each PNG or JPEG chart as an
-    image (never an SVG or HTML page: untrusted content) and links every stored file.
-    `outputs` are ExecResult.outputs (with the bytes), `entries` as run.json lists them."""
+    image (never an SVG or HTML page: untrusted content) and lists every stored file. Names,
+    URIs and chart titles show as text (`md_text`) or code; the only image is the one dsstar
+    encoded itself as a data: URL.
+    `outputs` are ExecResult.outputs (with their previews, the bytes in `store`), `entries`
+    as run.json lists them."""
     uris = {entry["name"]: entry["uri"] for entry in entries}
     parts = []
     for item in outputs:
         name, uri = item["name"], uris.get(item["name"], "")
-        data = base64.b64decode(item.get("data") or "")
-        parts.append(f"**{name}** ({item['bytes']:,} bytes): `{uri}`")
-        table = table_preview(name, data, rows=20)
-        if table is not None:
+        parts.append(f"**{md_text(name, line=True)}** ({item['bytes']:,} bytes): {md_code(uri)}")
+        table = item.get("preview") if isinstance(item.get("preview"), dict) else None
+        if table is not None and table.get("skipped"):
+            parts.append(f"preview skipped: {md_text(table['skipped'])}")
+        elif table is not None and table.get("shape"):
             publish_table(
                 artifact_key(f"{run_id}-table-{name}"),
                 [dict(zip(table["columns"], row, strict=False)) for row in table["head"]],
-                clean(
-                    f"{name}: {table['shape'][0]} rows x {table['shape'][1]}"
-                    f" columns (first rows), stored at {uri}"
-                ),
+                f"{name}: {table['shape'][0]} rows x {table['shape'][1]}"
+                f" columns (first rows), stored at {uri}",
             )
         chart = item.get("chart")
         if isinstance(chart, dict):
             parts.append(fenced(chart_text(chart)))
         kind = _IMAGE_TYPES.get(PurePosixPath(name).suffix.lower())
-        if kind and len(data) <= _INLINE_IMAGE_BYTES:
+        if kind and item["bytes"] <= _INLINE_IMAGE_BYTES:
+            data = read_output(store, item)  # no more than the bytes the result states
             title = (chart or {}).get("graph_title") or name
-            alt = re.sub(r"[^\w .,:-]", "", str(title))[:100]
+            alt = md_text(str(title)[:100], line=True)
             parts.append(f"![{alt}](data:{kind};base64,{base64.b64encode(data).decode()})")
     publish_markdown(
         artifact_key(f"{run_id}-deliverables"),

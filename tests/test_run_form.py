@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from prefect import get_client
+from prefect import flow, get_client
 from prefect.exceptions import ParameterTypeError
 from prefect.utilities.callables import parameter_schema
 from pydantic import ValidationError
@@ -94,8 +94,8 @@ def test_every_text_and_mapping_of_the_form_is_bounded():
 def test_the_form_holds_every_setting_but_the_secrets_and_the_worker_policy():
     schema = parameter_schema(ds_star).model_dump_for_openapi()
     held = {"model"} | {n for s in SECTIONS for n in _section(schema, s)} - {"run_id"}
-    assert set(Settings.model_fields) - held == SECRET_FIELDS | WORKER_FIELDS
-    assert set(OPTION_FIELDS) == held
+    assert held == set(Settings.model_fields) - SECRET_FIELDS - WORKER_FIELDS
+    assert set(OPTION_FIELDS) == held and not held & (SECRET_FIELDS | WORKER_FIELDS)
     with pytest.raises(ValidationError, match="worker's environment"):
         RunForm(question="q", data="d", api_key="sk-not-here")
     with pytest.raises(ValidationError, match="worker's environment"):
@@ -218,6 +218,46 @@ def test_a_form_nested_too_deep_is_refused_before_prefect_stores_a_flow_run():
         assert http.post("/flow_runs/filter", json={"limit": 50}).status_code == 200
 
 
+@flow(name="not-a-form")
+def _not_a_form(options: dict | None = None) -> None:
+    """A flow of someone else's on the same server, which takes any JSON."""
+
+
+def test_dsstar_workers_closes_the_forms_prefect_deploy_left_open():
+    """`prefect deploy` builds a flow's schema without closing it: Prefect's server would store
+    any other parameter with any JSON under it (issue 47's `options`, 300 levels deep), and
+    then fail every read of the flow run. `close_forms`, which `dsstar workers` runs, closes
+    the deployments of the form flows (only those), and the deep form is refused with
+    nothing stored; run again, it changes nothing."""
+    import httpx
+
+    from flows._forms import close_forms
+
+    deployment_id = ds_star.to_deployment(name="form-open").apply()  # as `prefect deploy` does
+    other_id = _not_a_form.to_deployment(name="form-open").apply()
+    names = {"ds-star/form-open", "not-a-form/form-open"}
+    api = os.environ["PREFECT_API_URL"]
+    deep = {"parameters": {"question": "q", "data": "d", "options": {"x": _nested(300)}}}
+    with get_client(sync_client=True) as client:
+        opened = client.read_deployment(deployment_id)
+        assert "additionalProperties" not in opened.parameter_openapi_schema
+        assert close_forms(only=names) == [
+            "deployment ds-star/form-open: its form closed (no other parameter is taken)"
+        ]
+        closed = client.read_deployment(deployment_id)
+        assert closed.parameter_openapi_schema["additionalProperties"] is False
+        assert closed.enforce_parameter_schema
+        other = client.read_deployment(other_id).parameter_openapi_schema
+        assert "additionalProperties" not in other  # not a form flow's: left as it is
+    with httpx.Client(base_url=api, timeout=30) as http:
+        answer = http.post(f"/deployments/{deployment_id}/create_flow_run", json=deep)
+        assert answer.status_code == 409 and "options" in answer.text
+        filtered = http.post("/flow_runs/filter", json={
+            "deployments": {"id": {"any_": [str(deployment_id)]}}})  # fmt: skip
+        assert filtered.status_code == 200 and filtered.json() == []  # none stored
+    assert close_forms(only=names) == []  # closed already
+
+
 @pytest.mark.slow
 def test_the_ui_renders_and_submits_the_run_form(tmp_path):
     """The deployment's Run > Custom run page in headless Chromium: its first screen is the
@@ -301,7 +341,7 @@ def test_the_flow_of_a_prepared_run_is_the_ds_star_flow_given_that_run():
     from flows.ds_star import _prepared_flow
 
     form = RunForm(question="q", data="/tmp", model="openai/m", run_id="r-1")
-    flow = _prepared_flow(PreparedRun(form, form.settings()))
+    flow = _prepared_flow(PreparedRun(form, form.settings(), policy=None))
     assert (flow.name, flow.description) == (ds_star.name, ds_star.description)
     assert flow.parameters == ds_star.parameters
     assert flow.flow_run_name is ds_star.flow_run_name

@@ -16,9 +16,10 @@ def workers(
     heartbeat_timeout: Annotated[
         float,
         typer.Option(
+            min=10,
             help="Seconds without a heartbeat after which a dsstar flow run counts as lost with"
-            " its worker (marked Crashed, then retried on another worker). Must exceed the"
-            " workers' PREFECT_FLOWS_HEARTBEAT_FREQUENCY (30 s at least).",
+            " its process or machine: marked Crashed, then, a deployment's run, retried on"
+            " another worker. Runs beat every third of it, at most every 30 s.",
         ),
     ] = 90.0,
     max_parallel: MaxParallelOpt = None,
@@ -28,11 +29,11 @@ def workers(
     global concurrency limits every worker's runs share (dsstar-exec, dsstar-llm, and
     dsstar-llm-rpm with DSSTAR_LLM_RPM), created or reset to these values, and two
     automations, created or updated by name: a dsstar flow run whose heartbeats stop is
-    marked Crashed, and a crashed dsstar flow run is scheduled again, so that another worker
-    resumes it from its stored work. Running it again changes nothing but the values given.
-
-    Workers must send heartbeats: start them with PREFECT_FLOWS_HEARTBEAT_FREQUENCY set
-    (e.g. 30). See docs/workers.md.
+    marked Crashed, and a crashed run of a dsstar deployment is scheduled again, so that
+    another worker resumes it from its stored work. It also closes the run form of each
+    dsstar deployment `prefect deploy` made (no parameter outside the form is stored; run it
+    again after each `prefect deploy`). Running it again changes nothing but the values
+    given. See docs/workers.md.
 
     Example: dsstar workers --heartbeat-timeout 90 --llm-concurrency 8
     """
@@ -47,14 +48,14 @@ def workers(
             )
     except DSStarError as exc:
         fail_usage(str(exc))
-    from flows import ensure_worker_recovery, prefect_api, share_limits
+    from flows import close_forms, ensure_worker_recovery, prefect_api, share_limits
 
     with prefect_api():
         try:
             names = ensure_worker_recovery(heartbeat_timeout)
         except DSStarError as exc:
             fail_usage(str(exc))
-        for line in share_limits(settings) or []:
+        for line in [*(share_limits(settings) or []), *close_forms()]:
             err.print(line, highlight=False)
     for name in names:
         err.print(f"automation {name!r} (heartbeat timeout {heartbeat_timeout:g} s)",

@@ -46,7 +46,21 @@ __all__ = [
 SECRET_FIELDS = frozenset({"api_key", "database_url"})
 # The worker's policy over forms (see trust.py): a form choosing it would be no policy. The
 # scripts' interpreter is the worker's too: a form naming one would run any program there.
-WORKER_FIELDS = frozenset({"form_allow", "data_roots", "script_python"})
+# So is how long the storage keeps cached results (a form could delete other runs' work), and
+# how long a silent run lives on (the server's, for every run on it). How often a process
+# writes its progress lines (`progress_interval`, where that setting exists) is that
+# process's own (its terminal or log), not a run's.
+WORKER_FIELDS = frozenset(
+    {
+        "form_allow",
+        "data_roots",
+        "script_python",
+        "cache_max_age_days",
+        "cache_max_mb",
+        "heartbeat_timeout",
+        "progress_interval",
+    }
+)
 
 TEXT_CHARS = 200_000  # a question or guidelines (Prefect stores at most 512 KB of parameters)
 VALUE_CHARS = 4096  # any other text: a model name, a path, a URL, a run id

@@ -6,9 +6,10 @@ to start a run. First the question, its data, the answer's guidelines and the mo
 every other setting in four sections (limits, retrieval, execution, advanced; see
 `fields.py`), which Prefect's UI shows as groups. The settings are derived from `Settings`,
 never written twice: every setting except the secrets (`api_key`, `database_url`, read from
-the worker's environment) and the worker's policy over forms (`form_allow`, `data_roots`, and
-the interpreter scripts run in, `script_python`; see `trust.py`), with the same type, bounds
-and description, and a bound on every length. An option left unset (None, or an empty
+the worker's environment) and the worker's policy over forms (`form_allow`, `data_roots`, the
+interpreter scripts run in, `script_python`, how long its storage keeps cached results and
+how long a silent run lives on; see `trust.py`), with the same type, bounds and description,
+and a bound on every length. An option left unset (None, or an empty
 `model`) takes the setting of the process that runs the flow (its `DSSTAR_*` variables, then
 the default), so a deployment's form never overrides a worker's environment by accident.
 
@@ -51,7 +52,7 @@ from dsstar.inputs.fields import (
     shown_unset,
     unset_field,
 )
-from dsstar.settings import Settings
+from dsstar.settings import Settings, value_range
 
 __all__ = [
     "OPTION_FIELDS",
@@ -369,11 +370,17 @@ RunForm = create_model(
 class PreparedRun:
     """A run built and checked in this process, ready to start (`dsstar.api.prepare_run`):
     its form (the flow's parameters, with its run id) validated, its settings built, its
-    question checked and its preflight passed. The flow it starts takes both as they are and
-    checks nothing again; parameters from elsewhere never make one."""
+    question checked and its preflight passed. The flow it starts takes both as they are;
+    parameters from elsewhere never make one.
+
+    `policy` judges its form as a worker judges one (`dsstar.inputs.trust`): None when the
+    form is the local user's own (`dsstar run`, `dsstar.ask`), the Settings of this
+    process's environment and its user's own flags when it was taken from storage
+    (`dsstar resume`, `dsstar replay`: `dsstar.inputs.stored`)."""
 
     form: Any  # a RunForm (a model built at import: no annotation can name it)
     settings: Settings
+    policy: Settings | None
 
 
 def form_parameters(form: type[BaseModel]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -410,10 +417,13 @@ def form_parameters(form: type[BaseModel]) -> Callable[[Callable[..., Any]], Cal
     return decorate
 
 
+_OUT_OF_RANGE = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+
+
 def explain(exc: ValidationError, name: Callable[[str], str] = str) -> str:
     """A validation error as one readable line, e.g. "--max-rounds 0: should be greater than
-    or equal to 1". `name` turns a field name into what the user typed (a flag, a key); a
-    setting is named alone, without its section."""
+    or equal to 1 (allowed: 1 to 100)". `name` turns a field name into what the user typed (a
+    flag, a key); a setting is named alone, without its section."""
     parts = []
     for error in exc.errors():
         loc = [str(p) for p in error["loc"]]
@@ -423,6 +433,9 @@ def explain(exc: ValidationError, name: Callable[[str], str] = str) -> str:
         message = error["msg"].removeprefix("Value error, ").removeprefix("Input ")
         if error["type"] == "extra_forbidden":
             message = "no such setting"
+        allowed = value_range(field) if error["type"] in _OUT_OF_RANGE else ""
+        if " to " in allowed or ", " in allowed:  # both ends: the message names one
+            message += f" (allowed: {allowed})"
         given = error.get("input")
         shown = "" if error["type"] == "missing" or isinstance(given, dict) else f" {given!r}"
         parts.append(f"{name(field)}{shown}: {message}" if field else message)

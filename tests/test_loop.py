@@ -1,6 +1,6 @@
 """The DS-STAR loop of the core, run without Prefect: the local runtime asks the scripted
 model server through litellm (dsstar.model.llm) and runs scripts in the real sandbox. Calls
-are made one after another (`parallel_rounds=False`), in the order the scenarios script their
+are made one after another (as by default), in the order the scenarios script their
 replies; test_together.py asks a round's calls at once."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def answering(*answers: Guidance) -> Callable[[Checkpoint], Guidance | None]:
 
 
 def solve(rt: LocalRuntime, budget: Budget | None = None) -> tuple[loop.Outcome, Script | None]:
-    budget = budget or Budget(parallel_rounds=False)
+    budget = budget or Budget()
     outcome = loop.rounds(rt, PROBLEM, budget)
     if outcome.status is Status.STOPPED:
         return outcome, None
@@ -125,7 +125,7 @@ def test_step_1_wrong_starts_afresh_from_the_last_result(llm, runtime) -> None:
     llm.script("coder", fence("print('orders: 12')"), fence(LOAD))
     llm.script("verifier", "No", "Yes")
     llm.script("router", "Step 1 is wrong!")
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False))
+    outcome = loop.rounds(runtime, PROBLEM, Budget())
 
     assert outcome.plan == ["Load the orders and compute revenue per region."]
     assert "orders: 12" in text_of(llm.calls("planner")[1])  # the planner still sees r
@@ -135,7 +135,7 @@ def test_step_1_wrong_starts_afresh_from_the_last_result(llm, runtime) -> None:
 
 def test_max_rounds_ends_the_loop_and_finalizes_anyway(llm, runtime) -> None:
     never_satisfied(llm)
-    outcome, final = solve(runtime, Budget(parallel_rounds=False, max_rounds=3))
+    outcome, final = solve(runtime, Budget(max_rounds=3))
 
     assert outcome.status is Status.MAX_ROUNDS
     # M = 3 refinements (rounds 01..03) after round 00, as in the paper; each one judged.
@@ -152,7 +152,7 @@ def test_a_failing_script_is_repaired_from_its_summarized_error(llm, runtime) ->
     llm.script("summarizer", "FileNotFoundError: data/no_such_file.csv does not exist.")
     llm.script("debugger", "I could not fix it.", fence(JOIN))  # no code first, then a fix
     llm.script("verifier", "Yes")
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False, summarize_over_chars=100))
+    outcome = loop.rounds(runtime, PROBLEM, Budget(summarize_over_chars=100))
 
     script = outcome.script
     assert script.result.ok and "best region: Northeast" in script.result.output
@@ -172,7 +172,7 @@ def test_a_failing_script_is_repaired_from_its_summarized_error(llm, runtime) ->
 def test_an_empty_planner_reply_is_asked_again(llm, runtime) -> None:
     always_first_time(llm)
     llm.script("planner", "   ", "Compute revenue per region.")
-    loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False))
+    loop.rounds(runtime, PROBLEM, Budget())
     assert runtime.labels[:2] == ["planner r00", "planner r00 #1"]
 
 
@@ -244,17 +244,11 @@ def test_stop_ends_the_run_without_finalizing(llm, runtime) -> None:
 def test_a_previous_solution_is_reused_or_rejected(llm, runtime) -> None:
     llm.script("verifier", "Yes", "No")
     plan = ["Compute revenue per region and find its manager."]
-    script = loop.reuse(runtime, QUESTION, plan, FINAL_ONLY_ANSWER, Budget(parallel_rounds=False))
+    script = loop.reuse(runtime, QUESTION, plan, FINAL_ONLY_ANSWER, Budget())
     assert script is not None and script.result.stdout.strip() == ANSWER
     assert runtime.rounds[0].number == 0 and runtime.rounds[0].plan == plan
 
-    assert (
-        loop.reuse(runtime, QUESTION, plan, FINAL_ONLY_ANSWER, Budget(parallel_rounds=False))
-        is None
-    )
+    assert loop.reuse(runtime, QUESTION, plan, FINAL_ONLY_ANSWER, Budget()) is None
     assert runtime.reuses[0][1] is Verdict.NOT_SUFFICIENT and runtime.reuses[0][2] == "No"
-    assert (
-        loop.reuse(runtime, QUESTION, plan, "raise SystemExit(3)", Budget(parallel_rounds=False))
-        is None
-    )
+    assert loop.reuse(runtime, QUESTION, plan, "raise SystemExit(3)", Budget()) is None
     assert len(llm.calls("verifier")) == 2  # a failing script is not judged

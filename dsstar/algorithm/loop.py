@@ -8,8 +8,10 @@ result (told what a backtrack dropped, and why), the coder rewrites the base cod
 whole plan, and the script runs (and is repaired while it fails). The planner may conclude
 that the files cannot answer the question. Finally the finalyzer turns the last script into
 one that states the answer. Everything the loop does goes through a `Runtime`; every prompt
-is rendered beside its call (`calls`). When no person is to be asked, a round's verifier,
-router and planner are asked at once (`together`), with the same decisions.
+is rendered beside its call (`calls`). By default the calls are made one after another, so
+no reply is paid for that is not read; with `Budget.ask_ahead`, and when no person is to be
+asked, a round's verifier, router and planner are asked at once (`together`), with the same
+decisions.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def _judge(
     (see `together`), the router's and the next step. A person who may be asked sees the
     verdict first and may change what the router and planner are told; after the last
     round nobody is routed."""
-    if budget.parallel_rounds and number < budget.max_rounds and not rt.asks_human():
+    if budget.ask_ahead and number < budget.max_rounds and not rt.asks_human():
         return together.judge(rt, budget, problem, number, steps, script)
     label = f"r{number:02d}"
     verdict, reply = agents.verify(label, problem.question, steps, script, problem.files)

@@ -26,7 +26,7 @@ from dsstar.algorithm import loop
 from dsstar.algorithm.agents import FileInfo
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
 from dsstar.algorithm.local import LocalRuntime
-from dsstar.algorithm.runtime import Budget, Script
+from dsstar.algorithm.runtime import NO_CODE, Budget, Script
 from dsstar.algorithm.verdict import Status, Verdict
 from dsstar.data.sources import DataSource
 from dsstar.execution import scratch
@@ -89,6 +89,28 @@ def test_verified_in_round_0(llm, runtime) -> None:
     assert runtime.labels == [
         "planner r00", "coder r00", "execute r00", "verifier r00", "finalyzer", "execute final"
     ]  # fmt: skip
+
+
+def test_a_final_script_that_is_the_rounds_own_is_not_run_again(llm, runtime) -> None:
+    """The round's script already states the answer and the finalyzer replies with it, its
+    comments and blank lines changed: the same program, so the round's run is the final
+    run (a model in it would be fitted once)."""
+    always_first_time(llm)
+    llm.default("coder", lambda req: fence(FINAL_ONLY_ANSWER))
+    same = "# The answer, as round 00 computed it.\n" + FINAL_ONLY_ANSWER.replace("\n", "\n\n")
+    llm.default("finalyzer", lambda req: "It already prints the answer; unchanged:\n" + fence(same))
+    outcome, final = solve(runtime)
+
+    assert runtime.labels[-3:] == ["execute r00", "verifier r00", "finalyzer"]  # run once
+    assert final.code == same.strip() and final.result is runtime.rounds[0].script.result
+    assert final.result.stdout.strip() == ANSWER and runtime.notes["final_reused_run"] is True
+    # Another program, or a round whose script failed, is run as ever.
+    failed = Script(FINAL_ONLY_ANSWER, NO_CODE)
+    loop.finalize(runtime, PROBLEM, Budget(), outcome.plan, failed, Status.MAX_ROUNDS)
+    assert runtime.labels[-2:] == ["finalyzer", "execute final"]
+    assert loop.same_program("x = 1  # one\n\nprint(x)", "x = 1\nprint( x )")
+    assert not loop.same_program("x = 1\nprint(x)", "x = 2\nprint(x)")
+    assert not loop.same_program("x = (", "x = (")  # no program
 
 
 def test_two_rounds_add_a_step_on_the_base_code(llm, runtime) -> None:

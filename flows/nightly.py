@@ -251,11 +251,25 @@ def share_analyses(
                 continue
             for analysis in analyses:
                 calls += analysis["calls"] if analysis["run_id"] == spec.run_id else []
+            calls = _once(calls)
             if stop:
                 return calls, stop
     finally:  # one meter for every root; a retried batch counts afresh, from the caches
         forget(f"{batch}-analysis")
     return calls, None
+
+
+def _once(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each call once: two files that ask the analyzer the same (the same name and content
+    under two roots) share one request, sent once and read back from the run's replies."""
+    seen: set[tuple[Any, Any]] = set()
+    kept = []
+    for call in calls:
+        key = (call.get("label"), call.get("request"))
+        if key[1] is None or key not in seen:
+            seen.add(key)
+            kept.append(call)
+    return kept
 
 
 def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: list) -> None:

@@ -6,6 +6,7 @@ replies; test_together.py asks a round's calls at once."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -104,10 +105,16 @@ def test_a_final_script_that_is_the_rounds_own_is_not_run_again(llm, runtime) ->
     assert runtime.labels[-3:] == ["execute r00", "verifier r00", "finalyzer"]  # run once
     assert final.code == same.strip() and final.result is runtime.rounds[0].script.result
     assert final.result.stdout.strip() == ANSWER and runtime.notes["final_reused_run"] is True
-    # Another program, or a round whose script failed, is run as ever.
+    # Another program, a round whose script failed, or one whose files are not at hand (a
+    # runtime that stores files kept only its figures), is run as ever.
     failed = Script(FINAL_ONLY_ANSWER, NO_CODE)
     loop.finalize(runtime, PROBLEM, Budget(), outcome.plan, failed, Status.MAX_ROUNDS)
     assert runtime.labels[-2:] == ["finalyzer", "execute final"]
+    table = {"name": "t.csv", "bytes": 4, "sha256": "0" * 64}  # a reference without its bytes
+    unheld = replace(final.result, outputs=(table,))
+    again = loop.finalize(runtime, PROBLEM, Budget(), outcome.plan,
+                          Script(FINAL_ONLY_ANSWER, unheld), Status.VERIFIED)  # fmt: skip
+    assert runtime.labels[-2:] == ["finalyzer", "execute final"] and again.result.ok
     assert loop.same_program("x = 1  # one\n\nprint(x)", "x = 1\nprint( x )")
     assert not loop.same_program("x = 1\nprint(x)", "x = 2\nprint(x)")
     assert not loop.same_program("x = (", "x = (")  # no program

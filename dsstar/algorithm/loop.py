@@ -24,6 +24,7 @@ from dsstar.algorithm import together
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.calls import AgentCalls, Problem
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
+from dsstar.algorithm.repair import FINAL, holds_files
 from dsstar.algorithm.runtime import NO_CODE, Budget, Round, Runtime, Script
 from dsstar.algorithm.verdict import Status, Verdict
 
@@ -187,11 +188,12 @@ def finalize(
     model is fitted once, not twice)."""
     agents = AgentCalls(rt, budget)
     code = agents.finalize(problem, plan, script, status.value, reason)
-    if code is not None and script.result.ok and same_program(code, script.code):
+    result = script.result
+    if code is not None and result.ok and holds_files(result) and same_program(code, script.code):
         rt.note(final_reused_run=True)
-        attempt = {"code": code, "ok": True, "output": script.result.output, "reused": True}
-        return Script(code=code, result=script.result, attempts=[attempt])
-    return agents.run_solution("final", code, problem, plan, final=True)
+        attempt = {"code": code, "ok": True, "output": result.output, "reused": True}
+        return Script(code=code, result=result, attempts=[attempt])
+    return agents.run_solution(FINAL, code, problem, plan, final=True)
 
 
 def same_program(code: str, other: str) -> bool:

@@ -15,9 +15,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from dsstar.bench.registry import why_zero
 from dsstar.text import fenced, md_code, md_text
 
-__all__ = ["agent_totals", "group_rows", "reasoning_trace", "table_rows", "write_outputs"]
+__all__ = [
+    "agent_totals",
+    "group_rows",
+    "reasoning_trace",
+    "table_rows",
+    "usage_of",
+    "write_outputs",
+]
 
 
 def reasoning_trace(plan: list[str], solution: str | None) -> str:
@@ -50,6 +58,16 @@ def agent_totals(outcomes: list[dict[str, Any]], extra: list[dict] = ()) -> dict
     return dict(sorted(totals.items()))
 
 
+def usage_of(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Calls, tokens and cost of a list of calls (the shared file analysis')."""
+    return {
+        "calls": len(calls),
+        "input_tokens": sum(c.get("input_tokens") or 0 for c in calls),
+        "output_tokens": sum(c.get("output_tokens") or 0 for c in calls),
+        "cost_usd": round(sum(c.get("cost_usd") or 0.0 for c in calls), 6),
+    }
+
+
 def table_rows(outcomes: list[dict[str, Any]], scores: dict[str, Any] | None) -> list[dict]:
     """One row per task for the Prefect table artifact and report.md."""
     by_task = {row["task_id"]: row for row in (scores or {}).get("tasks", [])}
@@ -70,6 +88,7 @@ def table_rows(outcomes: list[dict[str, Any]], scores: dict[str, Any] | None) ->
                 "seconds": round(o.get("seconds") or 0.0, 1),
                 "run_id": o["run_id"],
                 "failure": (o.get("error") or "")[:200] if o["status"] == "failed" else "",
+                "why_0": why_zero(by_task[o["task_id"]])[:200] if score == 0 else "",
             }
         )
     return rows
@@ -127,15 +146,19 @@ def render_report(
     outcomes: list[dict[str, Any]],
     scores: dict[str, Any] | None,
     agents: dict[str, Any],
+    shared: dict[str, Any] | None = None,
 ) -> str:
-    """report.md: the summary, per-agent usage, every task, and the failures with reasons."""
+    """report.md: the summary, per-agent usage (the shared file analysis included, and on
+    its own line), every task, and the failures with reasons."""
     rows = table_rows(outcomes, scores)
-    cost = sum(o.get("cost_usd") or 0.0 for o in outcomes)
+    shared = shared or usage_of([])
+    cost = sum(o.get("cost_usd") or 0.0 for o in outcomes) + shared["cost_usd"]
+    calls = sum(o.get("llm_calls") or 0 for o in outcomes) + shared["calls"]
     failed = [o for o in outcomes if o["status"] == "failed"]
     parts = [
         f"# {md_text(title, line=True)}\n",
         f"Tasks: {len(outcomes)} · answered: {len(outcomes) - len(failed)} · failed: "
-        f"{len(failed)} · LLM calls: {sum(o.get('llm_calls') or 0 for o in outcomes)} · "
+        f"{len(failed)} · LLM calls: {calls} (shared file analysis: {shared['calls']}) · "
         f"cost: ${cost:.4f} · wall time (sum of tasks): "
         f"{sum(o.get('seconds') or 0 for o in outcomes):.0f} s\n",
         "## Accuracy\n",
@@ -147,7 +170,12 @@ def render_report(
             for part in (f"## {title}\n", _markdown_table(table))
         ],  # fmt: skip
         "## Per agent (input tokens per call is the mean prompt size)\n",
+        "Every call the model server received: the tasks' runs, the shared file analysis and "
+        "the judge's.\n",
         _markdown_table([{"agent": name, **usage} for name, usage in agents.items()]),
+        f"Shared file analysis (done once for all tasks, counted above): {shared['calls']} "
+        f"calls · {shared['input_tokens']} input tokens · {shared['output_tokens']} output "
+        f"tokens · ${shared['cost_usd']:.4f}\n",
         "## Per task\n",
         _markdown_table(rows),
         "## Failures\n",
@@ -167,6 +195,7 @@ def write_outputs(
     outcomes: list[dict[str, Any]],
     scores: dict[str, Any] | None,
     agents: dict[str, Any],
+    shared: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Write the three files into `out`; returns their paths by name."""
     out.mkdir(parents=True, exist_ok=True)
@@ -183,5 +212,5 @@ def write_outputs(
     scores_path.write_text(json.dumps(scores or {"tasks": [], "summary": None}, indent=2,
                                       ensure_ascii=False, default=str) + "\n")  # fmt: skip
     report = out / "report.md"
-    report.write_text(render_report(title, outcomes, scores, agents), encoding="utf-8")
+    report.write_text(render_report(title, outcomes, scores, agents, shared), encoding="utf-8")
     return {"submission": str(submission), "scores": str(scores_path), "report": str(report)}

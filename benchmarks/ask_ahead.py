@@ -8,7 +8,7 @@ Against the scripted OpenAI-compatible server (tests/fake_llm.py), counting requ
 receives them (by their X-DSStar-Agent and X-DSStar-Run headers), a started Prefect server and
 the flows in this process:
 
-- DA-Code slice (`/work/shared/bench/dacode`, or --dacode): `ds_star_bench` over its tasks, each
+- DA-Code slice (shared/bench/dacode, or --dacode): `ds_star_bench` over its tasks, each
   answered with the replies of tests/dacode_replies/ (a plan, a script, a verifier's Yes; the
   final script is the round's script), the router answering "Add Step" when it is asked. Per
   task: calls by agent, tokens (run.json), replies discarded (`unused` of the rounds'
@@ -42,7 +42,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
-DACODE = Path(os.environ.get("DSSTAR_DACODE", "/work/shared/bench/dacode"))
+
+from shared_data import DACODE  # noqa: E402
+
 SALES = REPO / "examples" / "sales"
 SALES_REPLIES = REPO / "examples" / "sales-replies.yaml"
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
@@ -106,7 +108,7 @@ def dacode_run(llm: Any, work: Path, ids: list[str], ahead: bool, parallel: int)
     from test_bench_dacode_run import read_replies, script_slice
 
     from dsstar.bench import TaskSource, get, select
-    from flows import ds_star_bench, task_dicts
+    from flows import own_bench, task_dicts
     from flows.bench import task_run_id
 
     llm.reset()
@@ -115,9 +117,9 @@ def dacode_run(llm: Any, work: Path, ids: list[str], ahead: bool, parallel: int)
     tasks = select(get("dacode").tasks(TaskSource(root=DACODE)), ids or None, None)
     bench_id = f"calls-{'ahead' if ahead else 'default'}-{time.time_ns()}"
     with Executions() as executions:
-        ds_star_bench(suite="dacode", tasks=task_dicts(tasks), bench_id=bench_id,
-                      out=str(work / bench_id), parallel=parallel,
-                      options={"ask_ahead": ahead, "exec_timeout": EXEC_TIMEOUT})  # fmt: skip
+        own_bench()(suite="dacode", tasks=task_dicts(tasks), bench_id=bench_id,
+                    out=str(work / bench_id), parallel=parallel,
+                    options={"ask_ahead": ahead, "exec_timeout": EXEC_TIMEOUT})  # fmt: skip
     storage = Path(os.environ["DSSTAR_STORAGE"])
     rows = {}
     for task in tasks:
@@ -146,8 +148,9 @@ def retail_run(llm: Any, ahead: bool, delay: float) -> dict[str, Any]:
     import yaml
 
     from dsstar.model.recorded import call_label
-    from flows.ds_star import ds_star
+    from flows.ds_star import own_flow
 
+    ds_star = own_flow(None)  # the person running this chose its data, as with the CLI
     replies = yaml.safe_load(SALES_REPLIES.read_text())
     llm.reset()
     llm.fallback(lambda req: replies[call_label(req["headers"].get("x-dsstar-call", ""))])
@@ -250,9 +253,6 @@ def main() -> None:
     server = start_prefect(work / "prefect")
     from fake_llm import FakeLLM
 
-    from dsstar.inputs.trust import trust_local_user
-
-    trust_local_user()  # the person running this chose its data, as with the CLI
     ids = [i for i in args.task_ids.split(",") if i]
     try:
         with FakeLLM() as llm:

@@ -13,6 +13,7 @@
                         find_notification_blocks, ALERT_NAMES, api_configured)
     ensure_worker_recovery  the automations that retry a run whose worker died elsewhere
     mark_crashed        the flow run of a run whose process is gone, set Crashed
+    report_crashed      the same, and that run's card (what it did, spent, how to go on)
 
 Modules whose names start with `_` are this package's own; nothing else imports them.
 """
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows._guidance import answer_in_terminal
-    from flows._states import mark_crashed
+    from flows._states import mark_crashed, report_crashed
     from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
     from flows.bench import ds_star_bench, task_dicts
     from flows.console import run_console
@@ -57,6 +58,7 @@ _HOMES = {
     "find_notification_blocks": ("flows.alerts", "find_notification_blocks"),
     "ensure_worker_recovery": ("flows.workers", "ensure_worker_recovery"),
     "mark_crashed": ("flows._states", "mark_crashed"),
+    "report_crashed": ("flows._states", "report_crashed"),
 }
 
 
@@ -80,6 +82,7 @@ __all__ = [
     "mark_crashed",
     "open_api_warning",
     "prefect_api",
+    "report_crashed",
     "run_console",
     "run_question",
     "serve_deployments",

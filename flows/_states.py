@@ -1,8 +1,9 @@
 """The Prefect state a ds-star flow run ends in, and Crashed for a run whose process died.
 
 What the UI, automations and dashboards see follows the run's outcome (`status` in
-run.json): an answer is Completed; `failed` is Failed with its reason; `over_budget` is
-Failed under its own name (OverBudget) with what was spent; a person's stop is Cancelled.
+run.json): an answer is Completed, named for how it was answered (Verified, MaxRounds,
+Accepted, NotApplicable); `failed` is Failed with its reason; `over_budget` is Failed under
+its own name (OverBudget) with what was spent; a person's stop is Cancelled.
 Each of these states carries the run's result (`dsstar run --json`) as its data (in a
 `RunEnded` error for Failed and Cancelled, which calling the flow raises), so the CLI, the
 nightly batch and the benchmark read it from any of them. The UI's Retry on a Failed
@@ -10,8 +11,9 @@ run schedules the same flow run again, which resumes the same run id (see docs/o
 
 A run whose process was killed reports nothing: its flow run would stay Running forever.
 `mark_crashed` is called wherever dsstar learns that a run's process is gone (`dsstar runs
-list`, and a run that takes over the claim of a dead one); the heartbeat automation of
-flows/workers.py covers runs of a deployment.
+list`, and a run that takes over the claim of a dead one), through `report_crashed`, which
+also gives the flow run the card of a crashed run (dsstar.views.cards); the heartbeat
+automation of flows/workers.py covers runs of a deployment.
 """
 
 from __future__ import annotations
@@ -22,15 +24,44 @@ from uuid import UUID
 
 from prefect import get_client
 from prefect.client.schemas.objects import State
-from prefect.states import Cancelled, Crashed, Failed
+from prefect.states import Cancelled, Completed, Crashed, Failed
 
+from dsstar import keys
 from dsstar.algorithm.verdict import ANSWERED, Status
 from dsstar.errors import RunEnded
+from dsstar.model.replies import Replies
+from dsstar.storage import Store
 from dsstar.text import clean
+from dsstar.views.cards import crashed_record
+from tasks.cards import published
+from tasks.keys import artifact_key
+from tasks.record import publish_ending
 
-__all__ = ["OVER_BUDGET_STATE", "final_state", "mark_crashed", "one_line"]
+__all__ = [
+    "ANSWERED_STATES",
+    "FINAL_STATE_NAMES",
+    "OVER_BUDGET_STATE",
+    "final_state",
+    "mark_crashed",
+    "one_line",
+    "report_crashed",
+]
 
 OVER_BUDGET_STATE = "OverBudget"  # a Failed state's name: resumable with a higher ceiling
+# A Completed state's name says how the run answered, so the UI's run list tells a verified
+# answer from one the rounds ran out on.
+ANSWERED_STATES = {
+    Status.VERIFIED: "Verified",
+    Status.MAX_ROUNDS: "MaxRounds",
+    Status.ACCEPTED: "Accepted",
+    Status.NOT_APPLICABLE: "NotApplicable",
+}
+# Every name the final state of a dsstar flow run may have. Prefect names a flow run's state
+# events by them (`prefect.flow-run.Verified`): an automation that waits for runs to end
+# expects them all.
+FINAL_STATE_NAMES = (
+    *ANSWERED_STATES.values(), "Completed", "Failed", OVER_BUDGET_STATE, "Cancelled", "Crashed",
+)  # fmt: skip
 
 _log = logging.getLogger("dsstar.flows")
 _MOST = 500  # a state message is one line of at most this many characters
@@ -48,7 +79,9 @@ def final_state(result: dict[str, Any]) -> dict[str, Any] | State:
     (Completed) for an answer, else a state that says what happened and carries it."""
     status = result["status"]
     if status in ANSWERED:
-        return result
+        rounds = result.get("rounds") or 0
+        message = f"{status} after {rounds} round{'' if rounds == 1 else 's'}"
+        return Completed(name=ANSWERED_STATES[status], message=message, data=result)
     if status == Status.STOPPED:
         rounds = result.get("rounds") or 0
         message = f"stopped by a person after round {rounds - 1:02d}" if rounds else "stopped"
@@ -58,6 +91,31 @@ def final_state(result: dict[str, Any]) -> dict[str, Any] | State:
         return Failed(name=OVER_BUDGET_STATE, message=message, data=RunEnded(message, result))
     message = one_line(result.get("error"), f"the run ended {status}")
     return Failed(message=message, data=RunEnded(message, result))
+
+
+def report_crashed(flow_run_id: str | UUID, reason: str, storage: str, run_id: str) -> bool:
+    """`mark_crashed`, and the crashed run's card on its flow run (what it did and spent,
+    from its run.json and the replies its store kept; how to continue it): when marked here,
+    or when the flow run is Crashed already (the heartbeat automation marked it) without a
+    card. Returns whether it was marked. Never raises, as `mark_crashed`."""
+    marked = mark_crashed(flow_run_id, reason)
+    try:
+        with get_client(sync_client=True) as client:
+            flow = client.read_flow_run(UUID(str(flow_run_id)))
+        key = artifact_key(f"{run_id}-answer")
+        if not (flow.state and flow.state.is_crashed()) or (not marked and published(key, flow.id)):
+            return marked
+        store = Store(storage)
+        record = store.read_json(keys.run_record(run_id))
+        why = reason if marked else (flow.state.message or reason)
+        crashed = crashed_record(record, why, Replies(store, run_id).received())
+        publish_ending(
+            run_id, crashed, store.uri(keys.run_folder(run_id)),
+            retry=flow.deployment_id is not None, flow_run_id=flow.id,
+        )  # fmt: skip
+    except Exception as exc:  # a card is a view: the run stays as it was marked
+        _log.debug("no card for the crashed flow run %s: %s", flow_run_id, exc)
+    return marked
 
 
 def mark_crashed(flow_run_id: str | UUID, reason: str) -> bool:

@@ -20,6 +20,7 @@ from dsstar.data.sources import DataRoot
 from dsstar.errors import OverBudget, RunEnded, UsageError
 from dsstar.execution import scratch
 from dsstar.execution.failure import exception_line
+from dsstar.execution.sandbox import resolve_mode
 from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.spec import data_source, run_spec
@@ -29,6 +30,8 @@ from dsstar.locations import normalize_location
 from dsstar.model.ceiling import forget
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.text import clean
+from dsstar.views.cards import short
 from flows import _story as story
 from flows._finish import finish
 from flows._forms import form_flow
@@ -38,7 +41,7 @@ from flows._runtime import FlowRuntime
 from flows._states import final_state
 from flows.workers import check_crash_loop
 
-__all__ = ["completed_result", "default_run_id", "ds_star", "run_question"]
+__all__ = ["completed_result", "default_run_id", "ds_star", "run_name", "run_question"]
 
 
 def default_run_id() -> str:
@@ -50,7 +53,18 @@ def default_run_id() -> str:
 
 
 def _flow_run_name() -> str:
-    return flow_run.parameters.get("run_id") or default_run_id()
+    parameters = flow_run.parameters
+    return run_name(parameters.get("run_id") or default_run_id(), parameters.get("question"))
+
+
+def run_name(run_id: str, question: Any) -> str:
+    """A ds-star flow run's name: the run id, then the question, shortened, so that the UI's
+    list of runs tells them apart (a flow run has no description to show it in)."""
+    asked = short(clean(str(question or "")), _QUESTION_CHARS)
+    return f"{run_id} · {asked}" if asked else run_id
+
+
+_QUESTION_CHARS = 60  # of the question, in a flow run's name
 
 
 # What every ds-star flow is, whoever starts it: one name, one run name, one form.
@@ -195,7 +209,8 @@ def solve(
     # run.json keeps the spec the run runs under (saved with its next write), which the
     # report reads. A resumed run builds its own from the resuming worker's settings (a
     # higher ceiling goes on past an over_budget stop) and writes it over the earlier one.
-    run.note(spec=spec.to_dict())
+    # And the sandbox its scripts run in, as this worker resolves the setting ('auto').
+    run.note(spec=spec.to_dict(), sandbox=resolve_mode(spec.sandbox))
     runtime = FlowRuntime(run, spec)
     try:
         solution = steps.solve(runtime, question, guidelines, source, spec)

@@ -30,7 +30,7 @@ from prefect.events.actions import ChangeFlowRunState
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 
 from dsstar.errors import CrashLoop, UsageError
-from flows._states import OVER_BUDGET_STATE
+from flows._states import FINAL_STATE_NAMES
 from flows.alerts import upsert_automations
 
 __all__ = [
@@ -51,11 +51,9 @@ _OF_DSSTAR = {
     "prefect.resource.role": "tag",
     "prefect.resource.id": f"prefect.tag.{DEPLOYMENT_TAG}",
 }
-# Event names are state names: a run over its budget ends in a Failed state of its own name.
-_ENDED = {
-    f"prefect.flow-run.{s}"
-    for s in ("Completed", "Failed", OVER_BUDGET_STATE, "Cancelled", "Crashed")
-}
+# Event names are state names: a verified run ends in a Completed state named Verified, a
+# run over its budget in a Failed state named OverBudget.
+_ENDED = {f"prefect.flow-run.{name}" for name in FINAL_STATE_NAMES}
 
 
 def recovery_automations(heartbeat_timeout_s: float) -> list[AutomationCore]:

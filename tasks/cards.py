@@ -13,6 +13,7 @@ latest version with it) and deletes any other copy.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from prefect import get_client
 from prefect.artifacts import Artifact, MarkdownArtifact, TableArtifact
@@ -27,12 +28,16 @@ from prefect.utilities.context import get_task_and_flow_run_ids
 
 from dsstar.text import clean, clean_deep
 
-__all__ = ["publish", "publish_markdown", "publish_table"]
+__all__ = ["publish", "publish_markdown", "publish_table", "published"]
 
 
-def publish_markdown(key: str, markdown: str, description: str) -> None:
-    """The markdown card `key` of this flow run, created or updated in place."""
-    publish(MarkdownArtifact(key=key, markdown=clean(markdown), description=description))
+def publish_markdown(
+    key: str, markdown: str, description: str, flow_run_id: UUID | None = None
+) -> None:
+    """The markdown card `key` of this flow run (or of `flow_run_id`, from outside it: a
+    crashed run's card), created or updated in place."""
+    card = MarkdownArtifact(key=key, markdown=clean(markdown), description=description)
+    publish(card, flow_run_id)
 
 
 def publish_table(key: str, table: list[dict[str, Any]], description: str) -> None:
@@ -40,9 +45,11 @@ def publish_table(key: str, table: list[dict[str, Any]], description: str) -> No
     publish(TableArtifact(key=key, table=clean_deep(table), description=description))
 
 
-def publish(artifact: Artifact) -> None:
-    """Create `artifact` (keyed) for this flow run, or update its card under that key."""
-    flow_run_id = get_task_and_flow_run_ids()[1]
+def publish(artifact: Artifact, flow_run_id: UUID | None = None) -> None:
+    """Create `artifact` (keyed) for this flow run (or `flow_run_id`), or update its card
+    under that key."""
+    flow_run_id = flow_run_id or get_task_and_flow_run_ids()[1]
+    artifact.flow_run_id = flow_run_id
     if flow_run_id is None:  # outside any flow run: nothing to find it by
         artifact.create(_sync=True)  # type: ignore[call-arg]  # async_dispatch
         return
@@ -60,6 +67,12 @@ def publish(artifact: Artifact) -> None:
                 client.delete_artifact(copy.id)
             except ObjectNotFound:  # a retried delete: gone already
                 pass
+
+
+def published(key: str, flow_run_id: UUID) -> bool:
+    """Whether the flow run has a card under `key`."""
+    with get_client(sync_client=True) as client:
+        return bool(_cards(client, key, flow_run_id))
 
 
 def _cards(client: Any, key: str | None, flow_run_id: Any) -> list[Any]:

@@ -9,11 +9,21 @@ from pathlib import Path
 
 from conftest import require_binary
 from prefect import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+)
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync"]  # fmt: skip
+
+
+def run_id_of(flow_run) -> str:
+    """The dsstar run id of a ds-star flow run: its `run_id` parameter, else (derived from
+    the flow run) what its name starts with, before the question."""
+    return flow_run.parameters.get("run_id") or flow_run.name.split(" · ")[0]
 
 
 def artifact_keys(flow_run_id) -> Counter:
@@ -22,6 +32,19 @@ def artifact_keys(flow_run_id) -> Counter:
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
         )
     return Counter(a.key for a in artifacts)
+
+
+def card(flow_run_id, key: str) -> str:
+    """The markdown of the flow run's one card under `key` (e.g. `<run_id>-answer`: its
+    answer, or how it ended without one)."""
+    with get_client(sync_client=True) as client:
+        [found] = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+                key=ArtifactFilterKey(any_=[key]),
+            )
+        )
+    return found.data
 
 
 def artifacts_tab(flow_run_id, path: Path) -> str:

@@ -20,7 +20,7 @@ from uuid import UUID
 
 import forked_cli
 import pytest
-from artifact_cards import artifact_keys, artifacts_tab, cards
+from artifact_cards import artifact_keys, artifacts_tab, card, cards
 from conftest import REPO, prefect_api
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
@@ -51,7 +51,7 @@ def run_json(env: dict, run_id: str) -> dict:
     return json.loads((Path(env["DSSTAR_STORAGE"]) / "runs" / run_id / "run.json").read_text())
 
 
-def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales):
+def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales, tmp_path):
     """(A run with an answer is Completed: the resumed run of the next test.)"""
     always_first_time(llm)
     llm.default("finalyzer", lambda req: fence("print('table ready')\nprint('chart ready')"))
@@ -69,6 +69,26 @@ def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales):
     # is then the one the run stored, not Prefect's bare error.
     lost = completed_result(Failed(message=state.message), env["DSSTAR_STORAGE"], "no-answer")
     assert lost == result
+
+    # Its card says why, where it stopped, what it spent, where it is and how to go on.
+    ended = answer_card(result["flow_run_id"], "no-answer")
+    assert ended.startswith("### Failed: Which region had the highest revenue"), ended
+    assert f"**Error**\n\n```\n{result['error']}\n```" in ended
+    assert "**Where it stopped:** in the final script, after round 00 (sufficient; step 1:" in ended
+    assert f"**LLM calls:** {result['llm_calls']} · **tokens:** " in ended
+    assert "**Scripts ran in:** " in ended and run_json(env, "no-answer")["sandbox"] in ended
+    assert f"**Stored:** `{result['artifacts_uri']}`" in ended
+    assert "**Continue:** `dsstar resume no-answer`" in ended and "Retry" not in ended
+    # As a person sees it in the UI (headless Chromium): the card, read as text.
+    text = artifacts_tab(result["flow_run_id"], tmp_path / "failed.png")
+    for shown in ("Failed: Which region had the highest revenue in 2024 H1, and who manages it?",
+                  "Where it stopped: in the final script, after round 00",
+                  "dsstar resume no-answer", result["error"]):  # fmt: skip
+        assert shown in text, text
+
+
+def answer_card(flow_run_id: str, run_id: str) -> str:
+    return card(UUID(flow_run_id), f"{run_id}-answer")
 
 
 def test_a_killed_run_is_marked_crashed_by_the_next_command_that_sees_it(env, llm, sales):
@@ -111,11 +131,22 @@ def test_a_killed_run_is_marked_crashed_by_the_next_command_that_sees_it(env, ll
     assert old.is_crashed() and "is gone" in old.message, old
     assert f"continues in flow run {result['flow_run_id']}" in old.message
     assert flow_run_state(flow_runs["killed-listed"]).is_running()  # not seen yet
+    assert flow_run_state(result["flow_run_id"]).name == "Verified"
+    crashed = answer_card(flow_runs["killed-resumed"], "killed-resumed")
+    assert crashed.startswith("### Crashed: ") and "is gone" in crashed
 
     listed = dsstar("runs", "list")
     assert "stale (process gone)" in listed.stdout, listed.stdout
     state = flow_run_state(flow_runs["killed-listed"])
     assert state.is_crashed() and "dsstar resume killed-listed" in state.message, state
+    # Its card, written by the command that found it dead: what it did and spent, counted
+    # from the replies its store kept (its run.json had no totals yet), and how to go on.
+    ended = answer_card(flow_runs["killed-listed"], "killed-listed")
+    kept = list((Path(env["DSSTAR_STORAGE"]) / "runs" / "killed-listed" / "replies").iterdir())
+    assert ended.startswith("### Crashed: Which region"), ended
+    assert "**Where it stopped:** after the file analysis (3 files), in round 00" in ended
+    assert f"**LLM calls:** {len(kept)} · " in ended and len(kept) >= 5  # 3 files, plan, code
+    assert "**Continue:** `dsstar resume killed-listed`" in ended
     # The others stay as they are; the resumed run, with its answer, is Completed.
     assert flow_run_state(result["flow_run_id"]).is_completed()
 
@@ -139,8 +170,11 @@ def test_three_rounds_under_a_lost_reply_show_one_table_and_one_card_per_round(
     finally:
         proxy.close()
     assert proxy.lost == 1  # the create was sent again
-    assert state.is_completed(), state
+    assert state.is_completed() and state.name == "MaxRounds", state  # not Verified
     flow_run_id = state.state_details.flow_run_id
+    with get_client(sync_client=True) as client:
+        name = client.read_flow_run(flow_run_id).name
+    assert name == "three · Which region had the highest revenue in 2024 H1, and who ma…"
     expected = {"three-rounds", "three-answer", "three-round-00", "three-round-01",
                 "three-round-02"}  # fmt: skip
     assert artifact_keys(flow_run_id) == Counter(expected)

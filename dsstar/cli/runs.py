@@ -47,12 +47,13 @@ def runs_list(
 
     fmt = resolve_format(fmt, as_json)
     try:
-        runs = list_runs(Store(load_settings(storage=storage).storage), limit)
+        store = Store(load_settings(storage=storage).storage)
+        runs = list_runs(store, limit)
     except DSStarError as exc:
         fail_usage(str(exc), fmt is Format.json)
     for r in runs:
         if r["status"] == "stale":
-            _report_crashed(r["run_id"], r.get("flow_run_id"))
+            _report_crashed(r["run_id"], r.get("flow_run_id"), store.url)
     if fmt is Format.json:
         sys.stdout.write(json_line({"runs": runs}))
         return
@@ -67,18 +68,20 @@ def runs_list(
     print_table(columns, rows, fmt, keep=("started", "run id"))
 
 
-def _report_crashed(run_id: str, flow_run_id: str | None) -> None:
+def _report_crashed(run_id: str, flow_run_id: str | None, storage: str) -> None:
     """A run whose process is gone never reported its end: its flow run, still Running in
-    Prefect, is marked Crashed (on the configured Prefect API: a command's temporary server
-    went with the command)."""
+    Prefect, is marked Crashed and given the card of a crashed run (on the configured
+    Prefect API: a command's temporary server went with the command)."""
     if not flow_run_id:
         return
     import flows
 
     if flows.api_configured():
-        flows.mark_crashed(
+        flows.report_crashed(
             flow_run_id,
             f"its process is gone (found stale by dsstar): dsstar resume {run_id} continues it",
+            storage,
+            run_id,
         )
 
 
@@ -121,7 +124,7 @@ def runs_show(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if round_number is None and liveness(payload) == "stale":
-        _report_crashed(run_id, payload.get("flow_run_id"))
+        _report_crashed(run_id, payload.get("flow_run_id"), store.url)
     if as_json:
         sys.stdout.write(json_line(payload))
     elif round_number is not None:

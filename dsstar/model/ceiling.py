@@ -50,6 +50,7 @@ class Meter:
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)  # a call in flight has settled
         self._seen: set[str] = set()
+        self._calls: list[dict[str, Any]] = []  # every reply counted, once each
         self.cost_usd = 0.0
         self.tokens = 0
         self._held_cost = 0.0
@@ -63,8 +64,15 @@ class Meter:
             if key in self._seen:
                 return
             self._seen.add(key)
+            self._calls.append(call)
             self.cost_usd += call.get("cost_usd") or 0.0
             self.tokens += int(call.get("input_tokens") or 0) + int(call.get("output_tokens") or 0)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """Every reply counted so far (call records), in the order they came: those of
+        analyses still running included, which the run records only when they finish."""
+        with self._lock:
+            return list(self._calls)
 
     @contextmanager
     def hold(self, ceiling: Ceiling, bound: Estimate, what: str) -> Iterator[Estimate]:

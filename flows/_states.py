@@ -97,14 +97,16 @@ def report_crashed(flow_run_id: str | UUID, reason: str, storage: str, run_id: s
     """`mark_crashed`, and the crashed run's card on its flow run (what it did and spent,
     from its run.json and the replies its store kept; how to continue it): when marked here,
     or when the flow run is Crashed already (the heartbeat automation marked it) without a
-    card. Returns whether it was marked. Never raises, as `mark_crashed`."""
+    card since it crashed. Returns whether it was marked. Never raises, as `mark_crashed`."""
     marked = mark_crashed(flow_run_id, reason)
     try:
         with get_client(sync_client=True) as client:
             flow = client.read_flow_run(UUID(str(flow_run_id)))
-        key = artifact_key(f"{run_id}-answer")
-        if not (flow.state and flow.state.is_crashed()) or (not marked and published(key, flow.id)):
+        if not (flow.state and flow.state.is_crashed()):
             return marked
+        key = artifact_key(f"{run_id}-answer")
+        if not marked and published(key, flow.id, since=flow.state.timestamp):
+            return marked  # its card was written when it was marked
         store = Store(storage)
         record = store.read_json(keys.run_record(run_id))
         why = reason if marked else (flow.state.message or reason)

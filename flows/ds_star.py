@@ -40,6 +40,7 @@ from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
 from flows._states import final_state
 from flows.workers import check_crash_loop
+from tasks.record import publish_ending
 
 __all__ = ["completed_result", "default_run_id", "ds_star", "run_name", "run_question"]
 
@@ -146,8 +147,12 @@ def _checked_run(
     where = normalize_location(data) if isinstance(data, str) else data.path
     question, guidelines, run_id = form.question, form.guidelines, form.run_id
     if not checked:
-        check_question(question, guidelines, settings.max_question_chars)
-        preflight(settings, where)  # model, keys, isolation, data, storage: before any stored run
+        try:
+            check_question(question, guidelines, settings.max_question_chars)
+            preflight(settings, where)  # model, keys, isolation, data, storage: before any run
+        except Exception as exc:  # refused before it started: its card says why, all the same
+            _refused(run_id or default_run_id(), question, exc)
+            raise
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
         run_id=run_id or default_run_id(),
@@ -175,6 +180,18 @@ def _checked_run(
         scratch.release(run.run_id)  # this run's data snapshot or staged file
         forget(run.run_id)  # a resume counts what it spent afresh, from its caches
         run.release()  # after run.json holds the outcome: the id may be resumed now
+
+
+def _refused(run_id: str, question: str, exc: Exception) -> None:
+    """The card of a run refused by its checks, before it stored anything: why, and that
+    nothing was spent. A card is a view: a server that cannot take it changes nothing."""
+    record = {"run_id": run_id, "question": question, "status": Status.FAILED.value,
+              "error": exception_line(exc)}  # fmt: skip
+    try:
+        publish_ending(run_id, record, "")
+    except Exception as failed:
+        story.say("the card of run %s was not published: %s", run_id, failed,
+                  level=logging.WARNING)  # fmt: skip
 
 
 # The tag of a flow run answered by recorded replies (dsstar.model.recorded), shown beside

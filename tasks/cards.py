@@ -12,6 +12,7 @@ latest version with it) and deletes any other copy.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -69,10 +70,11 @@ def publish(artifact: Artifact, flow_run_id: UUID | None = None) -> None:
                 pass
 
 
-def published(key: str, flow_run_id: UUID) -> bool:
-    """Whether the flow run has a card under `key`."""
+def published(key: str, flow_run_id: UUID, since: datetime | None = None) -> bool:
+    """Whether the flow run has a card under `key` (written or updated `since`, if given)."""
     with get_client(sync_client=True) as client:
-        return bool(_cards(client, key, flow_run_id))
+        cards = _cards(client, key, flow_run_id)
+    return any(since is None or (c.updated or c.created) >= since for c in cards)
 
 
 def _cards(client: Any, key: str | None, flow_run_id: Any) -> list[Any]:

@@ -174,7 +174,7 @@ def publish_ending(
     publish_markdown(
         artifact_key(f"{run_id}-answer"),
         ending_card(record, folder_uri, retry=retry, links=links),
-        f"DS-STAR {run_id}: {ending_title(status).lower()}, why, and how to continue",
+        f"{ending_title(status)}: why, and how to continue",  # the UI shows the key beside
         flow_run_id=flow_run_id,
     )
 

@@ -37,6 +37,10 @@ def artifact_keys(flow_run_id) -> Counter:
 def card(flow_run_id, key: str) -> str:
     """The markdown of the flow run's one card under `key` (e.g. `<run_id>-answer`: its
     answer, or how it ended without one)."""
+    return _card(flow_run_id, key).data
+
+
+def _card(flow_run_id, key: str):
     with get_client(sync_client=True) as client:
         [found] = client.read_artifacts(
             artifact_filter=ArtifactFilter(
@@ -44,7 +48,30 @@ def card(flow_run_id, key: str) -> str:
                 key=ArtifactFilterKey(any_=[key]),
             )
         )
-    return found.data
+    return found
+
+
+def clicked_card(flow_run_id, key: str, path: Path, wait_for: str) -> tuple[str, str]:
+    """The flow run's card under `key` as a person finds it in headless Chromium: in the
+    Artifacts tab (its text), then clicked open, rendered (its text, once `wait_for` shows;
+    a screenshot to `path`)."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = require_binary(shutil.which("chromium"), "chromium")
+    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
+        page.get_by_text("Artifacts", exact=True).first.click(timeout=60_000)
+        page.get_by_text(key, exact=True).first.wait_for(timeout=60_000)
+        tab = page.inner_text("body")
+        page.get_by_text(key, exact=True).first.click()
+        page.get_by_text(wait_for).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(path), full_page=True)
+        text = page.inner_text("body")
+        browser.close()
+    return tab, text
 
 
 def artifacts_tab(flow_run_id, path: Path) -> str:

@@ -20,7 +20,7 @@ from uuid import UUID
 
 import forked_cli
 import pytest
-from artifact_cards import artifact_keys, artifacts_tab, card, cards
+from artifact_cards import artifact_keys, artifacts_tab, card, cards, clicked_card
 from conftest import REPO, prefect_api
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
@@ -79,11 +79,16 @@ def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales, tmp_
     assert "**Scripts ran in:** " in ended and run_json(env, "no-answer")["sandbox"] in ended
     assert f"**Stored:** `{result['artifacts_uri']}`" in ended
     assert "**Continue:** `dsstar resume no-answer`" in ended and "Retry" not in ended
-    # As a person sees it in the UI (headless Chromium): the card, read as text.
-    text = artifacts_tab(result["flow_run_id"], tmp_path / "failed.png")
-    for shown in ("Failed: Which region had the highest revenue in 2024 H1, and who manages it?",
-                  "Where it stopped: in the final script, after round 00",
-                  "dsstar resume no-answer", result["error"]):  # fmt: skip
+    # As a person sees it in the UI (headless Chromium): listed in the Artifacts tab, and
+    # rendered once clicked, its text as it was written (no markdown read in it).
+    title = "Failed: Which region had the highest revenue in 2024 H1, and who manages it?"
+    tab, text = clicked_card(result["flow_run_id"], "no-answer-answer", tmp_path / "failed.png",
+                             title)  # fmt: skip
+    assert "Failed: why, and how to continue" in tab, tab
+    for shown in ("Where it stopped: in the final script, after round 00 (sufficient; step 1:",
+                  f"LLM calls: {result['llm_calls']} · tokens:",
+                  "Continue: dsstar resume no-answer", result["error"],
+                  result["artifacts_uri"]):  # fmt: skip
         assert shown in text, text
 
 
@@ -144,8 +149,10 @@ def test_a_killed_run_is_marked_crashed_by_the_next_command_that_sees_it(env, ll
     ended = answer_card(flow_runs["killed-listed"], "killed-listed")
     kept = list((Path(env["DSSTAR_STORAGE"]) / "runs" / "killed-listed" / "replies").iterdir())
     assert ended.startswith("### Crashed: Which region"), ended
-    assert "**Where it stopped:** after the file analysis (3 files), in round 00" in ended
-    assert f"**LLM calls:** {len(kept)} · " in ended and len(kept) >= 5  # 3 files, plan, code
+    stopped = "after the file analysis (4 files), in round 00"  # hold.txt is one of them
+    assert f"**Where it stopped:** {stopped}" in ended, ended
+    # Its plan and code at least (the files' analyses are the first killed run's, reused).
+    assert f"**LLM calls:** {len(kept)} · " in ended and len(kept) >= 2
     assert "**Continue:** `dsstar resume killed-listed`" in ended
     # The others stay as they are; the resumed run, with its answer, is Completed.
     assert flow_run_state(result["flow_run_id"]).is_completed()

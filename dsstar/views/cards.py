@@ -71,10 +71,14 @@ def ending_card(
         f"### {ending_title(status)}: {md_text(short(record.get('question') or '', 200))}",
         f"**Error**\n\n{fenced(clean(str(error)))}",
         f"**Where it stopped:** {where_stopped(record)}  \n"
-        f"**Spent:** {spent_line(record)}  \n"
+        f"{spent_line(record)}  \n"
         + (f"**Scripts ran in:** {md_text(record['sandbox'])}  \n" if record.get("sandbox") else "")
-        + f"**Stored:** {stored_at(folder_uri)} (run.json, the rounds, every model reply"
-        " received)",
+        + (
+            f"**Stored:** {stored_at(folder_uri)} (run.json, the rounds, every model reply"
+            " received)"
+            if folder_uri
+            else "**Stored:** nothing"
+        ),
         f"**Continue:** {_next_step(status, run_id, record, retry)}",
     ]
     if links:
@@ -89,6 +93,8 @@ def where_stopped(record: dict[str, Any]) -> str:
     """The round and step a run stopped at, as its run.json tells it (markdown: the step's
     text is the planner's)."""
     rows = record.get("round_table") or []
+    if not record.get("started_at"):
+        return "before it started: its checks refused it, and nothing was stored or spent"
     if not rows:
         if record.get("files") is None:
             return "in the file analysis, before round 00"
@@ -108,9 +114,10 @@ def where_stopped(record: dict[str, Any]) -> str:
 def spent_line(record: dict[str, Any]) -> str:
     """What the run spent on models: calls, tokens in and out, cost (markdown)."""
     calls = record.get("llm_calls") or 0
+    cost = money(record.get("cost_usd")) if calls else money(0.0)  # no call: nothing spent
     return (
         f"**LLM calls:** {calls} · **tokens:** {record.get('input_tokens') or 0:,} in /"
-        f" {record.get('output_tokens') or 0:,} out · **cost:** {money(record.get('cost_usd'))}"
+        f" {record.get('output_tokens') or 0:,} out · **cost:** {cost}"
     )
 
 
@@ -120,6 +127,10 @@ def _next_step(status: str, run_id: str, record: dict[str, Any], retry: bool) ->
             f"a stopped run is final. {_code(f'dsstar runs show {run_id}')} shows what it had;"
             " ask again with a new run."
         )
+    if not record.get("started_at"):  # refused by its checks: nothing to resume
+        again = "Retry this flow run in the Prefect UI" if retry else "run it again"
+        return f"fix what the error names, then {again}."
+    retried = " Or Retry this flow run in the Prefect UI: it resumes the same run." if retry else ""
     command = f"dsstar resume {run_id}"
     if status == Status.OVER_BUDGET:
         settings = record.get("settings") or {}
@@ -128,10 +139,7 @@ def _next_step(status: str, run_id: str, record: dict[str, Any], retry: bool) ->
         why = "with a ceiling N above what it spent"
     else:
         why = "finished analyses, model calls and scripts are read back, not paid again"
-    said = f"{_code(command)} ({why})."
-    if retry:
-        said += " Or Retry this flow run in the Prefect UI: it resumes the same run."
-    return said
+    return f"{_code(command)} ({why}).{retried}"
 
 
 def crashed_record(

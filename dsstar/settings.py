@@ -115,8 +115,8 @@ class Settings(BaseSettings):
     progress_interval: float = Field(
         60.0,
         gt=0,
-        description="Seconds between the progress lines `dsstar run` writes where stderr is"
-        " no terminal (a log, CI) while nothing else happens, e.g. while a model call is in"
+        description="Seconds between the progress lines a run writes to stderr where it is no"
+        " terminal (a log, CI) while nothing else happens, e.g. while a model call is in"
         " flight: each says which call, and for how long.",
     )
     top_k: int = Field(

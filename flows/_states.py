@@ -12,7 +12,7 @@ run schedules the same flow run again, which resumes the same run id (see docs/o
 A run whose process was killed reports nothing: its flow run would stay Running forever.
 `mark_crashed` is called wherever dsstar learns that a run's process is gone (`dsstar runs
 list`, and a run that takes over the claim of a dead one), through `report_crashed`, which
-also gives the flow run the card of a crashed run (dsstar.views.cards); the heartbeat
+also gives the flow run the card of a crashed run (flows/_crash_card.py); the heartbeat
 automation of flows/workers.py covers runs of a deployment.
 """
 
@@ -29,13 +29,9 @@ from prefect.states import Cancelled, Completed, Crashed, Failed
 from dsstar import keys
 from dsstar.algorithm.verdict import ANSWERED, Status
 from dsstar.errors import RunEnded
-from dsstar.model.replies import Replies
 from dsstar.storage import Store
 from dsstar.text import clean
-from dsstar.views.cards import crashed_record
-from tasks.cards import published
-from tasks.keys import artifact_key
-from tasks.record import publish_ending
+from flows._crash_card import publish_crash_card
 
 __all__ = [
     "ANSWERED_STATES",
@@ -94,29 +90,16 @@ def final_state(result: dict[str, Any]) -> dict[str, Any] | State:
 
 
 def report_crashed(flow_run_id: str | UUID, reason: str, storage: str, run_id: str) -> bool:
-    """`mark_crashed`, and the crashed run's card on its flow run (what it did and spent,
-    from its run.json and the replies its store kept; how to continue it): when marked here,
-    or when the flow run is Crashed already (the heartbeat automation marked it) without a
-    card since it crashed. Returns whether it was marked. Never raises, as `mark_crashed`."""
+    """`mark_crashed`, and the crashed run's card on its flow run (flows/_crash_card.py),
+    from its run.json: when marked here, or when the flow run is Crashed already without a
+    card since. Returns whether it was marked. Never raises, as `mark_crashed`."""
     marked = mark_crashed(flow_run_id, reason)
     try:
-        with get_client(sync_client=True) as client:
-            flow = client.read_flow_run(UUID(str(flow_run_id)))
-        if not (flow.state and flow.state.is_crashed()):
-            return marked
-        key = artifact_key(f"{run_id}-answer")
-        if not marked and published(key, flow.id, since=flow.state.timestamp):
-            return marked  # its card was written when it was marked
-        store = Store(storage)
-        record = store.read_json(keys.run_record(run_id))
-        why = reason if marked else (flow.state.message or reason)
-        crashed = crashed_record(record, why, Replies(store, run_id).received())
-        publish_ending(
-            run_id, crashed, store.uri(keys.run_folder(run_id)),
-            retry=flow.deployment_id is not None, flow_run_id=flow.id,
-        )  # fmt: skip
-    except Exception as exc:  # a card is a view: the run stays as it was marked
-        _log.debug("no card for the crashed flow run %s: %s", flow_run_id, exc)
+        record = Store(storage).read_json(keys.run_record(run_id))
+    except Exception as exc:  # no run.json to tell the card: the flow run stays as marked
+        _log.debug("no card for the crashed run %s: %s", run_id, exc)
+        return marked
+    publish_crash_card({**record, "flow_run_id": str(flow_run_id)}, reason, storage)
     return marked
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from artifact_cards import card
 from scenarios import ANSWER, always_first_time, two_rounds
 
 import dsstar
@@ -149,3 +150,8 @@ def test_a_flow_run_from_parameters_checks_everything_itself(env, llm, sales, co
     assert counted == {"settings": 1, "question": 1, "probe": 1}
     state = ds_star(question="x" * 100_000, data=str(sales), run_id="too-long", return_state=True)
     assert state.is_failed() and "more than the" in str(state.result(raise_on_failure=False))
+    # Refused before it started, it has a card all the same: why, and nothing spent.
+    ended = card(state.state_details.flow_run_id, "too-long-answer")
+    assert ended.startswith("### Failed: " + "x" * 199 + "…\n") and "more than the" in ended
+    assert "**Where it stopped:** before it started: its checks refused it" in ended
+    assert "**Stored:** nothing" in ended and "then run it again." in ended

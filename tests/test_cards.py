@@ -62,6 +62,8 @@ def test_a_failed_runs_card_says_why_where_what_it_spent_where_it_is_and_how_to_
          "`dsstar resume r1 --max-cost N` (with a ceiling N above what it spent)."),
         ({"status": "over_budget", "settings": {"max_tokens": 9000}}, False,
          "`dsstar resume r1 --max-tokens N`"),
+        ({"status": "over_budget", "settings": {"max_cost": 0.5}}, True,
+         "Or Retry it in the Prefect UI for a worker with a higher ceiling."),
         ({"status": "interrupted", "round_table": [], "files": None}, False,
          "`dsstar resume r1` (finished analyses, model calls and scripts are read back"),
         ({"status": "failed"}, True,

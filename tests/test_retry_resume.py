@@ -122,7 +122,7 @@ def test_an_over_budget_run_retried_by_a_worker_with_a_higher_ceiling_goes_on(se
     ended = card(flow_run.id, f"{run_id}-answer")  # the card says how to go on, Retry too
     assert ended.startswith("### Over budget: ") and state.message in ended
     assert f"`dsstar resume {run_id} --max-cost N`" in ended
-    assert "Or Retry this flow run in the Prefect UI" in ended
+    assert "Or Retry it in the Prefect UI for a worker with a higher ceiling." in ended
     before = list(llm.requests)
     assert before
 

@@ -137,6 +137,8 @@ def _next_step(status: str, run_id: str, record: dict[str, Any], retry: bool) ->
         flag = "--max-cost" if settings.get("max_cost") is not None else "--max-tokens"
         command += f" {flag} N"
         why = "with a ceiling N above what it spent"
+        if retry:  # the retry runs under the ceiling of the worker that picks it up
+            retried = " Or Retry it in the Prefect UI for a worker with a higher ceiling."
     else:
         why = "finished analyses, model calls and scripts are read back, not paid again"
     return f"{_code(command)} ({why}).{retried}"

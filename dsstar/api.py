@@ -16,9 +16,10 @@ started here is stored, recorded in the ledger and shown in the Prefect UI like 
 it talks to the configured Prefect API, else to a temporary server that lives as long as
 this process.
 
-Errors: bad input, settings the preflight refuses, a rejected key or model and a run id held
-by another run raise the `UsageError` family of `dsstar.errors` (what exits 2 at the CLI).
-A run that starts and then fails does not raise: its Answer has status "failed" and the
+Errors: bad input, settings the preflight refuses (a missing or rejected key among them) and
+a run id held by another run raise the `UsageError` family of `dsstar.errors` (what exits 2
+at the CLI). A run that starts and then fails does not raise, also when a model refuses a
+request (a model name its server does not know): its Answer has status "failed" and the
 reason in `error`, and `dsstar resume RUN_ID` continues it (exit 1 at the CLI).
 
 The CLI shares `prepare_run` and `run_prepared` with `ask`, and keeps its printing.
@@ -38,7 +39,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from dsstar.errors import DSStarError, LLMFatalError, UsageError
+from dsstar.errors import DSStarError, UsageError
 from dsstar.events import Event
 from dsstar.inputs.form import PreparedRun
 from dsstar.results import Answer, FileDescription, RunSummary
@@ -124,7 +125,7 @@ def ask(
 
     level = (logging.INFO if verbose else None) if isinstance(verbose, bool) else int(verbose)
     result, error = run_prepared(prepared, lambda: _following(run_console(level), on_event))
-    if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
+    if isinstance(error, UsageError):  # bad input: the run could not start
         raise error
     return Answer.from_result(result)
 
@@ -159,6 +160,7 @@ def prepare_run(
     guidelines: str = "",
     run_id: str | None = None,
     name: Namer = str,
+    policy: Settings | None = None,
     **settings: Any,
 ) -> PreparedRun:
     """The form, settings and checks of one run, each done once: a bad value, a question too
@@ -166,7 +168,10 @@ def prepare_run(
     UsageError of one line that names the setting as `name` writes it (a flag at the CLI).
     Without a run id, a new one is chosen. Starts the temporary Prefect server early, when
     one will be needed, and the contract check's table reader, so that their start-up
-    overlaps the preflight."""
+    overlaps the preflight.
+
+    The form is the caller's own unless a `policy` judges it (a run taken from storage:
+    `dsstar.inputs.stored`), which the run's flow then applies (PreparedRun.policy)."""
     if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
         raise UsageError(f"{name('data')} {clean(data)}: the path is not valid UTF-8; rename it")
     from dsstar.inputs.form import RunForm, explain
@@ -196,7 +201,9 @@ def prepare_run(
     from dsstar.storage import new_run_id
 
     preflight(built, data)
-    return PreparedRun(form.model_copy(update={"run_id": form.run_id or new_run_id()}), built)
+    return PreparedRun(
+        form.model_copy(update={"run_id": form.run_id or new_run_id()}), built, policy
+    )
 
 
 @_refusing_kept
@@ -207,9 +214,6 @@ def run_prepared(
     CLI's progress display, say) and under a Prefect API; returns its result (the keys of
     `dsstar run --json`) and the error it ended with, if any. A run that could not even start
     (the Prefect API unreachable, say) has a failed result rebuilt from storage."""
-    from dsstar.inputs.trust import trust_local_user
-
-    trust_local_user()  # the caller chose these settings: no worker policy limits them
     from dsstar.model.llm import preload
     from flows import prefect_api, run_question
 

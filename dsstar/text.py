@@ -10,10 +10,16 @@ artifacts), replacing what cannot be represented with U+FFFD.
 Terminal output is a separate concern: what a script or a model printed must not drive the
 terminal, so escape and control sequences are shown as visible placeholders.
 
-Markdown is a third: the Prefect UI renders artifacts, descriptions and state messages as
-markdown, so text a script, a model or a file wrote is shown through `md_text`, which escapes
-every character markdown gives a meaning to: no link, image, HTML, emphasis or heading can come
-from it, and a bare address is not made a link. dsstar writes markdown syntax only around it.
+Markdown is a third. The Prefect UI renders as markdown (GitHub's dialect: raw HTML, and bare
+`https://`, `www.` and e-mail addresses made links) a markdown artifact, every artifact's
+description, and each text cell of a table artifact. Text a script, a model, a file or a stored
+run wrote is put there through `md_text`, which escapes every character markdown gives a
+meaning to, so no link, image, HTML, emphasis or heading can come from it; or as code
+(`md_code`, `fenced`), which nothing inside can close. dsstar writes markdown syntax only
+around such text, and link or image syntax only for targets it built itself.
+
+The UI's Logs tab and a state message are plain text, but the Logs tab colours ANSI codes and
+makes every `https://` address a link: text shown there goes through `log_text`.
 
 A cost is shown the same way everywhere (the command line, the answer card, the nightly
 table): dollars, or `unknown` when some model had no known price (`money`).
@@ -34,6 +40,8 @@ __all__ = [
     "fenced",
     "for_database",
     "for_terminal",
+    "log_text",
+    "md_code",
     "md_text",
     "money",
 ]
@@ -124,13 +132,43 @@ def fenced(text: str, info: str = "") -> str:
 # itself (GFM's bare `https://...`, `www.` and `a@b.c`): the escaped `:`, `.` and `@` no longer
 # read as one.
 _MD_SPECIAL = re.compile(r"""([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])""")
+# Indentation starts a code block, which would show the escapes; a paragraph drops it anyway.
+_INDENT = re.compile(r"^[ \t]+", re.MULTILINE)
+_BREAKS = re.compile(r"\s*\n\s*")
 
 
-def md_text(value: Any) -> str:
+def md_text(value: Any, *, line: bool = False) -> str:
     """`value` (what a script printed, a model wrote, a file was named) as markdown that
     renders as exactly that text: every markdown character escaped, control characters shown
-    as placeholders (`for_terminal`). Line breaks are kept."""
-    return _MD_SPECIAL.sub(r"\\\1", for_terminal(value))
+    as placeholders (`for_terminal`). Line breaks are kept, or with `line` made spaces (for a
+    heading, a list item or a cell of a markdown table)."""
+    shown = for_terminal(value)
+    shown = _BREAKS.sub(" ", shown.strip()) if line else _INDENT.sub("", shown)
+    return _MD_SPECIAL.sub(r"\\\1", shown)
+
+
+def md_code(value: Any) -> str:
+    """`value` (a name, a URI) as inline markdown code, on one line, that nothing it holds can
+    close early: the backtick fence is longer than any run of backticks inside. Renders as
+    exactly that text (line breaks as spaces); "" for empty text."""
+    shown = _BREAKS.sub(" ", for_terminal(value))
+    if not shown.strip():
+        return ""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", shown)), default=0) + 1)
+    pad = " " if shown[0] == "`" or shown[-1] == "`" else ""  # one space each side is dropped
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+# What the Logs tab makes a link (its pattern is `(https?|ftp)://...`), and what a chat tool
+# receiving an alert would.
+_ADDRESS = re.compile(r"\b(https?|ftp)://", re.IGNORECASE)
+
+
+def log_text(value: Any) -> str:
+    """`value` for a place the Prefect UI shows as plain text (a log line, a state message):
+    no escape or control sequence (`for_terminal`: the Logs tab colours ANSI codes), and no
+    address it would make a link: `https://x` reads `https[:]//x`."""
+    return _ADDRESS.sub(r"\1[:]//", for_terminal(value))
 
 
 def money(value: float | None) -> str:

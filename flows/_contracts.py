@@ -4,14 +4,14 @@ solution is trusted on today's data. Failures become a warning artifact and the 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
-
-from prefect import get_run_logger
-from prefect.artifacts import create_markdown_artifact
 
 from dsstar.data.contracts import check_source, failures_markdown
 from dsstar.data.sources import DataSource
+from flows import _story as story
 from flows._run import Run
+from tasks.cards import publish_markdown
 from tasks.keys import artifact_key
 
 __all__ = ["check_contracts"]
@@ -23,15 +23,15 @@ def check_contracts(run: Run, source: DataSource) -> dict[str, Any]:
     report = check_source(run.store, source)
     run.note(contracts=report)
     if report["failed"]:
-        get_run_logger().warning(
+        story.say(
             "data contract failed for %d expectation(s) under %s: the stored solution is not"
-            " reused", len(report["failed"]), source.location,
+            " reused", len(report["failed"]), source.location, level=logging.WARNING,
         )  # fmt: skip
-        create_markdown_artifact(
-            key=artifact_key(f"{run.run_id}-contracts"),
-            markdown=failures_markdown(
+        publish_markdown(
+            artifact_key(f"{run.run_id}-contracts"),
+            failures_markdown(
                 source.location, report, "The stored solution was not reused; the full loop ran."
             ),
-            description="Data contract failures",
+            "Data contract failures",
         )
     return report

@@ -1,8 +1,9 @@
 """The card of a run whose process died: it cannot write its own, so whoever settles its flow
 run (marks it Crashed, or finds it marked so) writes it, from what the run stored.
 
-`publish_crash_card` is the one call: the run's run.json (`record`), why it is known to be
-gone, and optionally its storage (else the one run.json names). The card
+`publish_crash_card` is the one call, from flows/_settle.py: the run (`record`: its run.json,
+or as much of it as the settler knows), why it is known to be gone, and optionally its
+storage (else the one `record` names), whose run.json the card is written from. The card
 (`dsstar.views.cards.ending_card` of `crashed_record`) says why, the round and step it
 stopped at, what it spent (counted from the replies its storage kept, the file analysis
 included: run.json's totals are those of its last round), where it is stored and how to
@@ -46,7 +47,8 @@ def publish_crash_card(record: dict[str, Any], reason: str, storage: str | None 
         if not (state and state.is_crashed()) or published(key, flow_run.id, since=state.timestamp):
             return False
         store = Store(storage or (record.get("settings") or {})["storage"])
-        crashed = crashed_record(record, reason, Replies(store, run_id).received())
+        stored = {**_stored(store, run_id, record), "flow_run_id": str(flow_run_id)}
+        crashed = crashed_record(stored, reason, Replies(store, run_id).received())
         publish_ending(
             run_id, crashed, store.uri(keys.run_folder(run_id)),
             retry=flow_run.deployment_id is not None, flow_run_id=flow_run.id,
@@ -55,3 +57,13 @@ def publish_crash_card(record: dict[str, Any], reason: str, storage: str | None 
         _log.debug("no card for the crashed flow run %s: %s", flow_run_id, exc)
         return False
     return True
+
+
+def _stored(store: Store, run_id: str, record: dict[str, Any]) -> dict[str, Any]:
+    """The run.json of `run_id` as stored (what it did, spent, and where it stopped); the
+    settler's `record` when it cannot be read."""
+    try:
+        return store.read_json(keys.run_record(run_id))
+    except Exception as exc:  # deleted, unreadable storage: the card says what is known
+        _log.debug("run.json of %s not read for its card: %s", run_id, exc)
+        return record

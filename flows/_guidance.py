@@ -26,7 +26,7 @@ from pydantic import Field
 from dsstar.algorithm.agents import clip
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
 from dsstar.keys import round_key
-from dsstar.text import clean
+from dsstar.text import clean, fenced, md_text
 from tasks.keys import artifact_key
 
 __all__ = [
@@ -186,12 +186,15 @@ def describe(checkpoint: Checkpoint, timeout_s: float) -> str:
     steps = checkpoint.plan[-_STEPS:]
     first = len(checkpoint.plan) - len(steps) + 1
     plan = (
-        "\n".join(f"{n}. {_inline(clip(step, _STEP_CHARS))}" for n, step in enumerate(steps, first))
+        "\n".join(
+            f"{n}. {md_text(clip(step, _STEP_CHARS), line=True)}"
+            for n, step in enumerate(steps, first)
+        )
         or "(empty)"
     )
     minutes = max(1, round(timeout_s / 60))
     return (
-        f"### Round {round_key(checkpoint.round)} of run {_inline(checkpoint.run_id)}"
+        f"### Round {round_key(checkpoint.round)} of run {md_text(checkpoint.run_id)}"
         " is not sufficient yet\n\n"
         "Choose how the run goes on: **continue** as planned; **guide** it with the text in"
         " *Guidance* (the next planner and router prompts get it); **accept** the current"
@@ -204,25 +207,9 @@ def describe(checkpoint: Checkpoint, timeout_s: float) -> str:
     )
 
 
-def _inline(text: str) -> str:
-    """One line of literal text in markdown: every ASCII punctuation mark escaped, so no
-    link, image, HTML or emphasis can come out of it."""
-    flat = " ".join(clean(text).split())
-    return "".join(f"\\{c}" if c.isascii() and not c.isalnum() and c != " " else c for c in flat)
-
-
 def _fenced(text: str) -> str:
-    """`text` as a code block whose fence no run of backticks inside can close."""
-    fence = "`" * max(3, _longest_backticks(text) + 1)
-    return f"{fence}text\n{clean(text).rstrip()}\n{fence}"
-
-
-def _longest_backticks(text: str) -> int:
-    best = count = 0
-    for char in text:
-        count = count + 1 if char == "`" else 0
-        best = max(best, count)
-    return best
+    """`text` as a plain-text code block (`fenced`): nothing inside can close it."""
+    return fenced(clean(text).rstrip(), "text")
 
 
 def _logger() -> Any:

@@ -3,12 +3,12 @@ each data root shared by all the questions over it."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, tags, task
-from prefect.artifacts import create_table_artifact
+from prefect import tags, task
 from prefect.runtime import flow_run
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -38,6 +38,7 @@ from flows._forms import form_flow
 from flows._runners import default_task_runner
 from flows.alerts import QUESTION_TAG
 from flows.ds_star import completed_result, default_run_id, ds_star
+from tasks.cards import publish_table
 from tasks.keys import artifact_key
 
 __all__ = ["SKIPPED", "NightlyForm", "ds_star_nightly"]
@@ -245,10 +246,12 @@ def share_analyses(
             except OverBudget as exc:  # the finished analyses count; no question can start
                 analyses, stop = exc.analyses, f"the shared file analysis: {exc}"
             except DSStarError as exc:  # that root's questions will fail with the same message
-                get_run_logger().warning("cannot analyze %s ahead of its questions: %s", root, exc)
+                story.say("cannot analyze %s ahead of its questions: %s", root, exc,
+                          level=logging.WARNING)  # fmt: skip
                 continue
             for analysis in analyses:
                 calls += analysis["calls"] if analysis["run_id"] == spec.run_id else []
+            calls = _once(calls)
             if stop:
                 return calls, stop
     finally:  # one meter for every root; a retried batch counts afresh, from the caches
@@ -256,8 +259,22 @@ def share_analyses(
     return calls, None
 
 
+def _once(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each call once: two files that ask the analyzer the same (the same name and content
+    under two roots) share one request, sent once and read back from the run's replies."""
+    seen: set[tuple[Any, Any]] = set()
+    kept = []
+    for call in calls:
+        key = (call.get("label"), call.get("request"))
+        if key[1] is None or key not in seen:
+            seen.add(key)
+            kept.append(call)
+    return kept
+
+
 def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: list) -> None:
-    """A table artifact: every question's status, answer and cost, and the shared analysis."""
+    """A table artifact: every question's status, answer and cost, and the shared analysis
+    (`publish_table` escapes its text: answers and questions show as text)."""
     rows = [
         {
             "question": r.get("question") or r.get("run_id"),
@@ -284,11 +301,11 @@ def publish_summary(batch: str, results: list[dict[str, Any]], analysis_calls: l
             "contracts": None,
         }
     )
-    create_table_artifact(
-        key=artifact_key(f"{batch}-nightly"),
-        table=rows,
-        description=f"DS-STAR nightly batch {batch}: each question's status, answer, change"
-        " since the last night and cost, then the file analysis the questions shared",
+    publish_table(
+        artifact_key(f"{batch}-nightly"),
+        rows,
+        f"DS-STAR nightly batch {batch}: each question's status, answer, change since the last"
+        " night and cost, then the file analysis the questions shared",
     )
 
 

@@ -18,11 +18,14 @@ from uuid import UUID
 
 from prefect import get_client
 from prefect.client.schemas.actions import DeploymentUpdate
+from prefect.client.schemas.objects import FlowRun, State
 from prefect.runner import Runner
 from prefect.schedules import Cron
 
 from dsstar.settings import Settings
-from flows.ds_star import ds_star
+from flows._settle import exit_cause
+from flows._states import resume_hint
+from flows.ds_star import derived_run_id, ds_star
 from flows.nightly import ds_star_nightly
 from tasks.slots import ensure_limit, ensure_rate, server_url
 
@@ -45,7 +48,17 @@ def share_limits(settings: Settings) -> list[str] | None:
 
 
 class _Runner(Runner):
-    """A Runner whose SIGTERM (and SIGINT) stop it from inside its own event loop."""
+    """A Runner whose SIGTERM (and SIGINT) stop it from inside its own event loop, and that
+    says in dsstar's words why a question's run crashed and how to continue it."""
+
+    questions: UUID | None = None  # the ds-star deployment's id
+
+    async def _propose_crashed_state(self, flow_run: FlowRun, message: str) -> State | None:
+        if flow_run.deployment_id == self.questions:
+            run_id = flow_run.parameters.get("run_id") or derived_run_id(flow_run)
+            cause = exit_cause(message)
+            message = f"its process {cause}; {resume_hint(run_id)}, or Retry"
+        return await super()._propose_crashed_state(flow_run, message)
 
     def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
         loop = self._loop
@@ -80,8 +93,9 @@ def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int
         tags=["dsstar"],
     )
     runner = _Runner(pause_on_shutdown=True, limit=limit)
-    for deployment in (on_demand, nightly):
-        _served_from_here(runner.add_deployment(deployment))
+    runner.questions = runner.add_deployment(on_demand)
+    for deployment_id in (runner.questions, runner.add_deployment(nightly)):
+        _served_from_here(deployment_id)
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C the same way as SIGTERM (start() installs the SIGTERM handler itself).
         signal.signal(signal.SIGINT, runner.handle_sigterm)

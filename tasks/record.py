@@ -8,7 +8,6 @@ one card per round, one rounds table and one answer per flow run, updated in pla
 from __future__ import annotations
 
 import base64
-import re
 from pathlib import PurePosixPath
 from typing import Any
 from uuid import UUID
@@ -17,9 +16,10 @@ from prefect import Task, task
 from prefect.context import FlowRunContext
 
 from dsstar.algorithm.verdict import ANSWERED, verdict_label
-from dsstar.execution.deliverables import chart_text, table_preview
-from dsstar.storage import Store
-from dsstar.text import clean, fenced, md_text, money
+from dsstar.execution.deliverables import chart_text
+from dsstar.records.files import read_output
+from dsstar.storage import Store, Stored
+from dsstar.text import fenced, md_code, md_text, money
 from dsstar.views.cards import ending_card, ending_title, reasoning, short, stored_at
 from tasks._common import is_storage_error
 from tasks.cards import publish_markdown, publish_table
@@ -48,11 +48,13 @@ _BACKOFF = (1, 4, 10)
     cache_policy=None,
 )
 def write_objects(label: str, storage: str, objects: dict[str, Any]) -> list[str]:
-    """Write every `key -> text, bytes or JSON value` pair; returns their URIs."""
+    """Write every `key -> text, bytes, Stored (copied there) or JSON value` pair; returns
+    their URIs."""
     store = Store(storage)
     return [
         store.write_text(key, value) if isinstance(value, str)
         else store.write_bytes(key, value) if isinstance(value, bytes)
+        else store.copy(value.key, key) if isinstance(value, Stored)
         else store.write_json(key, value)
         for key, value in objects.items()
     ]  # fmt: skip
@@ -66,14 +68,15 @@ def storage_writer(first_delay: float) -> Task:
 def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
     """A markdown artifact for one round: the route that opened it and the router's
     reasoning, the plan, code, head of the output, the verdict and the verifier's reasoning
-    (`item`'s `route_reply` and `reply`, each bounded; the whole in the round's folder)."""
+    (`item`'s `route_reply` and `reply`, each bounded; the whole in the round's folder).
+    What a model or a script wrote shows as text (`md_text`) or code, never as markdown."""
     number = f"{item['number']:02d}"
-    plan = "\n".join(f"{i}. {md_text(step)}" for i, step in enumerate(item["plan"], 1))
+    plan = "\n".join(f"{i}. {md_text(step, line=True)}" for i, step in enumerate(item["plan"], 1))
     output = item["output"][:3000]
     verdict = verdict_label(item.get("verdict"))
     route = item.get("route")
     opened = (
-        f"**Opened by the router:** {md_text(route)}\n\n"
+        f"**Opened by the router:** {md_text(route, line=True)}\n\n"
         f"{reasoning(item.get('route_reply'), f'rounds/{number}/route.json')}\n\n"
         if route
         else "**Opened by:** the initial plan\n\n"
@@ -91,8 +94,8 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
     )
     for figure in item.get("figures") or []:
         markdown += (
-            f"\nFigure {md_text(figure['name'])} ({figure['bytes']:,} bytes):"
-            f" {stored_at(figure['uri'])}"
+            f"\nFigure {md_code(figure['name'])} ({figure['bytes']:,} bytes):"
+            f" {md_code(figure['uri'])}"
         )
     publish_markdown(
         artifact_key(f"{run_id}-round-{number}"), markdown, f"DS-STAR {run_id} round {number}"
@@ -102,7 +105,7 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
 def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
     """The run's table of every round so far: one card, rewritten after each round. Narrow
     enough for the page: the step shortened (the whole on the round's card), the verdict
-    and route in a word or two."""
+    and route in a word or two (its text cells are escaped by `publish_table`)."""
     table = [
         {
             "round": f"{item['number']:02d}",
@@ -120,17 +123,18 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
 
 def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -> None:
     """A markdown artifact with the answer, the totals and where every object is stored; for
-    a run without an answer, its ending card (`publish_ending`) with the stored objects."""
+    a run without an answer, its ending card (`publish_ending`) with the stored objects.
+    The question, the answer, file names and URIs show as text (`md_text`) or code."""
     if record.get("status") not in ANSWERED:
         publish_ending(run_id, record, uris.get("run folder") or "", links=uris)
         return
-    links = "\n".join(f"- {md_text(name)}: {stored_at(uri)}" for name, uri in uris.items())
+    links = "\n".join(f"- {md_text(name, line=True)}: {md_code(uri)}" for name, uri in uris.items())
     reused = record.get("reused_from")
-    origin = f"**Reused the verified solution of run** `{reused}`\n\n" if reused else ""
+    origin = f"**Reused the verified solution of run** {md_code(reused)}\n\n" if reused else ""
     if record.get("replies") in ("recorded", "mixed"):  # never to pass for a model's answer
         which = "recorded" if record["replies"] == "recorded" else "some recorded"
         origin += (
-            f"**Replies: {which}**, from {stored_at(record.get('recorded_from'))}:"
+            f"**Replies: {which}**, from {md_code(record.get('recorded_from'))}:"
             f" no model was asked{' for them' if which != 'recorded' else ''}\n\n"
         )
     if record.get("sandbox"):
@@ -143,8 +147,9 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
     publish_markdown(
         artifact_key(f"{run_id}-answer"),
         (
-            f"### {record['question']}\n\n**Status:** {record['status']}  \n"
-            f"**Answer:** {answer}\n\n{error}{origin}"
+            f"### {md_text(record['question'], line=True)}\n\n"
+            f"**Status:** {md_text(record['status'])}  \n"
+            f"**Answer:** {md_text(answer)}\n\n{error}{origin}"
             f"**LLM calls:** {record.get('llm_calls')} · **tokens:** {record.get('input_tokens')}"
             f" in / {record.get('output_tokens')} out · **cost:** {cost}\n\n"
             f"**Stored objects**\n\n{links}\n"
@@ -186,35 +191,38 @@ _IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"
 
 
 def publish_deliverables(
-    run_id: str, outputs: list[dict[str, Any]], entries: list[dict[str, Any]]
+    run_id: str, outputs: list[dict[str, Any]], entries: list[dict[str, Any]], store: Store
 ) -> None:
     """The files the final script wrote, in the UI: a table artifact with the first rows of
     each CSV or Parquet table, and a markdown artifact that shows each PNG or JPEG chart as an
-    image (never an SVG or HTML page: untrusted content) and links every stored file.
-    `outputs` are ExecResult.outputs (with the bytes), `entries` as run.json lists them."""
+    image (never an SVG or HTML page: untrusted content) and lists every stored file. Names,
+    URIs and chart titles show as text (`md_text`) or code; the only image is the one dsstar
+    encoded itself as a data: URL.
+    `outputs` are ExecResult.outputs (with their previews, the bytes in `store`), `entries`
+    as run.json lists them."""
     uris = {entry["name"]: entry["uri"] for entry in entries}
     parts = []
     for item in outputs:
         name, uri = item["name"], uris.get(item["name"], "")
-        data = base64.b64decode(item.get("data") or "")
-        parts.append(f"**{name}** ({item['bytes']:,} bytes): `{uri}`")
-        table = table_preview(name, data, rows=20)
-        if table is not None:
+        parts.append(f"**{md_text(name, line=True)}** ({item['bytes']:,} bytes): {md_code(uri)}")
+        table = item.get("preview") if isinstance(item.get("preview"), dict) else None
+        if table is not None and table.get("skipped"):
+            parts.append(f"preview skipped: {md_text(table['skipped'])}")
+        elif table is not None and table.get("shape"):
             publish_table(
                 artifact_key(f"{run_id}-table-{name}"),
                 [dict(zip(table["columns"], row, strict=False)) for row in table["head"]],
-                clean(
-                    f"{name}: {table['shape'][0]} rows x {table['shape'][1]}"
-                    f" columns (first rows), stored at {uri}"
-                ),
+                f"{name}: {table['shape'][0]} rows x {table['shape'][1]}"
+                f" columns (first rows), stored at {uri}",
             )
         chart = item.get("chart")
         if isinstance(chart, dict):
             parts.append(fenced(chart_text(chart)))
         kind = _IMAGE_TYPES.get(PurePosixPath(name).suffix.lower())
-        if kind and len(data) <= _INLINE_IMAGE_BYTES:
+        if kind and item["bytes"] <= _INLINE_IMAGE_BYTES:
+            data = read_output(store, item)  # no more than the bytes the result states
             title = (chart or {}).get("graph_title") or name
-            alt = re.sub(r"[^\w .,:-]", "", str(title))[:100]
+            alt = md_text(str(title)[:100], line=True)
             parts.append(f"![{alt}](data:{kind};base64,{base64.b64encode(data).decode()})")
     publish_markdown(
         artifact_key(f"{run_id}-deliverables"),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import forked_cli
 import numpy as np
 import pandas as pd
 import pytest
+from PIL import Image
 from shared_data import DACODE, needs_dacode
 
 from dsstar.bench import dacode_tasks, score, score_files
@@ -31,10 +33,29 @@ pytestmark = needs_dacode
 GOLD = DACODE / "gold"
 
 
+def finished(folder: Path, result: str, done: bool = True) -> None:
+    """dabench/result.json as DA-Code's runner writes it (the keys its evaluator reads)."""
+    (folder / "dabench").mkdir(parents=True, exist_ok=True)
+    (folder / "dabench" / "result.json").write_text(json.dumps({
+        "finished": done, "steps": 1, "result": result, "trajectory": [],
+        "result_files": {"added_files": [], "changed_files": []}}))  # fmt: skip
+
+
+def gold_result(task_id: str) -> str:
+    """What an agent that got the task right ends with: the gold JSON for a task answered in
+    text, else the names of the files it wrote."""
+    config = next(t["eval"] for t in read_truth(DACODE) if t["task_id"] == task_id)
+    spec = config["result"][0]
+    if "number" in spec:
+        return json.dumps(spec["number"][0])
+    names = spec["file"] if isinstance(spec["file"], list) else [spec["file"]]
+    return " ".join(n for n in names if not n.startswith("dabench/"))
+
+
 def gold_answers(folder: Path) -> Path:
     """DA-Code's output layout built from the gold files: a folder per task, chart data under
-    dabench/; ml-cluster-002 (no gold: a clustering is scored on its own file) gets a real
-    clustering of its data."""
+    dabench/, dabench/result.json naming the answer; ml-cluster-002 (no gold: a clustering is
+    scored on its own file) gets a real clustering of its data."""
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
     from sklearn.preprocessing import StandardScaler
@@ -51,6 +72,8 @@ def gold_answers(folder: Path) -> Path:
     answer["Cluster"] = KMeans(3, n_init=10, random_state=0).fit_predict(points)
     (folder / "ml-cluster-002").mkdir()
     answer.to_csv(folder / "ml-cluster-002" / "result.csv", index=False)
+    for task in folder.iterdir():
+        finished(task, gold_result(task.name))
     return folder
 
 
@@ -126,12 +149,28 @@ def test_the_gold_scores_1_on_every_task(answers):
 
 def test_a_missing_task_folder_and_an_unfinished_run_score_0(answers):
     shutil.rmtree(answers / "data-sa-043")
-    (answers / "dm-csv-010" / "dabench" / "result.json").write_text(
-        json.dumps({"finished": False, "result": "avg_units_sold.csv"})
-    )
+    finished(answers / "dm-csv-010", "avg_units_sold.csv", done=False)
+    (answers / "dm-csv-050" / "dabench" / "result.json").unlink()
     rows = {row["task_id"]: row for row in score_files("dacode", answers, DACODE)["tasks"]}
     assert rows["data-sa-043"]["score"] == 0.0 and rows["data-sa-043"]["missing"]
-    assert rows["dm-csv-010"]["score"] == 0.0
+    assert rows["dm-csv-010"]["score"] == 0.0 and "did not finish" in rows["dm-csv-010"]["why"]
+    # DA-Code's evaluator leaves a folder without result.json out; here it scores 0, missing
+    assert rows["dm-csv-050"]["missing"] and "result.json" in rows["dm-csv-050"]["why"]
+
+
+def test_the_answer_text_names_the_files_that_are_scored(answers):
+    folder = answers / "dm-csv-010"
+    (folder / "avg_units_sold.csv").rename(folder / "averages.csv")
+    assert task_score(answers, "dm-csv-010")["score"] == 0.0  # the config's name: not there
+    finished(folder, "I saved the averages to /workspace/averages.csv.")
+    assert task_score(answers, "dm-csv-010")["score"] == 1.0  # the one file the text names
+    # A decimal in the text reads as a file name too: two names for one gold file, so the
+    # config's name counts again; one such name alone is looked for and not found.
+    finished(folder, "Saved averages.csv; the largest average is 36.5")
+    assert task_score(answers, "dm-csv-010")["score"] == 0.0
+    finished(folder, "The largest average is 36.5")
+    row = task_score(answers, "dm-csv-010")
+    assert row["score"] == 0.0 and "no 36.5 delivered" in row["why"]
 
 
 # --- tables -----------------------------------------------------------------------------------
@@ -220,30 +259,31 @@ def test_text_answers_read_from_the_answer_text_with_numeric_tolerance():
     # ...but a one-item list's item is compared as it is: text against a number fails
     assert compare_text([said.replace("%s", '"82.6"')], gold, {}) == 0.0
     assert compare_text([said.replace("%s", "82.7")], gold, {}) == 0.0
-    assert compare_text([said.replace("%s", "82.7")], gold, {"score_rule": ["divide"]}) == 0.5
+    assert compare_text([said.replace("%s", "82.7")], gold, {"score_rule": ["devide"]}) == 0.5
+    with pytest.raises(ValueError, match="score_rule"):  # DA-Code knows only its own spelling
+        compare_text([said.replace("%s", "82.7")], gold, {"score_rule": ["divide"]})
     assert compare_text(["{'highest country': ['Uruguay'], 'agriculytural land %': [82.6],}"],
-                        gold, {}) == 1.0  # fmt: skip
+                        gold, {}) == 1.0  # JSON5: single quotes, a trailing comma  # fmt: skip
     assert compare_text(['{"highest country": ["Uruguay"]}'], gold, {}) == 0.0  # a key missing
-    assert compare_text(["Uruguay, 82.6"], gold, {}) == 0.0  # no JSON at all
+    assert compare_text(["Uruguay, 82.6"], gold, {}) is None  # no JSON at all: scored 0
+    with pytest.raises(ValueError):  # Python's True is not JSON5: DA-Code's evaluator fails
+        compare_text(["{'highest country': True}"], gold, {})
+    assert compare_text(['{"v": 3.9}'], [{"v": 3}], {}) == 1.0  # read as the gold's integer
     assert read_answer("[1, 2]") is None
 
 
-def test_text_tasks_score_a_delivered_json_or_the_answer_text(answers):
-    assert task_score(answers, "di-text-001")["score"] == 1.0  # the gold's result.json
-    folder = answers / "di-text-001"
-    (folder / "result.json").write_text('{"highest country": ["Mongolia"], "lowest country": '
-                                        '["Monaco"]}')  # fmt: skip
-    assert task_score(answers, "di-text-001")["score"] == 0.0
-    (folder / "result.json").unlink()
-    (folder / "dabench" / "result.json").write_text(
-        json.dumps(
-            {
-                "finished": True,
-                "result": 'Done. {"Highest Country": ["monaco"], "lowest country": ["Mongolia"]}',
-            }
-        )
-    )
+def test_text_tasks_score_the_answer_text_or_the_json_file_it_names(answers):
     assert task_score(answers, "di-text-001")["score"] == 1.0
+    folder = answers / "di-text-001"
+    finished(folder, 'Done. {"Highest Country": ["monaco"], "lowest country": ["Mongolia"]}')
+    assert task_score(answers, "di-text-001")["score"] == 1.0
+    (folder / "answer.json").write_text('{"highest country": ["Mongolia"], "lowest country": '
+                                        '["Monaco"]}')  # fmt: skip
+    finished(folder, "The answer is in answer.json")  # ends like a file name: that file
+    row = task_score(answers, "di-text-001")
+    assert row["score"] == 0.0 and "differ from the gold's for" in row["why"]
+    finished(folder, "Monaco and Mongolia")
+    assert "no JSON answer" in task_score(answers, "di-text-001")["why"]
 
 
 def test_text_lists_need_the_same_items_in_order_unless_ignored():
@@ -311,7 +351,11 @@ def test_competition_kappa_with_rows_matched_by_id(answers):
     worse.loc[middle, "quality"] = 11 - worse.loc[middle, "quality"]  # 5 <-> 6
     worse.to_csv(path, index=False)
     row = task_score(answers, "ml-competition-006")
-    assert row["score"] < 1 and row["parts"][0]["metric_value"] < 0.59674
+    # Grades run 3..8: DA-Code's observed matrix counts only the labels 0..5 as they are, so
+    # every pair with a 6 in it is left out and its kappa stays 1; the textbook's falls.
+    assert row["score"] == 1.0 and row["parts"][0]["metric_value"] == 1.0
+    assert row["parts"][0]["corrected"]["metric_value"] < 0.59674
+    assert row["corrected_score"] == 0.0
     gold.assign(Id=gold["Id"] + 100000).to_csv(path, index=False)
     assert task_score(answers, "ml-competition-006")["score"] == 0.0  # not the gold's ids
     gold.assign(extra=1).to_csv(path, index=False)
@@ -320,12 +364,11 @@ def test_competition_kappa_with_rows_matched_by_id(answers):
     assert task_score(answers, "ml-competition-006")["score"] == 0.0  # label range differs
 
 
-def test_scaling_between_bounds_and_errors_lower_is_better():
-    assert scale(0.8, "f1", 0.6, 1.0) == pytest.approx(0.5)
-    assert scale(1.2, "r2", 0.5, 0.9) == 1.0 and scale(0.1, "r2", 0.5, 0.9) == 0.0
-    assert scale(0.0, "rmsle", 0.0, 0.190548) == 1.0
-    assert scale(0.095274, "rmsle", 0.0, 0.190548) == pytest.approx(0.5)
-    assert scale(1.0, "rmsle", 0.0, 0.190548) == 0.0
+def test_scaling_between_bounds_upwards_for_every_metric():
+    assert scale(0.8, 0.6, 1.0) == pytest.approx(0.5)
+    assert scale(1.2, 0.5, 0.9) == 1 and scale(0.1, 0.5, 0.9) == 0
+    assert scale(0.0, 0.0, 0.190548) == 0  # an error of 0 scores 0 in DA-Code...
+    assert scale(31.0, 51.87777777777777, 11.52231111111111) == pytest.approx(0.517347, abs=1e-6)
 
 
 # --- charts -----------------------------------------------------------------------------------
@@ -377,11 +420,14 @@ def test_collect_lays_a_runs_deliverables_out_as_dacodes_answer_folder(tmp_path)
     props = json.loads((GOLD / "plot-bar-004" / "plot.json").read_text())
     series = np.load(GOLD / "plot-bar-004" / "result.npy").tolist()
     run = "bench-plot-bar-004"
-    store.write_bytes(f"runs/{run}/final/outputs/result.png", b"not the gold image")
+    image = io.BytesIO()
+    Image.new("RGB", (40, 30), "white").save(image, format="PNG")  # not the gold's image
+    store.write_bytes(f"runs/{run}/final/outputs/result.png", image.getvalue())
     store.write_json(f"runs/{run}/final/charts/result.png.json", props | {"series": series})
     store.write_bytes(f"runs/{run}/final/outputs/tables/extra.csv", b"a\n1\n")
+    png = len(image.getvalue())  # run.json says what each file holds: no more is read
     record = {"run_id": run, "status": "verified", "answer": "Saved result.png",
-              "outputs": [{"name": "result.png", "bytes": 18, "media_type": "image/png",
+              "outputs": [{"name": "result.png", "bytes": png, "media_type": "image/png",
                            "uri": store.uri(f"runs/{run}/final/outputs/result.png"),
                            "chart": store.uri(f"runs/{run}/final/charts/result.png.json")},
                           {"name": "tables/extra.csv", "bytes": 4, "media_type": "text/csv",
@@ -398,6 +444,13 @@ def test_collect_lays_a_runs_deliverables_out_as_dacodes_answer_folder(tmp_path)
     assert not (out / "answers" / "escape.txt").exists()
     assert "series" not in json.loads((folder / "dabench" / "plot.json").read_text())
     assert np.load(folder / "dabench" / "result.npy").shape == (3, 2)
+    kept = json.loads((folder / "dabench" / "result.json").read_text())
+    assert kept["result"] == "result.png" and kept["answer"] == "Saved result.png"
+    assert kept["finished"] is True and kept["steps"] == len(kept["trajectory"]) == 1
+    assert kept["trajectory"][-1]["action"] == 'Terminate(output="result.png")'
+    assert sorted(kept["result_files"]["added_files"]) == [
+        str(folder / "result.png"), str(folder / "tables" / "extra.csv")]  # fmt: skip
+    assert kept["result_files"]["changed_files"] == []
     assert (
         score("dacode", [{"task_id": "plot-bar-004", **collected}], [truth])["tasks"][0]["score"]
         == 1.0
@@ -437,9 +490,12 @@ def test_bench_score_lists_each_tasks_score_without_running_anything(answers):
     done = dsstar("bench", "score", "--suite", "dacode", "--answers", str(answers),
                   "--truth", str(DACODE))  # fmt: skip
     assert done.returncode == 0, done.stderr
-    lines = dict(line.split("\t") for line in done.stdout.splitlines())
-    assert float(lines["plot-bar-004"]) == 0.0 and float(lines["di-text-002"]) == 0.0
-    assert float(lines["data-sa-001"]) == 1.0
+    lines = {line.split("\t")[0]: line.split("\t")[1:] for line in done.stdout.splitlines()}
+    assert float(lines["plot-bar-004"][0]) == 0.0 and float(lines["di-text-002"][0]) == 0.0
+    assert float(lines["data-sa-001"][0]) == 1.0 and lines["data-sa-001"][1:] == []
+    # every 0 says why
+    assert lines["plot-bar-004"][-1] == "why: the chart does not match the gold (image, data)"
+    assert lines["di-text-002"][-1].startswith("why: no answer folder")
     assert '"by_category"' in done.stderr
 
 
@@ -461,5 +517,5 @@ def test_the_report_has_scores_calls_tokens_and_cost_per_category_and_hardness(a
     assert "| category | tasks | score | llm_calls | input_tokens | output_tokens | cost_usd |" in (
         report
     )
-    assert "| data-sa | 3 | 100.0 | 12 | 3000 | 300 | 0.03 |" in report
+    assert "| data\\-sa | 3 | 100.0 | 12 | 3000 | 300 | 0.03 |" in report  # text escaped
     assert "| hard | 8 | 100.0 | 32 | 8000 | 800 | 0.08 |" in report

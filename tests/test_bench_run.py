@@ -19,6 +19,7 @@ import forked_cli
 import pytest
 from conftest import _free_port
 from fake_llm import Error, text_of
+from rendered import shown_text
 from scenarios import describe_script, fence
 from shared_data import KRAMABENCH, needs_kramabench
 
@@ -86,7 +87,8 @@ def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(
     for name in ("submission.jsonl", "scores.json", "report.md"):
         assert (out / name).is_file()
     report = (out / "report.md").read_text()
-    assert FAILS_FIRST in report.split("## Failures")[1] and "DSSTAR_API_KEY" in report
+    failures = shown_text(report.split("## Failures")[1])
+    assert FAILS_FIRST in failures and "DSSTAR_API_KEY" in failures
     # The domain's files were analyzed once, by the shared analysis, not once per task.
     analyzed = [r["run"] for r in llm.calls("analyzer")]
     assert len(analyzed) == len(set(text_of(r) for r in llm.calls("analyzer")))

@@ -13,6 +13,7 @@ import forked_cli
 import pytest
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+from rendered import shown_text
 from scenarios import ANSWER, fence, two_rounds
 
 from dsstar.keys import contract
@@ -95,7 +96,7 @@ def test_contract_life_cycle(env, llm, sales):
         planner_request = json.dumps(llm.calls("planner")[-1])
         assert last_plan in planner_request  # seeded with the old plan
         last_plan = result["plan"][0]
-        markdown = warning_markdown(f"life-{n}")
+        markdown = shown_text(warning_markdown(f"life-{n}"))
         assert "orders_2024.csv" in markdown and expectation.split("(")[0] in markdown
 
     # The out-of-range data is what the user wants from now on.

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from prefect.artifacts import Artifact
+from rendered import cells_shown
 
 from flows.nightly import publish_summary as publish_nightly
 from tasks.keys import artifact_key
@@ -38,5 +39,5 @@ def test_the_nightly_table_has_a_description_and_shows_costs_as_the_cli_does():
     publish_nightly(batch, results, analysis_calls=[])
     table = Artifact.get(artifact_key(f"{batch}-nightly"))
     assert table.description and "nightly batch" in table.description
-    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    rows = cells_shown(json.loads(table.data) if isinstance(table.data, str) else table.data)
     assert [row["cost"] for row in rows] == ["$0.0012", "unknown", "$0.0000"]

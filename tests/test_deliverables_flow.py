@@ -15,6 +15,7 @@ import pytest
 from conftest import require_binary
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from rendered import cells_shown
 from scenarios import describe_script
 
 from dsstar.storage import Store
@@ -138,7 +139,10 @@ def test_a_chart_the_question_asks_for_is_stored_listed_and_verified_from_its_fi
         f"revenue.png ({chart_entry['bytes']:,} bytes, image/png) {root}/final/outputs/revenue.png"
         in (shown.stdout)
     )
-    assert f"chart description: {root}/final/charts/revenue.png.json" in shown.stdout
+    assert (
+        "chart description (the script's figure hook reported it):"
+        f" {root}/final/charts/revenue.png.json" in shown.stdout
+    )
 
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(
@@ -147,10 +151,10 @@ def test_a_chart_the_question_asks_for_is_stored_listed_and_verified_from_its_fi
             )
         )
     by_key = {a.key: a for a in artifacts if a.key}
-    table = json.loads(by_key[f"{run_id}-table-monthly-revenue-csv"].data)
+    table = cells_shown(json.loads(by_key[f"{run_id}-table-monthly-revenue-csv"].data))
     assert table[0] == {"month": "2024-01", "MW": 0.0, "NE": 25.0, "SW": 36.0}
     markdown = by_key[f"{run_id}-deliverables"].data
-    assert "![Monthly revenue per region, 2024 H1](data:image/png;base64," in markdown
+    assert "![Monthly revenue per region\\, 2024 H1](data:image/png;base64," in markdown
     assert f"`{root}/final/outputs/revenue.png`" in markdown
     _the_ui_shows_the_chart(str(by_key[f"{run_id}-deliverables"].id), tmp_path)
 

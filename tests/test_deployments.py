@@ -26,6 +26,7 @@ from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Scheduled
 from processes import stop
+from rendered import cells_shown
 from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, two_rounds
 
 from dsstar.records.ledger import Ledger, question_key
@@ -279,9 +280,9 @@ def nightly_artifact(flow_run_id):
 
 
 def nightly_table(flow_run_id) -> list[dict]:
-    """The rows of a nightly batch's table artifact."""
+    """The rows of a nightly batch's table artifact, as the UI shows them."""
     data = nightly_artifact(flow_run_id).data
-    return json.loads(data) if isinstance(data, str) else data
+    return cells_shown(json.loads(data) if isinstance(data, str) else data)
 
 
 def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, data):

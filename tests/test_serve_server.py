@@ -13,7 +13,7 @@ import time
 import forked_cli
 import psutil
 import pytest
-from conftest import REPO
+from conftest import REPO, _free_port
 
 pytestmark = pytest.mark.slow
 
@@ -85,3 +85,23 @@ def test_a_server_started_early_is_handed_out_or_stopped(tmp_path):
     done = subprocess.run([sys.executable, "-c", stopped], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_wait_for_a_temporary_server_gives_up_on_a_stuck_or_dead_one_only():
+    """The wait counts the server's own CPU time, so a slow start on a busy machine is
+    waited for; a server process that uses no CPU (stuck) or has exited is given up."""
+    from flows.server import EphemeralServer
+
+    server = EphemeralServer.__new__(EphemeralServer)  # a stand-in process, no real server
+    server.url = f"http://127.0.0.1:{_free_port()}/api"  # nothing answers there
+    server.process = subprocess.Popen(["sleep", "60"])  # alive, using no CPU
+    try:
+        with pytest.raises(RuntimeError, match="did not start"):
+            server.wait_ready(timeout=2)
+    finally:
+        server.process.kill()
+        server.process.wait()
+    server.process = subprocess.Popen([sys.executable, "-c", "pass"])
+    server.process.wait()  # exited before it answered
+    with pytest.raises(RuntimeError, match="did not start"):
+        server.wait_ready(timeout=60)

@@ -1,331 +1,346 @@
-"""DA-Code's machine-learning scorers: a delivered predictions file, a metric, and the metric
-scaled between the task's bounds.
+"""DA-Code's machine-learning scorers, computed as DA-Code's evaluator computes them (so that a
+figure compares with published ones), with a corrected figure beside it where DA-Code's
+definition is odd. The metrics themselves are in dacode_metrics.
 
-`compare_ml` (classification, clustering, regression tasks):
+`compare_ml` (classification, clustering and regression tasks):
 
-- the predictions and the gold file must have as many rows (compared row by row, in order);
-- identifier columns are set aside: a name holding `id` or `unnamed` whose values are nearly
-  all distinct (more than 80 %), unless the name holds `pca` or `feature`;
-- the target column is the task's `target_column` (clustering: `Cluster`), matched to a
-  column name loosely (case, spaces and punctuation aside, or 90 % alike); else the only
-  column; else the one column that looks like a target of the task's type (binary: two
-  values; multi: three to nine; cluster: few; regression: many numbers), a `label`/`class`/
-  `result` column among several;
-- clustering has no gold: the silhouette is computed on the delivered file itself, every
-  column but the identifiers (the features the answer wrote and its cluster labels, as
-  DA-Code reads them); one cluster scores 0; above 6,000 rows a stratified sample of 6,000.
-  DA-Code's silhouette averages a point's distance to its own cluster with the point itself
-  counted, so it runs a little above scikit-learn's; negative values count as 0.
+- the task type is the config's `type` matched to one of DA-Code's four (binary
+  classification, multi classification, cluster, regression) by fuzzy ratio above 90;
+- the predictions and the gold file must have as many rows; they are compared row by row;
+- a frame's target column is the one named by the task (`target_column`; clustering:
+  `Cluster`) when a column matches it by fuzzy ratio above 90, else the column of that exact
+  name, else the only column, else the one column that looks like a target of the task's type
+  (binary: two values; multi: three to nine; cluster: few; regression: many numbers that are
+  not a running index), else among several such a `label`/`class`/`result` column. The gold's
+  target found so is the name looked for in the predictions;
+- identifier columns (a name holding `id` or `unnamed`, more than 80 % distinct values, unless
+  the name holds `pca` or `feature`) are dropped;
+- clustering has no gold: the silhouette of the delivered file itself, every column left
+  (its features and its cluster labels; text columns label-encoded), a stratified sample of
+  6,000 rows above that. DA-Code's silhouette counts a point in its own cluster's mean
+  distance; a negative silhouette counts as 0.
 
-`compare_competition_ml` (Kaggle-style submissions): the submission must have the gold's
-rows and columns (names, any order); when there is an identifier column (the first whose name
-holds `id`, with more than 60 % distinct values) the identifiers must be the gold's, and both
-are sorted by it and compared without it.
+`compare_competition_ml` (Kaggle-style submissions): the gold's rows and columns (names, any
+order); with an identifier column (the gold's first whose name holds `id`, more than 60 %
+distinct values) the identifiers must be the gold's, and both are sorted by it and compared
+without it; the metric sees every other column.
 
-Metrics: f1 (weighted over classes), accuracy, roc_auc_score, r2, silhouette,
-quadratic_weighted_kappa (the two files' label ranges must agree), and the errors rmse, mae,
-mse, rmsle, medae, smape, logloss. Scaling: `(value - lower) / (upper - lower)` kept within
-0..1, so a value at the upper bound or better scores 1. For an error (lower is better) the
-smaller bound is the best: 1 there, 0 at the larger bound. (DA-Code's own code scales errors
-like the other metrics, which would reward a larger error; its configs' bounds for errors are
-read here as the range between the best and the worst value.)
+The metrics, as DA-Code defines them: `f1` (weighted unless the task says `average`),
+`accuracy`, `r2`, `roc_auc_score`, `silhouette`, `quadratic_weighted_kappa`, `rmse`, `mae`,
+`mse`, `medae`, `smape` (percent), and
+
+- `rmsle`: the mean squared log error, without the root;
+- `logloss_class`: -1/2 times the sum over classes of the mean log2 probability given to that
+  class's rows (rows renormalised, probabilities clipped to 1e-15..1-1e-15);
+- `logloss_total`: -1/2 times the mean over rows of the log2 probability of the true class;
+- `quadratic_weighted_kappa`: its observed matrix counts the labels 0..N-1 as they are, its
+  expected one the labels shifted to start at 0 (the two agree only when labels start at 0);
+- `accuracy`: on text labels DA-Code compares the predictions with themselves (1 whenever
+  they can be encoded); on a competition's frame it cannot compute it (0).
+
+Every value is scaled `(value - lower) / (upper - lower)` and kept within 0..1, errors and
+log-losses included, which rewards a larger error wherever the config's lower bound is the
+smaller. That is DA-Code's score, and the task's. Beside it, `corrected` holds the figure a
+reader would expect where DA-Code's differs: the error metrics scaled with the smaller bound
+as the best; RMSLE with its root (bounds likewise); log-losses in natural log, the class one
+balanced over the classes (bounds converted by the same factor); the kappa and the accuracy as
+their textbook definitions.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOWER_IS_BETTER", "compare_competition_ml", "compare_ml", "scale", "silhouette"]
+from dsstar.bench.dacode_metrics import Refused, encoded, silhouette
+from dsstar.bench.dacode_metrics import metric as metric_named
 
-TYPES = ("binary", "multi", "cluster", "regression")
-LOWER_IS_BETTER = {"rmse", "mae", "mse", "rmsle", "medae", "smape", "logloss",
-                   "logloss_class", "logloss_total", "crps"}  # fmt: skip
+__all__ = ["LOWER_IS_BETTER", "best_match", "compare_competition_ml", "compare_ml", "scale",
+           "silhouette"]  # fmt: skip
+
+TYPES = ("binary classification", "multi classification", "cluster", "regression")
+LOWER_IS_BETTER = {"rmse", "mae", "mse", "rmsle", "medae", "smape", "logloss_class",
+                   "logloss_total", "crps"}  # fmt: skip
 LABEL_NAMES = {"label", "labels", "class", "classes", "results", "result"}
-SAMPLE = 6000
 
 
-class _Refused(Exception):
-    """The answer cannot be scored (its reason goes to the task's row); it scores 0."""
+def scale(value: float, lower: float, upper: float) -> float:
+    """DA-Code's scaling: the value's place between the bounds, kept within 0..1. Equal
+    bounds divide by zero (DA-Code's evaluator then scores the part 0)."""
+    return min(max((value - lower) / (upper - lower), 0), 1)
 
 
-def scale(value: float, metric: str, lower: float, upper: float) -> float:
-    """The metric's value as a score between the task's bounds (0..1)."""
+def _corrected_share(value: float, metric: str, lower: float, upper: float) -> float:
     if metric in LOWER_IS_BETTER:
         best, worst = min(lower, upper), max(lower, upper)
-        share = 1.0 if worst == best and value <= best else (worst - value) / (worst - best or 1)
+        share = (worst - value) / (worst - best) if worst != best else float(value <= best)
     else:
         share = (value - lower) / (upper - lower) if upper != lower else float(value >= upper)
-    if math.isnan(share):
-        return 0.0
-    return min(max(share, 0.0), 1.0)
+    return 0.0 if math.isnan(share) else min(max(share, 0.0), 1.0)
+
+
+# --- fuzzy matching, as the evaluator's fuzzywuzzy (with python-Levenshtein) does -----------
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"(?ui)\W", " ", text).lower().strip()
+
+
+def _processed(text: str) -> str:
+    """The string as fuzzywuzzy's extractOne hands it to WRatio: cleaned, characters 128-255
+    dropped, cleaned again."""
+    first = _clean(str(text))
+    return _clean("".join(c for c in first if not 128 <= ord(c) < 256))
+
+
+def best_match(query: str, choices: list[str]) -> tuple[str, int]:
+    """The choice most like `query` and its weighted ratio (0..100, rounded as fuzzywuzzy
+    rounds); the first of equals wins."""
+    from rapidfuzz import fuzz
+
+    wanted = _processed(query)
+    found, best = choices[0], -1
+    for choice in choices:
+        other = _processed(choice)
+        ratio = round(fuzz.WRatio(wanted, other, processor=None)) if wanted and other else 0
+        if ratio > best:
+            found, best = choice, ratio
+    return found, best
 
 
 def _task_type(config: dict[str, Any]) -> str:
-    kind = str(config.get("type", "")).lower()
-    found = next((name for name in TYPES if name in kind), None)
-    if found is None:
-        raise _Refused(f"unknown machine-learning task type {kind!r}; known: {TYPES}")
-    return found
+    kind = config.get("type", "")
+    name, ratio = best_match(kind, list(TYPES))
+    if not ratio > 90:
+        raise ValueError(f"unknown machine-learning task type {kind!r}; known: {TYPES}")
+    return name.split(" ")[0]
 
 
-def _squash(name: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", name.lower())
+# --- which columns ----------------------------------------------------------------------------
 
 
-def _match(name: str, columns: list[str]) -> str:
-    """The column named like `name` (case, spaces and punctuation aside, or 90 % alike)."""
-    for column in columns:
-        if _squash(column) == _squash(name):
-            return column
-    ratios = [(SequenceMatcher(None, name.lower(), c.lower()).ratio(), c) for c in columns]
-    best = max(ratios, default=(0.0, ""))
-    return best[1] if best[0] > 0.9 else ""
+def _running(values: Any) -> bool:
+    """Consecutive integers once sorted: an index, not a target."""
+    ordered = values.sort_values().to_numpy()
+    return all(ordered[i] - ordered[i - 1] == 1 for i in range(1, len(ordered)))
 
 
-def _is_identifier(frame: Any, column: str) -> bool:
-    name = column.lower()
-    if "pca" in name or "feature" in name:
-        return False
-    return ("id" in name or "unnamed" in name) and frame[column].nunique() > 0.8 * len(frame)
-
-
-def _looks_like_target(frame: Any, column: str, kind: str) -> bool:
-    values = frame[column]
+def _looks_like_target(values: Any, kind: str, rows: int) -> bool:
     distinct = values.nunique()
     if kind == "binary":
         return distinct == 2
     if kind == "multi":
         return 2 < distinct < 10
     if kind == "cluster":
-        return 1 <= distinct < max(0.01 * len(frame), 10)
-    numeric = str(values.dtype) in ("int64", "float64")
-    ordered = values.sort_values().diff().dropna()
-    running = len(ordered) > 0 and bool((ordered == 1).all())  # 1, 2, 3...: an index
-    return numeric and not running and distinct > max(3, 0.1 * len(frame))
+        return 1 <= distinct < max(0.01 * rows, 10)
+    return (str(values.dtype) in ("int64", "float64") and not _running(values)
+            and distinct > max(3, 0.1 * rows))  # fmt: skip
 
 
-def _split(frame: Any, kind: str, wanted: str) -> tuple[Any, str]:
-    """The frame without its identifier columns, and its target column ('' if none)."""
-    columns = [str(c) for c in frame.columns]
-    frame = frame.set_axis(columns, axis=1)
-    target = _match(wanted, columns) if wanted else ""
+def _guess(frame: Any, kind: str, named: str) -> tuple[list[str], str]:
+    """Identifier columns, and the target: `named` if a column has that name, else by type."""
+    columns = list(frame.columns)
     if len(columns) == 1:
-        return frame, target or columns[0]
-    identifiers = [c for c in columns if _is_identifier(frame, c)]
+        return [], columns[0]
+    named = "Cluster" if kind == "cluster" else named
+    target = named if named and named in columns else ""
+    rows = len(frame)
+    identifiers, candidates = [], []
+    for column in columns:
+        values = frame[column]
+        lowered = column.lower()
+        if ("id" in lowered or "unnamed" in lowered) and values.nunique() > 0.8 * rows:
+            identifiers.append(column)
+            continue
+        if target:
+            continue
+        if _looks_like_target(values, kind, rows):
+            candidates.append(column)
     if not target:
-        candidates = [c for c in columns if c not in identifiers
-                      and _looks_like_target(frame, c, kind)]  # fmt: skip
         if len(candidates) == 1:
             target = candidates[0]
         else:
             target = next((c for c in candidates if c.lower() in LABEL_NAMES), "")
-    kept = frame.drop(columns=[c for c in identifiers if c != target])
-    return kept, target
+    return identifiers, target
 
 
-def _labels(values: Any) -> list:
-    """Class labels as DA-Code compares them: numbers as integers, texts trimmed, any case."""
-    kind = str(values.dtype)
-    if "float" in kind or "bool" in kind:
-        return [int(v) for v in values.fillna(-1)]
-    if "int" in kind:
-        return list(values)
-    return [str(v).strip().lower() for v in values]
+def _target_and_rest(frame: Any, kind: str, named: str) -> tuple[Any, str]:
+    """The frame without its identifier columns, and its target column ('' if none)."""
+    named = "Cluster" if kind == "cluster" else named
+    target = ""
+    if named:
+        found, ratio = best_match(named, list(frame.columns))
+        target = found if ratio > 90 else ""
+    identifiers, guessed = _guess(frame, kind, named)
+    target = target or guessed
+    dropped = [c for c in identifiers if "pca" not in c.lower() and "feature" not in c.lower()]
+    return frame.drop(columns=dropped), target
 
 
-def _numbers(values: Any) -> Any:
+# --- corrected figures ----------------------------------------------------------------------------
+
+
+def _textbook(metric: str, value: float, result: Any, gold: Any) -> tuple[float, Any] | None:
+    """(the textbook value, how DA-Code's bounds convert to its scale) where DA-Code's
+    definition differs from the textbook's; None where only the direction is at issue."""
     import numpy as np
     import pandas as pd
+    from sklearn.metrics import cohen_kappa_score
 
-    array = values.to_numpy() if isinstance(values, pd.Series | pd.DataFrame) else values
-    if not np.issubdtype(np.asarray(array).dtype, np.number):
-        raise _Refused("the predictions hold values that are not numbers")
-    return np.asarray(array, dtype=float)
+    if metric == "rmsle":
+        return math.sqrt(value), lambda bound: math.sqrt(max(bound, 0.0))
+    if metric == "logloss_total":
+        factor = 2 * math.log(2)
+        return value * factor, lambda bound: bound * factor
+    if metric == "logloss_class":
+        factor = 2 * math.log(2) / max(np.asarray(gold).shape[-1] if np.ndim(gold) > 1 else 2, 1)
+        return value * factor, lambda bound: bound * factor
+    if metric == "quadratic_weighted_kappa":
+        truth, given = np.asarray(gold).reshape(-1), np.asarray(result).reshape(-1)
+        return float(cohen_kappa_score(truth, given.astype(truth.dtype), weights="quadratic")), None
+    if metric == "accuracy":
+        truth = gold if isinstance(gold, pd.DataFrame) else gold.to_frame()
+        given = result if isinstance(result, pd.DataFrame) else result.to_frame()
 
+        def norm(frame: Any) -> Any:
+            return frame.apply(lambda c: c.astype(str).str.strip().str.lower()
+                               if c.dtype == object or str(c.dtype) == "str" else c)  # fmt: skip
 
-def silhouette(features: Any, labels: Any) -> float:
-    """DA-Code's silhouette: a point's own-cluster distance averaged with itself counted."""
-    import numpy as np
-    from sklearn.metrics import pairwise_distances
-
-    labels = np.asarray(labels)
-    clusters = np.unique(labels)
-    if len(clusters) < 2:
-        raise _Refused("the answer has a single cluster; a silhouette needs two or more")
-    distances = pairwise_distances(np.asarray(features, dtype=float))
-    means = np.stack([distances[:, labels == c].mean(axis=1) for c in clusters], axis=1)
-    own = np.searchsorted(clusters, labels)
-    inside = means[np.arange(len(labels)), own]
-    means[np.arange(len(labels)), own] = np.inf
-    nearest = means.min(axis=1)
-    score = float(np.mean((nearest - inside) / np.maximum(inside, nearest)))
-    return max(score, 0.0)
-
-
-def _features(frame: Any) -> Any:
-    from sklearn.preprocessing import LabelEncoder
-
-    frame = frame.copy()
-    for column in frame.columns:
-        numeric = frame[column].apply(lambda v: isinstance(v, int | float)).all()
-        if not numeric:
-            frame[column] = LabelEncoder().fit_transform(frame[column].astype(str))
-    return frame
+        same = norm(given).to_numpy() == norm(truth).to_numpy()
+        return float(same.all(axis=1).mean()), None
+    return None
 
 
-def _qwk(given: Any, gold: Any) -> float:
-    import numpy as np
-
-    gold = np.asarray(gold).reshape(-1)
-    try:
-        given = np.asarray(given).reshape(-1).astype(gold.dtype)
-    except (TypeError, ValueError) as exc:
-        raise _Refused(f"the predictions cannot be read as the gold's labels: {exc}") from exc
-    if given.min() != gold.min() or given.max() != gold.max():
-        raise _Refused(
-            "quadratic weighted kappa needs the predictions' label range to be the gold's"
-        )
-    low = gold.min()
-    classes = int(gold.max() - low) + 1
-    truth, guess = (gold - low).astype(int), (given - low).astype(int)
-    observed = np.zeros((classes, classes))
-    np.add.at(observed, (truth, guess), 1)
-    expected = np.outer(
-        np.bincount(truth, minlength=classes), np.bincount(guess, minlength=classes)
-    )
-    expected = expected / expected.sum() * observed.sum()
-    grid = np.arange(classes)
-    weights = (grid[:, None] - grid[None, :]) ** 2 / max(classes - 1, 1) ** 2
-    denominator = (weights * expected).sum()
-    return float(1.0 - (weights * observed).sum() / denominator) if denominator else 1.0
+def _corrected(metric: str, value: float | None, result: Any, gold: Any, lower: float,
+               upper: float) -> dict[str, Any] | None:  # fmt: skip
+    """The corrected figure of a part, or None where DA-Code's is already the textbook's."""
+    if metric not in LOWER_IS_BETTER and metric not in ("quadratic_weighted_kappa", "accuracy"):
+        return None
+    textbook = None
+    if value is not None or metric in ("quadratic_weighted_kappa", "accuracy"):
+        try:
+            textbook = _textbook(metric, value, result, gold) if result is not None else None
+        except Exception:  # the textbook metric cannot be computed either: no figure
+            textbook = None
+    if textbook is None:
+        if value is None:
+            return {"score": 0.0, "metric_value": None}
+        fixed = value
+    else:
+        fixed, convert = textbook
+        if convert is not None:
+            lower, upper = convert(lower), convert(upper)
+    return {"score": _corrected_share(fixed, metric, lower, upper), "metric_value": fixed,
+            "lower_bound": lower, "upper_bound": upper}  # fmt: skip
 
 
-def _metric(name: str, given: Any, gold: Any) -> float:
-    import numpy as np
-    from sklearn import metrics
-
-    if name in ("f1", "accuracy"):
-        truth, guess = _labels(gold), _labels(given)
-        if {type(v) for v in truth} != {type(v) for v in guess}:
-            guess = [str(v) for v in guess]
-            truth = [str(v) for v in truth]
-        if name == "accuracy":
-            return float(metrics.accuracy_score(truth, guess))
-        return float(metrics.f1_score(truth, guess, average="weighted"))
-    if name == "quadratic_weighted_kappa":
-        return _qwk(given, gold)
-    guess, truth = _numbers(given), _numbers(gold)
-    if name == "roc_auc_score":
-        return float(metrics.roc_auc_score(truth, guess))
-    if name == "r2":
-        return float(metrics.r2_score(truth, guess))
-    if name == "rmse":
-        return math.sqrt(metrics.mean_squared_error(truth, guess))
-    if name == "mse":
-        return float(metrics.mean_squared_error(truth, guess))
-    if name == "mae":
-        return float(metrics.mean_absolute_error(truth, guess))
-    if name == "medae":
-        return float(metrics.median_absolute_error(truth, guess))
-    if name == "rmsle":
-        return math.sqrt(metrics.mean_squared_log_error(truth, np.clip(guess, 0, None)))
-    if name == "smape":
-        size = (np.abs(guess) + np.abs(truth)) / 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            parts = np.where(size == 0, 0.0, np.abs(guess - truth) / size)
-        return float(np.mean(parts) * 100)
-    if name in ("logloss", "logloss_class", "logloss_total"):
-        return float(metrics.log_loss(truth, guess))
-    raise _Refused(f"no metric {name!r}")
+# --- the two scorers ------------------------------------------------------------------------------
 
 
 def _bounds(config: dict[str, Any]) -> tuple[float, float]:
-    return float(config.get("lower_bound", 0.0)), float(config.get("upper_bound", 0.9))
+    return config.get("lower_bound", 0.0), config.get("upper_bound", 0.9)
 
 
-def _result(metric: str, value: float | None, config: dict[str, Any], error: str = "") -> dict:
+def _finish(metric: str, compute: Any, config: dict[str, Any], frames: Any) -> dict[str, Any]:
+    """Run the metric; scale its value as DA-Code does; add the corrected figure."""
     lower, upper = _bounds(config)
-    score = 0.0 if value is None else scale(value, metric, lower, upper)
-    row = {"score": score, "metric": metric, "metric_value": value,
-           "lower_bound": lower, "upper_bound": upper}  # fmt: skip
-    return row | ({"error": error} if error else {})
+    row: dict[str, Any] = {"metric": metric, "lower_bound": lower, "upper_bound": upper}
+    try:
+        value = compute()
+    except Refused as exc:
+        row |= {"score": 0.0, "metric_value": None, "error": str(exc)}
+        value = None
+    else:
+        row |= {"score": scale(value, lower, upper), "metric_value": value}
+    fixed = _corrected(metric, value, *frames(), float(lower), float(upper))
+    return row | ({"corrected": fixed} if fixed is not None else {})
 
 
-def _read(path: Path) -> Any:
+def _csv(files: Any) -> Path | None:
+    items = files if isinstance(files, list) else [files]
+    found = next((str(f) for f in items if str(f).endswith(".csv")), "")
+    return Path(found) if found else None
+
+
+def compare_ml(result: Any, expected: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Score a classification, clustering or regression task's predictions file (DA-Code's
+    `compare_ml`). Raises where DA-Code's evaluator raises (a bad config, no gold file)."""
     import pandas as pd
 
-    try:
-        return pd.read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise _Refused(f"cannot read {path.name}: {exc}") from exc
-
-
-def compare_ml(given: Path, gold: Path | None, options: dict[str, Any], config: dict) -> dict:
-    """Score a classification, clustering or regression task's predictions."""
-    metric = str(config.get("metric", "")).strip().lower()
-    try:
-        kind = _task_type(config)
-        if not given.is_file():
-            raise _Refused(f"no {given.name} delivered")
-        frame = _read(given)
-        wanted = "Cluster" if kind == "cluster" else str(options.get("target_column") or "")
-        if kind == "cluster":
-            kept, target = _split(frame, kind, wanted)
-            if not target:
-                raise _Refused("no Cluster column in the answer")
-            labels = kept[target].to_numpy()
-            features = _features(kept)
-            if len(labels) > SAMPLE:
-                from sklearn.utils import resample
-
-                features, labels = resample(features, labels, n_samples=SAMPLE,
-                                            random_state=42, stratify=labels)  # fmt: skip
-            return _result(metric, silhouette(features, labels), config)
-        if gold is None or not gold.is_file():
-            raise _Refused("the task has no gold file")
-        truth = _read(gold)
+    config = options.get("config") or {}
+    metric = config.get("metric", "")
+    if not config or not config.get("type"):
+        raise ValueError("a machine-learning task needs a config with a type")
+    kind = _task_type(config)
+    gold, given = _csv(expected), _csv(result)
+    if kind != "cluster" and (gold is None or not gold.exists()):
+        raise FileNotFoundError(f"no gold file {gold}")
+    if given is None or not given.exists():
+        return {"score": 0.0, "metric": metric, "error": f"no result file {given}"}
+    truth = pd.read_csv(gold) if kind != "cluster" else None
+    frame = pd.read_csv(given)
+    named = ""
+    if truth is not None:
         if len(truth) != len(frame):
-            raise _Refused(f"{len(frame)} rows delivered, the gold has {len(truth)}")
-        truth, gold_target = _split(truth, kind, wanted)
-        frame, target = _split(frame, kind, gold_target)
-        if not target:
-            raise _Refused(f"no target column in the answer (the gold's is {gold_target!r})")
-        value = _metric(metric, frame[target], truth[gold_target])
-    except _Refused as exc:
-        return _result(metric, None, config, str(exc))
-    except ValueError as exc:  # scikit-learn refuses the values (unknown labels, NaN...)
-        return _result(metric, None, config, f"cannot compute {metric}: {exc}")
-    return _result(metric, value, config)
+            return {"score": 0.0, "metric": metric,
+                    "error": f"{len(frame)} rows delivered, the gold has {len(truth)}"}  # fmt: skip
+        truth, named = _target_and_rest(truth, kind, options.get("target_column", ""))
+    frame, target = _target_and_rest(frame, kind, named)
+    if not target:
+        return {"score": 0.0, "metric": metric,
+                "error": f"no target column in the answer (the gold's is {named!r})"}  # fmt: skip
+    compute = metric_named(metric)
+    labels = frame[target]
+    if metric == "silhouette":
+        return _finish(metric, lambda: silhouette(encoded(frame), labels), config,
+                       lambda: (None, None))  # fmt: skip
+    gold_labels = truth[named] if truth is not None else pd.Series(dtype="float64")
+    return _finish(metric, lambda: compute(labels, gold_labels, kind, {}), config,
+                   lambda: (labels, gold_labels))  # fmt: skip
 
 
-def compare_competition_ml(given: Path, gold: Path, options: dict[str, Any], config: dict) -> dict:
-    """Score a competition submission: the gold's rows and columns, matched by identifier."""
-    metric = str(config.get("metric", "")).strip().lower().replace(" ", "_")
+def _matched(frame: Any, truth: Any) -> tuple[Any, Any]:
+    """Both frames by identifier, without it, their columns in name order."""
+    if len(frame) != len(truth):
+        raise Refused(f"{len(frame)} rows delivered, the gold has {len(truth)}")
+    if set(frame.columns) != set(truth.columns):
+        extra = sorted(set(frame.columns) - set(truth.columns))
+        raise Refused(f"the columns are not the gold's (extra: {extra})")
+    key = next((c for c in truth.columns if "id" in c.lower()), "")
+    if key and truth[key].nunique() > max(0.6 * len(truth), 2):
+        if set(frame[key]) != set(truth[key]):
+            raise Refused(f"the {key} values are not the gold's")
+        truth = truth.sort_values(by=key).drop(columns=[key])
+        frame = frame.sort_values(by=key).drop(columns=[key])
+    return frame.sort_index(axis=1), truth.sort_index(axis=1)
+
+
+def compare_competition_ml(result: Any, expected: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Score a competition submission (DA-Code's `compare_competition_ml`)."""
+    import pandas as pd
+
+    config = options.get("config") or {}
+    metric = config.get("metric", "")
+    if not config or not config.get("type") or not metric:
+        raise ValueError("a competition needs a config with a type and a metric")
+    kind = _task_type(config)
+    results = result if isinstance(result, list) else [result]
+    golds = expected if isinstance(expected, list) else [expected]
+    if len(results) != 1 or len(golds) != 1:
+        raise ValueError("a competition is scored on one submission against one gold file")
+    given, gold = Path(results[0]), Path(golds[0])
+    if not gold.exists():
+        raise FileNotFoundError(f"no gold file {gold.name}")
+    if not given.exists():
+        return {"score": 0.0, "metric": metric, "error": f"no result file {given.name}"}
     try:
-        if not given.is_file():
-            raise _Refused(f"no {given.name} delivered")
-        frame, truth = _read(given), _read(gold)
-        if len(frame) != len(truth):
-            raise _Refused(f"{len(frame)} rows delivered, the gold has {len(truth)}")
-        if set(frame.columns) != set(truth.columns):
-            raise _Refused(f"the columns are {sorted(frame.columns)}, not {sorted(truth.columns)}")
-        key = next((c for c in truth.columns if "id" in str(c).lower()), None)
-        if key is not None and truth[key].nunique() > max(0.6 * len(truth), 2):
-            if set(frame[key]) != set(truth[key]):
-                raise _Refused(f"the {key} values are not the gold's")
-            frame = frame.sort_values(key).drop(columns=[key])
-            truth = truth.sort_values(key).drop(columns=[key])
-        frame, truth = frame.sort_index(axis=1), truth.sort_index(axis=1)
-        if metric in ("f1", "accuracy"):
-            value = _metric(metric, frame.iloc[:, 0], truth.iloc[:, 0])
-        else:
-            value = _metric(metric, frame.to_numpy(), truth.to_numpy())
-    except _Refused as exc:
-        return _result(metric, None, config, str(exc))
-    except ValueError as exc:
-        return _result(metric, None, config, f"cannot compute {metric}: {exc}")
-    return _result(metric, value, config)
+        frame, truth = _matched(pd.read_csv(given), pd.read_csv(gold))
+    except Refused as exc:
+        return {"score": 0.0, "metric": metric, "error": str(exc)}
+    metric = metric.lower().strip().replace(" ", "_")
+    compute = metric_named(metric)
+    average = {"average": options.get("average", "")}
+    return _finish(metric, lambda: compute(frame, truth, kind, average), config,
+                   lambda: (frame, truth))  # fmt: skip

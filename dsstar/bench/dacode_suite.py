@@ -1,16 +1,16 @@
 """The DA-Code suite: tasks whose answers are files (a table, a JSON answer, predictions, a
-chart), scored against gold files by DA-Code's rules (dacode_tables, dacode_text, dacode_ml,
-dacode_charts).
+chart), scored against gold files as DA-Code's evaluator scores them (dacode_eval, with
+dacode_tables, dacode_text, dacode_ml, dacode_metrics and dacode_charts).
 
 A DA-Code folder is either this project's slice layout (`tasks.jsonl`, `eval.jsonl`,
 `source/<id>/`, `gold/<id>/`) or the DA-Code repository's `da_code/` (`configs/task/*.jsonl`,
 `configs/eval/*.jsonl`, `source/<id>/`, `gold/<id>/`; the repository root works too). A task's
 instruction is the question and its source folder the data.
 
-Answers are a folder per task id, DA-Code's own output layout: the delivered files by the names
-the eval config gives, chart data under `dabench/` (`plot.json`, `result.npy`), and optionally
-`dabench/result.json` whose `result` is the agent's final answer text and `finished` whether
-it finished (an unfinished task scores 0). `bench run` writes such a folder from each run's
+Answers are a folder per task id, DA-Code's own output layout: the delivered files, chart data
+under `dabench/` (`plot.json`, `result.npy`), and `dabench/result.json` whose `result` is the
+agent's final answer (text, or the names of the files it wrote) and `finished` whether it
+finished (an unfinished task scores 0). `bench run` writes such a folder from each run's
 deliverables (`collect`), so a run and another agent's output are scored by the same code.
 """
 
@@ -22,12 +22,20 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dsstar.algorithm.verdict import ANSWERED
-from dsstar.bench import dacode_charts, dacode_ml, dacode_tables, dacode_text, registry
+from dsstar.bench import dacode_eval, registry
 from dsstar.bench.suites import BenchTask
 from dsstar.errors import DSStarError, UsageError
-from dsstar.keys import chart, in_run, output
+from dsstar.keys import chart, final_object, in_run, output, round_object
 
-__all__ = ["DacodeLayout", "collect", "dacode_tasks", "layout", "read_answers", "read_truth"]
+__all__ = [
+    "DacodeLayout",
+    "collect",
+    "dacode_tasks",
+    "layout",
+    "read_answers",
+    "read_truth",
+    "trajectory",
+]
 
 GUIDELINES = (
     "Write every file the question asks for into the current working directory, under exactly "
@@ -143,157 +151,50 @@ def read_answers(folder: Path) -> list[dict[str, Any]]:
     records = []
     for path in sorted(p for p in folder.iterdir() if p.is_dir()):
         record: dict[str, Any] = {"task_id": path.name, "answer_dir": str(path)}
-        trajectory = path / "dabench" / "result.json"
-        if trajectory.is_file():
-            try:
-                found = json.loads(trajectory.read_text(encoding="utf-8"))
-            except ValueError:
-                found = {}
-            if isinstance(found, dict):
-                record["agent_answer"] = found.get("result")
-                record["finished"] = found.get("finished", True)
+        found = dacode_eval.read_result(path)
+        if found is not None:
+            record["agent_answer"] = found.get("answer", found.get("result"))
+            record["finished"] = found.get("finished", True)
         records.append(record)
     return records
-
-
-def _delivered(folder: Path, name: str) -> Path:
-    """The delivered file `name`: at that path, else the first file of that name below."""
-    direct = folder / name
-    if direct.exists():
-        return direct
-    base = PurePosixPath(name).name
-    return next(iter(sorted(folder.rglob(base))), direct) if folder.is_dir() else direct
-
-
-def _files(spec: dict[str, Any]) -> list[str]:
-    files = spec.get("file") or []
-    return [str(f) for f in (files if isinstance(files, list) else [files])]
-
-
-def _pairs(record: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(scorer, result spec, options) for each part of the task's score, as DA-Code spreads
-    a scorer and its options over several result files."""
-    funcs = record.get("func") or []
-    funcs = funcs if isinstance(funcs, list) else [funcs]
-    specs = record.get("result") or []
-    specs = specs if isinstance(specs, list) else [specs]
-    options = record.get("options") or [{}]
-    options = options if isinstance(options, list) else [options]
-    parts: list[dict[str, Any]] = []
-    for spec in specs:
-        if "number" in spec or spec.get("multi"):
-            parts.append(spec)
-        else:
-            parts.extend({"file": name} for name in _files(spec))
-    count = max(len(parts), len(funcs), 1)
-    funcs = funcs * count if len(funcs) == 1 else funcs
-    options = options * count if len(options) == 1 else options
-    parts = parts * count if len(parts) == 1 else parts
-    return [(str(f), s, dict(o or {})) for f, s, o in zip(funcs, parts, options, strict=False)]
-
-
-def _answers_text(record: dict[str, Any], folder: Path | None) -> list[Any]:
-    """What a text task's answer may be: the answer text, and any delivered .json file."""
-    found: list[Any] = []
-    if record.get("agent_answer"):
-        found.append(str(record["agent_answer"]))
-    if folder is not None and folder.is_dir():
-        found.extend(sorted(folder.glob("*.json")))
-    return found
-
-
-def _score_part(
-    func: str, spec: dict[str, Any], options: dict[str, Any], truth: dict[str, Any],
-    record: dict[str, Any], folder: Path | None,
-) -> dict[str, Any]:  # fmt: skip
-    gold = Path(truth["gold"])
-    config = truth["eval"].get("config") or {}
-    if func == "compare_text":
-        golds = list(spec["number"]) if "number" in spec else [gold / PurePosixPath(f).name
-                                                                for f in _files(spec)]  # fmt: skip
-        return {"score": dacode_text.compare_text(_answers_text(record, folder), golds, options)}
-    if folder is None or not folder.is_dir():
-        return {"score": 0.0, "error": "no answer folder: the task delivered no files"}
-    answers = folder
-    names = _files(spec)
-    if not names:
-        return {"score": 0.0, "error": f"{func}: the eval config names no file"}
-    if func == "compare_image":
-        image = next((n for n in names if n.endswith((".png", ".jpg"))), "result.png")
-        by_kind = {"image": image, "json": "plot.json", "npy": "result.npy"}
-        for name in names:
-            kind = "json" if name.endswith(".json") else "npy" if name.endswith(".npy") else ""
-            if kind:
-                by_kind[kind] = PurePosixPath(name).name
-        gold_files = {kind: gold / PurePosixPath(name).name for kind, name in by_kind.items()}
-        return dacode_charts.compare_image(
-            _delivered(answers, image), answers / "dabench" / "plot.json",
-            answers / "dabench" / "result.npy", gold_files, options,
-        )  # fmt: skip
-    given, gold_file = _delivered(answers, names[0]), gold / PurePosixPath(names[0]).name
-    if func == "compare_csv":
-        return {"score": dacode_tables.compare_csv(given, [gold_file], options)}
-    if func == "compare_sqlite":
-        return {"score": dacode_tables.compare_sqlite(given, gold_file, options)}
-    if func == "compare_ml":
-        return dacode_ml.compare_ml(given, gold_file if gold_file.is_file() else None, options,
-                                    config)  # fmt: skip
-    if func == "compare_competition_ml":
-        if not gold_file.is_file():
-            return {"score": 0.0, "error": f"no gold file {gold_file}"}
-        return dacode_ml.compare_competition_ml(given, gold_file, options, config)
-    return {"score": 0.0, "error": f"unknown scorer {func!r}"}
-
-
-def _combine(scores: list[float], conj: str) -> float:
-    if not scores:
-        return 0.0
-    if conj == "max":
-        return max(scores)
-    if conj == "min":
-        return min(scores)
-    if conj == "and":
-        return float(all(scores))
-    if conj == "or":
-        return float(any(scores))
-    return sum(scores) / len(scores)
 
 
 def _score_task(truth: dict[str, Any], record: dict[str, Any] | None, judge: Any) -> dict[str, Any]:
     row: dict[str, Any] = {"category": truth["category"], "task": truth["task"],
                            "level": truth["hardness"]}  # fmt: skip
-    if record is None:
-        return row | {"score": 0.0}
-    if record.get("finished") is False:
-        return row | {"score": 0.0, "error": "the run did not finish"}
-    folder = Path(record["answer_dir"]) if record.get("answer_dir") else None
-    parts = []
-    for func, spec, options in _pairs(truth["eval"]):
-        try:
-            parts.append({"scorer": func} | _score_part(func, spec, options, truth, record, folder))
-        except (OSError, ValueError, KeyError, TypeError) as exc:  # a malformed answer or config
-            parts.append({"scorer": func, "score": 0.0, "error": f"{type(exc).__name__}: {exc}"})
-    for part in parts:
-        part["score"] = float(part["score"])
-        if part.get("metric_value") is not None:
-            part["metric_value"] = float(part["metric_value"])
-    score = _combine([p["score"] for p in parts], str(truth["eval"].get("conj") or "avg"))
-    return row | {"score": score, "parts": parts}
+    folder = Path(record["answer_dir"]) if record and record.get("answer_dir") else None
+    return row | dacode_eval.score_folder(truth["eval"], Path(truth["gold"]).parent, folder)
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The mean score in percent over all tasks, by category (the id's prefix: data-sa,
-    ml-binary, plot-bar...), by DA-Code's task group and by hardness."""
+    ml-binary, plot-bar...), by DA-Code's task group and by hardness; `corrected` is the
+    mean with each task's corrected score where it has one (dacode_ml)."""
+    fixed = [row.get("corrected_score", row["score"]) for row in rows]
     return {
         "all": registry.group(rows),
+        "corrected": round(100 * sum(fixed) / len(fixed), 2) if fixed else 0.0,
         "by_category": registry.by(rows, "category"),
         "by_task": registry.by(rows, "task"),
         "by_hardness": registry.by(rows, "level"),
     }
 
 
-def _read_stored(store: Any, key: str) -> bytes:
-    return store.fs.cat_file(store.uri(key))
+_CHART_BYTES = 16 << 20  # a chart's description: its labels and plotted values
+_TEXT_BYTES = 16 << 20  # a round's plan, code or output (scripts' output is capped far lower)
+
+
+def _read_stored(store: Any, key: str, most: int) -> bytes:
+    """The stored object, no larger than `most` bytes (what run.json says it holds)."""
+    return store.read_bytes(key, most=most)
+
+
+def _stored_text(store: Any, run_id: str, key: str) -> str:
+    try:
+        data = _read_stored(store, in_run(run_id, key), _TEXT_BYTES)
+        return data.decode("utf-8", errors="replace")
+    except (OSError, DSStarError):
+        return ""
 
 
 def _safe_name(name: str) -> PurePosixPath | None:
@@ -303,31 +204,103 @@ def _safe_name(name: str) -> PurePosixPath | None:
     return path
 
 
+def _step(code_key: str, code: str, thought: str, observation: str) -> dict[str, Any]:
+    """One step of DA-Code's trajectory: a Python action (its script) and what preceded it."""
+    return {"observation": observation, "thought": thought, "code": code, "response": "",
+            "action": f'Python(file_path="{code_key}"):\n```python\n{code}\n```'}  # fmt: skip
+
+
+def trajectory(record: dict[str, Any], store: Any, result: str) -> list[dict[str, Any]]:
+    """The run as DA-Code's trajectory: each round's script, the final script, then the
+    Terminate action with the result; each step's observation is the output before it."""
+    run_id = record.get("run_id") or ""
+    steps: list[dict[str, Any]] = []
+    seen = ""
+    for number in range(int(record.get("rounds") or 0)):
+        code = _stored_text(store, run_id, round_object(number, "code.py"))
+        if not code:
+            continue
+        plan = _stored_text(store, run_id, round_object(number, "plan.json"))
+        steps.append(_step(round_object(number, "code.py"), code, plan, seen))
+        seen = _stored_text(store, run_id, round_object(number, "output.txt"))
+    final = _stored_text(store, run_id, final_object("solution.py"))
+    if final:
+        steps.append(_step(final_object("solution.py"), final, "", seen))
+        seen = _stored_text(store, run_id, final_object("output.txt"))
+    steps.append({"observation": seen, "thought": "", "code": "", "response": "",
+                  "action": f'Terminate(output="{result}")'})  # fmt: skip
+    return steps
+
+
+def _answers_in_text(task: BenchTask) -> bool:
+    """Whether DA-Code scores the task on the answer text (its gold is a `number`)."""
+    specs = ((task.truth or {}).get("eval") or {}).get("result") or [{}]
+    specs = specs if isinstance(specs, list) else [specs]
+    return not specs or "number" in (specs[0] or {}) or not task.truth
+
+
 def collect(task: BenchTask, record: dict[str, Any], store: Any, out: Path) -> dict[str, Any]:
     """Lay a finished run's deliverables out as DA-Code's answer folder for the task:
     `<out>/answers/<task id>/` with every delivered file, `dabench/plot.json` and
-    `dabench/result.npy` from the chart's description, and `dabench/result.json` with the
-    answer text and whether the run finished."""
-    import numpy as np
-
+    `dabench/result.npy` from the chart's description, and `dabench/result.json` as DA-Code's
+    own runner writes it: `finished`, `steps`, `result` (the answer text for a task answered
+    in text, else the names of the delivered files, as DA-Code's agent ends with them),
+    `result_files` (`added_files`, `changed_files`, `post_process_files`, `error`), `Task`,
+    `system_message` and `trajectory` (dsstar's rounds as Python steps); the run's id, status
+    and answer text are kept beside them."""
     folder = out / "answers" / task.task_id
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "dabench").mkdir(parents=True)
     run_id = record.get("run_id") or ""
+    delivered, errors, extracted = _deliver(task, record, store, folder)
+    finished = record.get("status") in ANSWERED
+    answer = str(record.get("answer") or "")
+    top = [name for name in delivered if "/" not in name]
+    result = answer if _answers_in_text(task) else " ".join(top) or answer
+    steps = trajectory(record, store, result)
+    saved = {
+        "finished": finished,
+        "steps": len(steps),
+        "result": result,
+        "result_files": {
+            "added_files": [str(folder / name) for name in delivered],
+            "changed_files": [],
+            "post_process_files": [str(folder / name) for name in extracted],
+            "error": errors,
+        },  # fmt: skip
+        "Task": task.question,
+        "system_message": "DS-STAR: analyzer, planner, coder, verifier, router, debugger and "
+        "finalyzer agents; each step is one round's script",
+        "trajectory": steps,
+        "run_id": run_id,
+        "status": record.get("status"),
+        "answer": answer,
+    }
+    (folder / "dabench" / "result.json").write_text(json.dumps(saved, indent=2))
+    return {"answer_dir": str(folder), "finished": finished}
+
+
+def _deliver(task: BenchTask, record: dict[str, Any], store: Any,
+             folder: Path) -> tuple[list[str], list[str], list[str]]:  # fmt: skip
+    """Copy the run's delivered files into `folder` and extract its chart's description;
+    returns the files' names, the errors, and the extracted files' names."""
+    import numpy as np
+
+    run_id = record.get("run_id") or ""
     outputs = [o for o in record.get("outputs") or [] if isinstance(o, dict)]
-    errors = []
-    charts = []
+    delivered, errors, charts, extracted = [], [], [], []
     for entry in outputs:
         name = _safe_name(str(entry.get("name") or ""))
         if name is None:
             continue
         try:
-            data = _read_stored(store, in_run(run_id, output(str(name))))
-        except (OSError, DSStarError) as exc:
+            data = _read_stored(store, in_run(run_id, output(str(name))), int(entry["bytes"]))
+        except (OSError, ValueError, TypeError, KeyError, DSStarError) as exc:
             errors.append(f"{name}: {exc}")
             continue
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
+        delivered.append(str(name))
         if entry.get("chart"):
             charts.append(str(name))
     wanted = _chart_name(task)
@@ -335,29 +308,31 @@ def collect(task: BenchTask, record: dict[str, Any], store: Any, out: Path) -> d
     chosen = chosen or (charts[0] if charts else None)
     if chosen is not None:
         try:
-            description = json.loads(_read_stored(store, in_run(run_id, chart(chosen))))
+            stored = _read_stored(store, in_run(run_id, chart(chosen)), _CHART_BYTES)
+            description = json.loads(stored)
         except (OSError, ValueError, DSStarError) as exc:
             errors.append(f"chart {chosen}: {exc}")
         else:
             series = description.pop("series", None)
             (folder / "dabench" / "plot.json").write_text(json.dumps(description, indent=2))
+            extracted.append("dabench/plot.json")
             if series is not None:
                 try:
                     np.save(folder / "dabench" / "result.npy", np.asarray(series, dtype=float))
+                    extracted.append("dabench/result.npy")
                 except (TypeError, ValueError) as exc:  # ragged series: no array to compare
                     errors.append(f"chart {chosen} series: {exc}")
-    finished = record.get("status") in ANSWERED
-    result = {"finished": finished, "result": record.get("answer") or "", "run_id": run_id,
-              "status": record.get("status"), "collect_errors": errors}  # fmt: skip
-    (folder / "dabench" / "result.json").write_text(json.dumps(result, indent=2))
-    return {"answer_dir": str(folder), "finished": finished}
+    return delivered, errors, extracted
 
 
 def _chart_name(task: BenchTask) -> str:
-    for func, spec, _ in _pairs((task.truth or {}).get("eval") or {}):
-        if func == "compare_image":
-            return next((PurePosixPath(n).name for n in _files(spec)
-                         if n.endswith((".png", ".jpg"))), "")  # fmt: skip
+    """The chart image the task's eval config names ('' if none)."""
+    specs = ((task.truth or {}).get("eval") or {}).get("result") or []
+    for spec in specs if isinstance(specs, list) else [specs]:
+        names = spec.get("file") or [] if isinstance(spec, dict) else []
+        for name in names if isinstance(names, list) else [names]:
+            if str(name).endswith((".png", ".jpg")):
+                return PurePosixPath(str(name)).name
     return ""
 
 

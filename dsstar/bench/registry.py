@@ -17,7 +17,7 @@ from typing import Any
 
 from dsstar.errors import UsageError
 
-__all__ = ["Suite", "TaskSource", "by", "get", "group", "names", "register"]
+__all__ = ["Suite", "TaskSource", "by", "get", "group", "names", "register", "why_zero"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,16 @@ def by(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
     for row in rows:
         groups[row[key]].append(row)
     return {name: group(items) for name, items in sorted(groups.items())}
+
+
+def why_zero(row: dict[str, Any]) -> str:
+    """Why a scored row has 0: the suite's own reason, else what was answered and expected."""
+    if row.get("why"):
+        return str(row["why"])
+    if row.get("missing"):
+        return "no answer for this task"
+    if row.get("error"):
+        return str(row["error"])
+    if row.get("answer") in (None, ""):
+        return "no answer"
+    return f"the answer {row.get('answer')!r} does not match the truth {row.get('truth')!r}"

@@ -3,6 +3,9 @@
 `outcomes` are one dict per task, as flows/bench.py gathers them: task_id, run_id, status,
 answer, error, rounds, llm_calls, input_tokens, output_tokens, cost_usd, seconds, plan,
 solution and `agents` (agent -> calls, input_tokens, output_tokens, cost_usd).
+
+report.md is markdown (the Prefect UI shows it as the benchmark's report card): answers, errors,
+task ids and category names are shown as text (`md_text`, `md_code`), never as markdown.
 """
 
 from __future__ import annotations
@@ -12,7 +15,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-__all__ = ["agent_totals", "group_rows", "reasoning_trace", "table_rows", "write_outputs"]
+from dsstar.bench.registry import why_zero
+from dsstar.text import fenced, md_code, md_text
+
+__all__ = [
+    "agent_totals",
+    "group_rows",
+    "reasoning_trace",
+    "table_rows",
+    "usage_of",
+    "write_outputs",
+]
 
 
 def reasoning_trace(plan: list[str], solution: str | None) -> str:
@@ -45,6 +58,16 @@ def agent_totals(outcomes: list[dict[str, Any]], extra: list[dict] = ()) -> dict
     return dict(sorted(totals.items()))
 
 
+def usage_of(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Calls, tokens and cost of a list of calls (the shared file analysis')."""
+    return {
+        "calls": len(calls),
+        "input_tokens": sum(c.get("input_tokens") or 0 for c in calls),
+        "output_tokens": sum(c.get("output_tokens") or 0 for c in calls),
+        "cost_usd": round(sum(c.get("cost_usd") or 0.0 for c in calls), 6),
+    }
+
+
 def table_rows(outcomes: list[dict[str, Any]], scores: dict[str, Any] | None) -> list[dict]:
     """One row per task for the Prefect table artifact and report.md."""
     by_task = {row["task_id"]: row for row in (scores or {}).get("tasks", [])}
@@ -65,6 +88,7 @@ def table_rows(outcomes: list[dict[str, Any]], scores: dict[str, Any] | None) ->
                 "seconds": round(o.get("seconds") or 0.0, 1),
                 "run_id": o["run_id"],
                 "failure": (o.get("error") or "")[:200] if o["status"] == "failed" else "",
+                "why_0": why_zero(by_task[o["task_id"]])[:200] if score == 0 else "",
             }
         )
     return rows
@@ -76,10 +100,16 @@ def _markdown_table(rows: list[dict[str, Any]]) -> str:
     keys = list(rows[0])
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     for row in rows:
-        cells = [str("" if row[k] is None else row[k]).replace("|", "\\|").replace("\n", " ")
-                 for k in keys]  # fmt: skip
+        cells = [_cell(row[k]) for k in keys]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    """A cell of a markdown table: a number as it is, text escaped on one line (`|` too)."""
+    if value is None:
+        return ""
+    return md_text(value, line=True) if isinstance(value, str) else str(value)
 
 
 GROUPED_BY = {"category": "Per category", "task": "Per task group", "domain": "Per domain",
@@ -116,32 +146,44 @@ def render_report(
     outcomes: list[dict[str, Any]],
     scores: dict[str, Any] | None,
     agents: dict[str, Any],
+    shared: dict[str, Any] | None = None,
 ) -> str:
-    """report.md: the summary, per-agent usage, every task, and the failures with reasons."""
+    """report.md: the summary, per-agent usage (the shared file analysis included, and on
+    its own line), every task, and the failures with reasons."""
     rows = table_rows(outcomes, scores)
-    cost = sum(o.get("cost_usd") or 0.0 for o in outcomes)
+    shared = shared or usage_of([])
+    cost = sum(o.get("cost_usd") or 0.0 for o in outcomes) + shared["cost_usd"]
+    calls = sum(o.get("llm_calls") or 0 for o in outcomes) + shared["calls"]
     failed = [o for o in outcomes if o["status"] == "failed"]
     parts = [
-        f"# {title}\n",
+        f"# {md_text(title, line=True)}\n",
         f"Tasks: {len(outcomes)} · answered: {len(outcomes) - len(failed)} · failed: "
-        f"{len(failed)} · LLM calls: {sum(o.get('llm_calls') or 0 for o in outcomes)} · "
+        f"{len(failed)} · LLM calls: {calls} (shared file analysis: {shared['calls']}) · "
         f"cost: ${cost:.4f} · wall time (sum of tasks): "
         f"{sum(o.get('seconds') or 0 for o in outcomes):.0f} s\n",
         "## Accuracy\n",
-        "```json\n"
-        + json.dumps((scores or {}).get("summary", "no truth given"), indent=2)
-        + "\n```\n",
+        fenced(json.dumps((scores or {}).get("summary", "no truth given"), indent=2), "json")
+        + "\n",
         *[
             part
             for title, table in group_rows(outcomes, scores).items()
             for part in (f"## {title}\n", _markdown_table(table))
         ],  # fmt: skip
         "## Per agent (input tokens per call is the mean prompt size)\n",
+        "Every call the model server received: the tasks' runs, the shared file analysis and "
+        "the judge's.\n",
         _markdown_table([{"agent": name, **usage} for name, usage in agents.items()]),
+        f"Shared file analysis (done once for all tasks, counted above): {shared['calls']} "
+        f"calls · {shared['input_tokens']} input tokens · {shared['output_tokens']} output "
+        f"tokens · ${shared['cost_usd']:.4f}\n",
         "## Per task\n",
         _markdown_table(rows),
         "## Failures\n",
-        "".join(f"- `{o['task_id']}` (run {o['run_id']}): {o.get('error')}\n" for o in failed)
+        "".join(
+            f"- {md_code(o['task_id'])} (run {md_code(o['run_id'])}):"
+            f" {md_text(o.get('error'), line=True)}\n"
+            for o in failed
+        )
         or "(none)\n",
     ]
     return "\n".join(parts)
@@ -153,6 +195,7 @@ def write_outputs(
     outcomes: list[dict[str, Any]],
     scores: dict[str, Any] | None,
     agents: dict[str, Any],
+    shared: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Write the three files into `out`; returns their paths by name."""
     out.mkdir(parents=True, exist_ok=True)
@@ -169,5 +212,5 @@ def write_outputs(
     scores_path.write_text(json.dumps(scores or {"tasks": [], "summary": None}, indent=2,
                                       ensure_ascii=False, default=str) + "\n")  # fmt: skip
     report = out / "report.md"
-    report.write_text(render_report(title, outcomes, scores, agents), encoding="utf-8")
+    report.write_text(render_report(title, outcomes, scores, agents, shared), encoding="utf-8")
     return {"submission": str(submission), "scores": str(scores_path), "report": str(report)}

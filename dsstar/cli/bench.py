@@ -108,20 +108,24 @@ def run(
         chosen = _tasks(suite, source, task_ids, limit)
         require_model(settings)
         check_isolation(settings)
+        from flows import start_prefect_api
+
+        # Without PREFECT_API_URL, the temporary server `dsstar run` uses (ready within 90 s,
+        # ended with this command), started now: its start overlaps the model's check.
+        start_prefect_api()
         # A typo'd model or a bad key: once, not once per task.
         check_reachable(settings)
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    from dsstar.inputs.trust import trust_local_user
-    from flows import ds_star_bench, task_dicts
+    from flows import own_bench, prefect_api, task_dicts
 
-    trust_local_user()  # the person at the terminal chose these settings: no worker policy
     named = {"model", "storage", "max_rounds"}
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
     try:
-        with _BenchProgress(enabled=not as_json):
-            result = ds_star_bench(
+        with prefect_api(), _BenchProgress(enabled=not as_json):
+            # The person at the terminal chose these settings: no worker policy judges them.
+            result = own_bench()(
                 parallel=parallel, suite=suite, tasks=task_dicts(chosen), bench_id=bench_id,
                 out=str(out), model=settings.model, storage=settings.storage,
                 max_rounds=settings.max_rounds, options=options,
@@ -189,9 +193,21 @@ def score_command(
         sys.stdout.write(json_line(result))
     else:
         for row in result["tasks"]:
-            print(f"{row['task_id']}\t{row['score']:.3f}")
+            print(_score_line(row))
         err.print(json.dumps(result["summary"], indent=2), highlight=False)
     raise typer.Exit(EXIT_OK)
+
+
+def _score_line(row: dict[str, Any]) -> str:
+    """A task's score, its corrected score where it has one, and why when it is 0."""
+    from dsstar.bench.registry import why_zero
+
+    fields = [str(row["task_id"]), f"{row['score']:.3f}"]
+    if row.get("corrected_score") is not None:
+        fields.append(f"corrected {row['corrected_score']:.3f}")
+    if row["score"] == 0:
+        fields.append(f"why: {why_zero(row)}")
+    return "\t".join(fields)
 
 
 def _tasks(suite: str, source: Any, ids: list[str] | None, limit: int | None) -> list:

@@ -21,7 +21,7 @@ from typing import Any
 
 from dsstar.algorithm.verdict import Status
 from dsstar.records.record import usage
-from dsstar.text import clean, fenced, md_text, money
+from dsstar.text import clean, fenced, md_code, md_text, money
 
 __all__ = [
     "REASONING_CHARS",
@@ -67,12 +67,15 @@ def ending_card(
     status = str(record.get("status") or CRASHED)
     run_id = str(record.get("run_id") or "")
     error = record.get("error") or f"the run ended {status}"
+    question = md_text(short(record.get("question") or "", 200), line=True)
+    sandbox = record.get("sandbox")
+    ran_in = f"**Scripts ran in:** {md_text(sandbox, line=True)}  \n" if sandbox else ""
     parts = [
-        f"### {ending_title(status)}: {md_text(short(record.get('question') or '', 200))}",
+        f"### {ending_title(status)}: {question}",
         f"**Error**\n\n{fenced(clean(str(error)))}",
         f"**Where it stopped:** {where_stopped(record)}  \n"
         f"{spent_line(record)}  \n"
-        + (f"**Scripts ran in:** {md_text(record['sandbox'])}  \n" if record.get("sandbox") else "")
+        + ran_in
         + (
             f"**Stored:** {stored_at(folder_uri)} (run.json, the rounds, every model reply"
             " received)"
@@ -82,10 +85,8 @@ def ending_card(
         f"**Continue:** {_next_step(status, run_id, record, retry)}",
     ]
     if links:
-        parts.append(
-            "**Stored objects**\n\n"
-            + "\n".join(f"- {md_text(name)}: {stored_at(uri)}" for name, uri in links.items())
-        )
+        listed = (f"- {md_text(name, line=True)}: {md_code(uri)}" for name, uri in links.items())
+        parts.append("**Stored objects**\n\n" + "\n".join(listed))
     return "\n\n".join(parts) + "\n"
 
 
@@ -102,7 +103,8 @@ def where_stopped(record: dict[str, Any]) -> str:
     last = rows[-1]
     number = int(last.get("round") or 0)
     judged = {True: "sufficient", False: "not sufficient"}.get(last.get("verdict"), "not judged")
-    step = f"step {last.get('plan_length') or 0}: {md_text(short(last.get('step') or '', 160))}"
+    text = md_text(short(last.get("step") or "", 160), line=True)
+    step = f"step {last.get('plan_length') or 0}: {text}"
     done = f"round {number:02d} ({judged}; {step})"
     if record.get("status") == Status.STOPPED:
         return f"after {done}, where a person chose to stop"
@@ -124,7 +126,7 @@ def spent_line(record: dict[str, Any]) -> str:
 def _next_step(status: str, run_id: str, record: dict[str, Any], retry: bool) -> str:
     if status == Status.STOPPED:
         return (
-            f"a stopped run is final. {_code(f'dsstar runs show {run_id}')} shows what it had;"
+            f"a stopped run is final. {md_code(f'dsstar runs show {run_id}')} shows what it had;"
             " ask again with a new run."
         )
     if not record.get("started_at"):  # refused by its checks: nothing to resume
@@ -141,7 +143,7 @@ def _next_step(status: str, run_id: str, record: dict[str, Any], retry: bool) ->
             retried = " Or Retry it in the Prefect UI for a worker with a higher ceiling."
     else:
         why = "finished analyses, model calls and scripts are read back, not paid again"
-    return f"{_code(command)} ({why}).{retried}"
+    return f"{md_code(command)} ({why}).{retried}"
 
 
 def crashed_record(
@@ -178,17 +180,7 @@ def stored_at(uri: str | None) -> str:
     uri = clean(str(uri or ""))
     if re.fullmatch(r"https?://[^\s<>()\[\]`\\]+", uri):
         return f"[{md_text(uri)}](<{uri}>)"
-    return _code(uri)
-
-
-def _code(text: str) -> str:
-    """`text` as a markdown code span: its fence longer than any run of backticks in it,
-    line breaks as spaces, so nothing in it ends the span or is read as markdown."""
-    text = " ".join(clean(str(text)).split())
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return md_code(uri)
 
 
 def short(text: str, most: int) -> str:

@@ -1,4 +1,7 @@
-"""A Jupyter notebook of a finished run: every round's plan, code and output, then the answer."""
+"""A Jupyter notebook of a finished run: every round's plan, code and output, then the answer.
+
+Its markdown cells show the question, the plan and the route as text (`md_text`): a notebook
+viewer renders markdown and HTML, and these come from a form, a model and a script."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from dsstar.algorithm.verdict import verdict_label
+from dsstar.text import md_text
 
-__all__ = ["build_notebook"]
+__all__ = ["build_notebook", "is_raster"]
 
 
 def build_notebook(
@@ -23,12 +27,17 @@ def build_notebook(
 ) -> str:
     """The notebook as JSON text. `rounds` hold plan, code, output, verdict and route.
     Without a `solution` (a person stopped the run) there is no final section. `figures`
-    (ExecResult.figures of the final script) show under it: png and jpeg inline, the others
-    (svg, html, pdf: untrusted content) named only."""
-    cells = [new_markdown_cell(f"# {question}\n\nStatus: **{status}**")]
+    (ExecResult.figures of the final script) show under it: png and jpeg inline (each with
+    its bytes, base64, as 'data'), the others (svg, html, pdf: untrusted content) named
+    only."""
+    cells = [
+        new_markdown_cell(f"# {md_text(question, line=True)}\n\nStatus: **{md_text(status)}**")
+    ]
     for item in rounds:
-        plan = "\n".join(f"{i}. {step}" for i, step in enumerate(item["plan"], 1))
-        route = f"\n\nRoute that opened it: {item['route']}" if item.get("route") else ""
+        plan = "\n".join(
+            f"{i}. {md_text(step, line=True)}" for i, step in enumerate(item["plan"], 1)
+        )
+        route = f"\n\nRoute that opened it: {md_text(item['route'])}" if item.get("route") else ""
         verdict = verdict_label(item.get("verdict"))
         cells.append(
             new_markdown_cell(
@@ -61,6 +70,11 @@ _IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 def _kind(name: str) -> str | None:
     return _IMAGES.get("." + name.rsplit(".", 1)[-1].lower())
+
+
+def is_raster(name: str) -> bool:
+    """Whether the figure `name` is shown inline (PNG, JPEG): its bytes are needed."""
+    return _kind(name) is not None
 
 
 def _image(figure: dict[str, Any]) -> Any:

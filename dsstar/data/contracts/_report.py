@@ -9,13 +9,16 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from dsstar.text import md_text
+
 __all__ = ["failures_markdown", "render_html"]
 
 
 def failures_markdown(location: str, report: dict[str, Any], consequence: str) -> str:
-    """A warning listing each failed expectation with its observed value."""
+    """A warning listing each failed expectation with its observed value. Paths, expectations
+    and values come from the data: they show as text (`md_text`), never as markdown."""
     lines = [
-        f"# Data contract failed: {location}",
+        f"# Data contract failed: {md_text(location, line=True)}",
         "",
         f"{len(report['failed'])} expectation(s) failed over {report['checked']} checked file(s)."
         f" {consequence}",
@@ -25,7 +28,7 @@ def failures_markdown(location: str, report: dict[str, Any], consequence: str) -
     ]
     for failure in report["failed"]:
         cells = [failure["path"], failure["expectation"], _compact(failure["observed"])]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(md_text(c, line=True) for c in cells) + " |")
     lines += ["", "Run `dsstar contracts accept <data>` to adopt today's data as the contract."]
     return "\n".join(lines)
 

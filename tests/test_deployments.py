@@ -54,7 +54,6 @@ def served(prefect_server, tmp_path_factory):
         DSSTAR_LLM_RETRY_DELAY="0.05",
         DSSTAR_DATA_ROOTS=str(tmp_path_factory.getbasetemp()),  # the tests' data folders
         DSSTAR_FORM_ALLOW="storage",  # nightly tests give each batch a storage of its own
-        DSSTAR_PARALLEL_ROUNDS="false",  # the scenarios' replies come in the order of one by one
         PREFECT_RUNNER_POLL_FREQUENCY="1",
         PREFECT_LOGGING_LEVEL="INFO",  # the default outside tests: dsstar's lines reach the UI
     )

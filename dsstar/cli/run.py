@@ -54,6 +54,7 @@ RUN_FLAGS = (
     "reuse",
     "ask_human",
     "human_timeout",
+    "ask_ahead",
     "task_runner",
     "dask_address",
 )

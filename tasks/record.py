@@ -17,6 +17,7 @@ from prefect.context import FlowRunContext
 
 from dsstar.algorithm.verdict import ANSWERED, verdict_label
 from dsstar.execution.deliverables import chart_text
+from dsstar.keys import round_object
 from dsstar.records.files import read_output
 from dsstar.storage import Store, Stored
 from dsstar.text import fenced, md_code, md_text, money
@@ -77,7 +78,7 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
     route = item.get("route")
     opened = (
         f"**Opened by the router:** {md_text(route, line=True)}\n\n"
-        f"{reasoning(item.get('route_reply'), f'rounds/{number}/route.json')}\n\n"
+        f"{reasoning(item.get('route_reply'), round_object(item['number'], 'route.json'))}\n\n"
         if route
         else "**Opened by:** the initial plan\n\n"
     )
@@ -89,7 +90,7 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
         f"**Plan**\n\n{plan}\n\n**Code**\n\n{fenced(item['code'], 'python')}\n\n"
         f"**Output (head)**\n\n{fenced(output)}\n\n"
         f"**Verifier: {verdict}**\n\n"
-        f"{reasoning(item.get('reply'), f'rounds/{number}/verdict.json')}\n\n"
+        f"{reasoning(item.get('reply'), round_object(item['number'], 'verdict.json'))}\n\n"
         f"Stored at {stored_at(uri)}\n"
     )
     for figure in item.get("figures") or []:

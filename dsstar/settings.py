@@ -136,6 +136,13 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds to wait for a person's answer; then the run continues unguided.",
     )
+    progress_interval: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds between the progress lines a run writes to stderr where it is no"
+        " terminal (a log, CI) while nothing else happens, e.g. while a model call is in"
+        " flight: each says which call, and for how long.",
+    )
     top_k: int = Field(
         100, ge=1, json_schema_extra=CAP, description="Most file descriptions shown to the agents."
     )

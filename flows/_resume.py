@@ -45,7 +45,8 @@ def earlier_flow_run(settings: Settings, run_id: str) -> FlowRun | None:
             flow_run = client.read_flow_run(UUID(str(record["flow_run_id"])))
     except Exception:  # not on this server (ObjectNotFound), or unreachable
         return None
-    if run_id not in (flow_run.name, flow_run.parameters.get("run_id")):
+    # A ds-star flow run's name starts with its run id (flows/ds_star.run_name).
+    if run_id not in (flow_run.name.split(" ", 1)[0], flow_run.parameters.get("run_id")):
         return None  # the id names another run there: never continued in it
     if flow_run.state is not None and flow_run.state.is_completed():
         return None

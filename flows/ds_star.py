@@ -25,6 +25,7 @@ from dsstar.data.sources import DataRoot
 from dsstar.errors import Interrupted, OverBudget, RunEnded, StorageError, UsageError
 from dsstar.execution import scratch, stopping
 from dsstar.execution.failure import exception_line
+from dsstar.execution.sandbox import resolve_mode
 from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.spec import data_source, run_spec
@@ -35,6 +36,8 @@ from dsstar.model.ceiling import forget
 from dsstar.records.prune import prune_when_due
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.text import clean
+from dsstar.views.cards import short
 from flows import _story as story
 from flows._alive import kept_alive
 from flows._finish import finish
@@ -46,6 +49,7 @@ from flows._runtime import FlowRuntime
 from flows._settle import crash_earlier_attempts
 from flows._states import failed_state, final_state, interrupted_state
 from flows.workers import check_crash_loop
+from tasks.record import publish_ending
 
 __all__ = [
     "completed_result",
@@ -53,6 +57,7 @@ __all__ = [
     "derived_run_id",
     "ds_star",
     "own_flow",
+    "run_name",
     "run_question",
 ]
 
@@ -70,7 +75,18 @@ def derived_run_id(run: FlowRun) -> str:
 
 
 def _flow_run_name() -> str:
-    return flow_run.parameters.get("run_id") or default_run_id()
+    parameters = flow_run.parameters
+    return run_name(parameters.get("run_id") or default_run_id(), parameters.get("question"))
+
+
+def run_name(run_id: str, question: Any) -> str:
+    """A ds-star flow run's name: the run id, then the question, shortened, so that the UI's
+    list of runs tells them apart (a flow run has no description to show it in)."""
+    asked = short(clean(str(question or "")), _QUESTION_CHARS)
+    return f"{run_id} · {asked}" if asked else run_id
+
+
+_QUESTION_CHARS = 60  # of the question, in a flow run's name
 
 
 # What every ds-star flow is, whoever starts it: one name, one run name, one form.
@@ -83,8 +99,9 @@ def ds_star(**fields: Any) -> dict[str, Any] | State:
 
     The parameters are the fields of `dsstar.inputs.form.RunForm` (the run form of the Prefect UI):
     the question, its data, the answer's guidelines, the run id, and every run setting.
-    The flow run ends Completed with an answer, Failed when the run failed or went over
-    budget (state OverBudget), Cancelled when a person stopped it (flows/_states.py).
+    The flow run ends Completed with an answer (its state named Verified, MaxRounds, Accepted
+    or NotApplicable), Failed when the run failed or went over budget (state OverBudget),
+    Cancelled when a person stopped it (flows/_states.py).
     """
     # Parameters come from whoever reaches the Prefect API: the Settings of this worker's own
     # environment judge what they may choose, and where their data may lie.
@@ -174,8 +191,12 @@ def _checked_run(
     where = normalize_location(data) if isinstance(data, str) else data.path
     question, guidelines, run_id = form.question, form.guidelines, form.run_id
     if not checked:
-        check_question(question, guidelines, settings.max_question_chars)
-        preflight(settings, where)  # model, keys, isolation, data, storage: before any stored run
+        try:
+            check_question(question, guidelines, settings.max_question_chars)
+            preflight(settings, where)  # model, keys, isolation, data, storage: before any run
+        except Exception as exc:  # refused before it started: its card says why, all the same
+            _refused(run_id or default_run_id(), question, exc)
+            raise
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
         run_id=run_id or default_run_id(),
@@ -211,6 +232,18 @@ def _checked_run(
         scratch.release(run.run_id)  # this run's data snapshot or staged file
         forget(run.run_id)  # a resume counts what it spent afresh, from its caches
         run.release()  # after run.json holds the outcome: the id may be resumed now
+
+
+def _refused(run_id: str, question: str, exc: Exception) -> None:
+    """The card of a run refused by its checks, before it stored anything: why, and that
+    nothing was spent. A card is a view: a server that cannot take it changes nothing."""
+    record = {"run_id": run_id, "question": question, "status": Status.FAILED.value,
+              "error": exception_line(exc)}  # fmt: skip
+    try:
+        publish_ending(run_id, record, "")
+    except Exception as failed:
+        story.say("the card of run %s was not published: %s", run_id, failed,
+                  level=logging.WARNING)  # fmt: skip
 
 
 def _prune_cache(store: Store, settings: Settings) -> None:
@@ -258,7 +291,8 @@ def solve(
     # run.json keeps the spec the run runs under (saved with its next write), which the
     # report reads. A resumed run builds its own from the resuming worker's settings (a
     # higher ceiling goes on past an over_budget stop) and writes it over the earlier one.
-    run.note(spec=spec.to_dict())
+    # And the sandbox its scripts run in, as this worker resolves the setting ('auto').
+    run.note(spec=spec.to_dict(), sandbox=resolve_mode(spec.sandbox))
     runtime = FlowRuntime(run, spec)
     try:
         solution = steps.solve(runtime, question, guidelines, source, spec)

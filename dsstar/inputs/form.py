@@ -56,7 +56,8 @@ SECRET_FIELDS = frozenset({"api_key", "database_url"})
 # The worker's policy over forms (see trust.py): a form choosing it would be no policy. The
 # scripts' interpreter is the worker's too: a form naming one would run any program there.
 # So is how long the storage keeps cached results (a form could delete other runs' work), and
-# how long a silent run lives on (the server's, for every run on it).
+# how long a silent run lives on (the server's, for every run on it). How often a process
+# writes its progress lines is that process's own (its terminal or log), not a run's.
 WORKER_FIELDS = frozenset(
     {
         "form_allow",
@@ -65,6 +66,7 @@ WORKER_FIELDS = frozenset(
         "cache_max_age_days",
         "cache_max_mb",
         "heartbeat_timeout",
+        "progress_interval",
     }
 )
 # The form shows these first: what a person starting one run most often changes.

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import forked_cli
 import httpx
 import pytest
-from artifact_cards import artifacts_tab
+from artifact_cards import artifacts_tab, run_id_of
 from conftest import EXAMPLE, REPO, require_binary
 from fake_llm import Error, FakeLLM, text_of
 from prefect import get_client
@@ -58,7 +58,6 @@ def served(prefect_server, tmp_path_factory):
         DSSTAR_DATA_ROOTS=str(tmp_path_factory.getbasetemp()),  # the tests' data folders
         # Nightly tests give each batch a storage of its own; the demo's form names its model.
         DSSTAR_FORM_ALLOW="storage,model",
-        DSSTAR_PARALLEL_ROUNDS="false",  # the scenarios' replies come in the order of one by one
         PREFECT_RUNNER_POLL_FREQUENCY="1",
         PREFECT_LOGGING_LEVEL="INFO",  # the default outside tests: dsstar's lines reach the UI
     )
@@ -177,7 +176,7 @@ def test_on_demand_run_from_the_api_stores_artifacts_and_ledger_rows(served, on_
     flow_run = on_demand.flow_run
     assert flow_run.state.is_completed(), flow_run.state
 
-    run_id = flow_run.name
+    run_id = run_id_of(flow_run)
     run = json.loads((served.root / "storage" / "runs" / run_id / "run.json").read_text())
     assert run["status"] == "verified" and run["answer"] == ANSWER
     assert run["flow_run_id"] == str(flow_run.id)
@@ -310,7 +309,7 @@ def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, da
     assert state.is_completed(), state
     retried = llm.requests[len(before) :]
     assert retried and answered(before) & asked(retried) == set()
-    run = json.loads((served.root / "storage/runs" / flow_run.name / "run.json").read_text())
+    run = json.loads((served.root / "storage/runs" / run_id_of(flow_run) / "run.json").read_text())
     assert run["status"] == "verified" and run["answer"] == ANSWER
 
 

@@ -53,7 +53,7 @@ from dsstar.inputs.form import RunForm
 from dsstar.inputs.spec import run_spec
 
 form = RunForm(question="q", data=sys.argv[2], model="openai/m", max_plan_steps=2,
-               parallel_rounds=False)
+               ask_ahead=False)
 spec = run_spec(form.settings(), "cap", sys.argv[2], sys.argv[2])
 rt = Scripted({"planner": [f"Do thing {n}." for n in range(9)],
                "coder": [code(n) for n in range(9)],

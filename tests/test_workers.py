@@ -324,7 +324,7 @@ def test_a_nightly_batch_spreads_over_two_workers_and_survives_one_dying(cluster
     assert set(held) <= crashed and set(held) <= finished_late
     for run_id in finished_late:
         assert attempts[run_id] == [victim["name"], batch_worker], attempts[run_id]
-        assert "Crashed" in histories[run_id] and histories[run_id][-1] == "Completed"
+        assert "Crashed" in histories[run_id] and histories[run_id][-1] == "Verified"
         assert "AwaitingRetry" in histories[run_id]
     survivors = set(question_runs) - crashed
     assert all(attempts[run_id] == [batch_worker] for run_id in survivors), attempts

@@ -44,6 +44,11 @@ def call_id(call: dict[str, Any]) -> str:
     return "{}|{}|{}".format(call.get("label"), call.get("model"), call.get("request"))
 
 
+# What the meter keeps of each reply: what makes it the same call, and what it spent.
+_COUNTED = ("agent", "label", "model", "request", "input_tokens", "output_tokens",
+            "cached_tokens", "cost_usd", "latency_s")  # fmt: skip
+
+
 class Meter:
     """What one run spent: cost and tokens; thread-safe."""
 
@@ -51,6 +56,7 @@ class Meter:
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)  # a call in flight has settled
         self._seen: set[str] = set()
+        self._calls: list[dict[str, Any]] = []  # every reply counted, once each
         self.cost_usd = 0.0
         self.tokens = 0
         self._held_cost = 0.0
@@ -64,8 +70,16 @@ class Meter:
             if key in self._seen:
                 return
             self._seen.add(key)
+            self._calls.append({k: call.get(k) for k in _COUNTED})  # the reply's text left out
             self.cost_usd += call.get("cost_usd") or 0.0
             self.tokens += int(call.get("input_tokens") or 0) + int(call.get("output_tokens") or 0)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """Every reply counted so far, in the order they came (their records without the
+        text): those of analyses still running included, which the run records only when
+        they finish."""
+        with self._lock:
+            return list(self._calls)
 
     @contextmanager
     def hold(self, ceiling: Ceiling, bound: Estimate, what: str) -> Iterator[Estimate]:

@@ -8,6 +8,10 @@ Event ids are derived from the dsstar run (and file), so that the same news of t
 is one event: the Prefect server drops an event whose id it has seen (for 30 minutes), should
 a batch announce a question's result twice (a retry that returns the finished result).
 
+A notification block sends the payload to a chat tool or a mailbox, which makes every address
+a link: the texts a model, a script or the lake wrote (answers, file names, observed values)
+are carried as `log_text` shows them (`https[:]//x`, no control sequence), bounded.
+
 Each event names the question's own ds-star flow run as a related resource, listed before
 the batch's (which Prefect adds from the run context): the automation's `flow_run` is then
 that question's run, and the message links to the page that shows its rounds.
@@ -28,7 +32,7 @@ from dsstar.locations import normalize_location
 from dsstar.records.ledger import question_key
 from dsstar.records.record import changed_outputs, total_cost
 from dsstar.storage import Store
-from dsstar.text import money
+from dsstar.text import log_text, money
 from flows.alerts import ANSWER_CHANGED, BUDGET_REACHED, CONTRACT_BROKEN, DELIVERABLE_CHANGED
 
 __all__ = ["announce_night", "spent"]
@@ -90,9 +94,9 @@ def _emit_budget(batch: str, results: Sequence[dict[str, Any]]) -> None:
         payload={
             "batch": batch,
             "spent": spent(results),
-            "over_budget": "; ".join(str(r.get("question")) for r in stopped) or "none",
-            "skipped": "; ".join(str(r.get("question")) for r in skipped) or "none",
-            "error": (stopped or skipped)[0].get("error"),
+            "over_budget": _shown("; ".join(str(r.get("question")) for r in stopped) or "none"),
+            "skipped": _shown("; ".join(str(r.get("question")) for r in skipped) or "none"),
+            "error": _shown((stopped or skipped)[0].get("error") or ""),
         },
     )
 
@@ -113,11 +117,11 @@ def _emit_changed(question: Question, result: dict[str, Any], was: str, now: str
         resource=_question(question),
         related=_question_run(result),
         payload={
-            "question": question.question,
-            "guidelines": question.guidelines,
-            "data": normalize_location(question.data),
-            "previous_answer": was[:_MOST],
-            "answer": now[:_MOST],
+            "question": _shown(question.question),
+            "guidelines": _shown(question.guidelines),
+            "data": _shown(normalize_location(question.data)),
+            "previous_answer": _shown(was),
+            "answer": _shown(now),
             "status": result.get("status"),
             "run_id": result.get("run_id"),
         },
@@ -134,11 +138,11 @@ def _emit_delivered(
         resource=_question(question),
         related=_question_run(result),
         payload={
-            "question": question.question,
-            "data": normalize_location(question.data),
-            "changed": "; ".join(changed)[:_MOST],
+            "question": _shown(question.question),
+            "data": _shown(normalize_location(question.data)),
+            "changed": _shown("; ".join(changed)),
             "previous_run": previous_run,
-            "outputs": "; ".join(f"{o['name']}: {o['uri']}" for o in outputs)[:_MOST],
+            "outputs": _shown("; ".join(f"{o['name']}: {o['uri']}" for o in outputs)),
             "run_id": result.get("run_id"),
         },
     )
@@ -177,16 +181,16 @@ def _emit_broken(root: str, path: str, broken: dict[str, Any], store: Store) -> 
         id=_event_id(broken["result"].get("run_id"), CONTRACT_BROKEN, root, path),
         resource={
             "prefect.resource.id": f"dsstar.contract.{root}/{path}",
-            "prefect.resource.name": path,
+            "prefect.resource.name": _shown(path, 200),
         },
         related=_question_run(broken["result"]),
         payload={
-            "file": path,
-            "data": root,
+            "file": _shown(path),
+            "data": _shown(root),
             "contract": store.uri(contract(root, path)),
             "failures": failures,
-            "expectations": "\n".join(lines),  # ready to show: templates need no loop
-            "questions": "; ".join(broken["questions"]),
+            "expectations": _shown("\n".join(lines), _MOST * 4),  # templates need no loop
+            "questions": _shown("; ".join(broken["questions"])),
             "run_id": broken["result"].get("run_id"),
         },
     )
@@ -209,4 +213,9 @@ def _question_run(result: dict[str, Any]) -> list[dict[str, str]]:
 
 def _compact(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text[:_MOST]
+    return _shown(text)
+
+
+def _shown(text: str | None, most: int = _MOST) -> str:
+    """Text for a message a person reads: no address made a link, no control sequence."""
+    return log_text((text or "")[:most])

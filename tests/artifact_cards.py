@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from conftest import require_binary
 from prefect import get_client
@@ -56,41 +59,19 @@ def clicked_card(flow_run_id, key: str, path: Path, wait_for: str) -> tuple[str,
     """The flow run's card under `key` as a person finds it in headless Chromium: in the
     Artifacts tab (its text), then clicked open, rendered (its text, once `wait_for` shows;
     a screenshot to `path`)."""
-    from playwright.sync_api import sync_playwright
-
-    chromium = require_binary(shutil.which("chromium"), "chromium")
-    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
+    with _flow_run_page(flow_run_id) as page:
         page.get_by_text("Artifacts", exact=True).first.click(timeout=60_000)
         page.get_by_text(key, exact=True).first.wait_for(timeout=60_000)
         tab = page.inner_text("body")
         page.get_by_text(key, exact=True).first.click()
         page.get_by_text(wait_for).first.wait_for(timeout=60_000)
         page.screenshot(path=str(path), full_page=True)
-        text = page.inner_text("body")
-        browser.close()
-    return tab, text
+        return tab, page.inner_text("body")
 
 
 def artifacts_tab(flow_run_id, path: Path) -> str:
     """The flow run's Artifacts tab in headless Chromium: screenshot to `path`, and its text."""
-    from playwright.sync_api import sync_playwright
-
-    chromium = require_binary(shutil.which("chromium"), "chromium")
-    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
-        page.get_by_text("Artifacts", exact=True).first.click(timeout=30_000)
-        page.get_by_text("MARKDOWN").first.wait_for(timeout=30_000)
-        page.screenshot(path=str(path), full_page=True)
-        text = page.inner_text("body")
-        browser.close()
-    return text
+    return _flow_run_tab(flow_run_id, "Artifacts", "MARKDOWN", path)
 
 
 def cards(text: str, run_id: str) -> Counter:
@@ -102,17 +83,30 @@ def cards(text: str, run_id: str) -> Counter:
 def flow_run_page(flow_run_id, path: Path) -> str:
     """The flow run's page in headless Chromium, its Details tab open (state message, run
     count): screenshot to `path`, and its text."""
+    return _flow_run_tab(flow_run_id, "Details", "Run Count", path)
+
+
+def _flow_run_tab(flow_run_id, tab: str, shown: str, path: Path) -> str:
+    """The flow run's page with `tab` open, once it shows `shown`: screenshot and text."""
+    with _flow_run_page(flow_run_id) as page:
+        page.get_by_text(tab, exact=True).first.click(timeout=30_000)
+        page.get_by_text(shown).first.wait_for(timeout=30_000)
+        page.screenshot(path=str(path), full_page=True)
+        return page.inner_text("body")
+
+
+@contextmanager
+def _flow_run_page(flow_run_id) -> Iterator[Any]:
+    """The flow run's page in the Prefect UI, in headless Chromium (closed after the block)."""
     from playwright.sync_api import sync_playwright
 
     chromium = require_binary(shutil.which("chromium"), "chromium")
     ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
-        page.get_by_text("Details", exact=True).first.click(timeout=30_000)
-        page.get_by_text("Run Count").first.wait_for(timeout=30_000)
-        page.screenshot(path=str(path), full_page=True)
-        text = page.inner_text("body")
-        browser.close()
-    return text
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
+            yield page
+        finally:
+            browser.close()

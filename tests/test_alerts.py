@@ -93,10 +93,21 @@ def fields(message: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def _prefect_database(postgres_url: str) -> str:
+    """A new database for a Prefect server in the test cluster, as Prefect's URL names it."""
+    import psycopg
+
+    with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as db:
+        db.execute("CREATE DATABASE prefect_alerts")
+    return postgres_url.replace("+psycopg", "+asyncpg").rsplit("/", 1)[0] + "/prefect_alerts"
+
+
 @pytest.fixture(scope="module")
-def alerting(tmp_path_factory):
-    """A Prefect server whose triggers and actions services run, a notification block on it
-    that posts to a receiver, and `dsstar serve` with one fake model server."""
+def alerting(tmp_path_factory, postgres_url):
+    """A Prefect server whose triggers and actions services run, on PostgreSQL as
+    docs/alerts.md asks (on SQLite under load it may send an alert more than once), a
+    notification block on it that posts to a receiver, and `dsstar serve` with one fake
+    model server."""
     root = tmp_path_factory.mktemp("alerts")
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -104,6 +115,7 @@ def alerting(tmp_path_factory):
     server_env = os.environ | {
         "PREFECT_HOME": str(home),
         "PREFECT_API_URL": api,
+        "PREFECT_API_DATABASE_CONNECTION_URL": _prefect_database(postgres_url),
         # On by default; said here because the alerts need them.
         "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "true",
         "PREFECT_SERVER_SERVICES_ACTIONS_ENABLED": "true",

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 from uuid import UUID
@@ -30,6 +31,7 @@ from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
     FlowRunFilterName,
+    FlowRunFilterStartTime,
 )
 from prefect.states import Failed
 from scenarios import ANSWER, always_first_time, answered, asked, fence, never_satisfied, two_rounds
@@ -177,7 +179,7 @@ def test_a_killed_run_ends_crashed_unwatched_and_resumes_in_its_own_flow_run(
     Crashed at once, task runs included; killed with its whole process group (the watcher
     too), the server's automation does once the heartbeats stop, and the next command that
     sees the run dead settles its task runs. `dsstar resume` continues the same flow run."""
-    flow_runs = {}
+    flow_runs, started = {}, datetime.now(UTC)
     for run_id, kill in (("killed", os.kill), ("killed-group", os.killpg)):
         proc = start_held_run(llm, sales, run_id)
         flow_runs[run_id] = run_json(env, run_id)["flow_run_id"]
@@ -237,8 +239,11 @@ def test_a_killed_run_ends_crashed_unwatched_and_resumes_in_its_own_flow_run(
     with get_client(sync_client=True) as client:
         flow_run = client.read_flow_run(UUID(flow_runs["killed"]))
         history = [s.type.value for s in client.read_flow_run_states(flow_run.id)]
-        named = client.read_flow_runs(  # named by its run id, then its question
-            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_="killed · "))
+        named = client.read_flow_runs(  # named by its run id, then its question: among
+            flow_run_filter=FlowRunFilter(  # this test's (tests/test_operate.py has a `killed`)
+                name=FlowRunFilterName(like_="killed · "),
+                start_time=FlowRunFilterStartTime(after_=started),
+            )
         )
     assert flow_run.state.is_completed() and flow_run.run_count == 2, flow_run
     assert flow_run.state.name == "Verified", flow_run.state

@@ -233,11 +233,23 @@ def resume(
     stored.update({k: v for k, v in given.items() if v not in (None, "")})
     stored["storage"] = store.url
     options = {k: v for k, v in stored.items() if k in OPTION_FIELDS and v is not None}
+    params = {k: record[k] for k in ("question", "data", "guidelines")}
+    is_report = record.get("kind") == "report"  # a report: its bounds too, as it was started
     try:
-        prepared = prepare_run(**{k: record[k] for k in ("question", "data", "guidelines")},
-                               run_id=run_id, name=flag_name, **options)  # fmt: skip
+        if is_report:
+            from dsstar.api import prepare_report
+
+            bounds = dict(record.get("report") or {})
+            prepared = prepare_report(**params, run_id=run_id, name=flag_name, **bounds,
+                                      **options)  # fmt: skip
+        else:
+            prepared = prepare_run(**params, run_id=run_id, name=flag_name, **options)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
+    if is_report:
+        from dsstar.cli.report import run_report_flow
+
+        run_report_flow(prepared, as_json)
     _run_flow(prepared, as_json)
 
 

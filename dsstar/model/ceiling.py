@@ -11,6 +11,9 @@ call is not sent. The request carries the output limit held, and a reply that pa
 anyway is cut to it and counted at it (`dsstar.model.llm.complete`), so no reply spends more
 than its bound. Concurrent calls (file analyses) hold their bounds together, so none of them
 can pass the ceiling either.
+
+A report's sub-runs count on the report's meter (`share`): one ceiling bounds the report
+with all its sub-runs, however many run at once.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, NoReturn
 from dsstar.errors import OverBudget
 from dsstar.model.pricing import Estimate
 
-__all__ = ["Ceiling", "Meter", "call_id", "forget", "meter", "spent_line"]
+__all__ = ["Ceiling", "Meter", "call_id", "forget", "meter", "share", "spent_line"]
 
 
 @dataclass(frozen=True)
@@ -121,19 +124,30 @@ class Meter:
 
 
 _meters: dict[str, Meter] = {}
+_shared: dict[str, str] = {}  # a sub-run's id -> the run whose meter it counts on
 _meters_lock = threading.Lock()
 
 
 def meter(run_id: str) -> Meter:
-    """The meter of run `run_id` in this process (a new one the first time)."""
+    """The meter of run `run_id` in this process (a new one the first time); a sub-run's is
+    the meter of the run it shares (`share`)."""
     with _meters_lock:
-        return _meters.setdefault(run_id, Meter())
+        return _meters.setdefault(_shared.get(run_id, run_id), Meter())
+
+
+def share(run_id: str, with_run: str) -> None:
+    """Count run `run_id` on the meter of `with_run` (a report's sub-run on the report's)
+    until `forget(run_id)`."""
+    with _meters_lock:
+        _shared[run_id] = _shared.get(with_run, with_run)
 
 
 def forget(run_id: str) -> None:
-    """Drop the meter of a run that ended in this process (a resume counts afresh)."""
+    """Drop the meter of a run that ended in this process (a resume counts afresh); for a
+    sub-run that shared another's meter, only the sharing ends."""
     with _meters_lock:
-        _meters.pop(run_id, None)
+        if _shared.pop(run_id, None) is None:
+            _meters.pop(run_id, None)
 
 
 def spent_line(record: dict[str, Any], ceiling: Ceiling, need: str) -> str:

@@ -53,13 +53,15 @@ class ReportRun(Run):
     def totals(self) -> dict[str, Any]:
         own = super().totals()
         subs = list(self.sub_totals.values())
+        # What each part that asked a model cost (unknown for a model without a price); a
+        # part that asked nothing cost nothing.
+        costs = [own["cost_usd"]] if own["llm_calls"] else []
+        costs += [s.get("cost_usd") for s in subs if s.get("llm_calls")]
         return {
             "llm_calls": own["llm_calls"] + sum(s.get("llm_calls") or 0 for s in subs),
             "input_tokens": own["input_tokens"] + sum(s.get("input_tokens") or 0 for s in subs),
             "output_tokens": own["output_tokens"] + sum(s.get("output_tokens") or 0 for s in subs),
-            "cost_usd": total_cost([own["cost_usd"], *(s.get("cost_usd") for s in subs)])
-            if own["llm_calls"] or subs
-            else own["cost_usd"],
+            "cost_usd": total_cost(costs) if costs else 0.0,
         }
 
 

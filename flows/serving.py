@@ -1,4 +1,6 @@
-"""Serving both deployments from one process (`dsstar serve`), and stopping it cleanly.
+"""Serving the deployments from one process (`dsstar serve`), and stopping it cleanly: a
+question on demand, the nightly batch, a report on demand and, given a report's question,
+a nightly report.
 
 Prefect's `serve` handles SIGTERM by calling the runner's sync `stop()` from inside its own
 event loop, where that returns a coroutine nobody awaits ("coroutine 'Runner.astop' was never
@@ -24,6 +26,7 @@ from prefect.schedules import Cron
 from dsstar.settings import Settings
 from flows.ds_star import ds_star
 from flows.nightly import ds_star_nightly
+from flows.report import ds_star_report
 from tasks.slots import ensure_limit, ensure_rate, server_url
 
 __all__ = ["serve_deployments", "share_limits"]
@@ -64,9 +67,17 @@ def _served_from_here(deployment_id: UUID) -> None:
         client.update_deployment(deployment_id, DeploymentUpdate(path="."))
 
 
-def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int) -> None:
-    """Serve ds-star/on-demand and ds-star-nightly/nightly until SIGTERM or SIGINT; returns
-    once the runner has stopped and paused the deployments' schedules."""
+def serve_deployments(
+    questions_file: Path,
+    cron: str,
+    timezone: str,
+    limit: int,
+    report: dict[str, Any] | None = None,
+) -> None:
+    """Serve ds-star/on-demand, ds-star-nightly/nightly and ds-star-report/report-on-demand
+    (and, given `report`'s question, data and guidelines, ds-star-report/report-nightly on
+    the same schedule) until SIGTERM or SIGINT; returns once the runner has stopped and
+    paused the deployments' schedules."""
     on_demand = ds_star.to_deployment(
         name="on-demand",
         description="Answer one question about a folder or bucket of data files.",
@@ -79,8 +90,22 @@ def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int
         parameters={"questions_file": str(questions_file)},
         tags=["dsstar"],
     )
+    deployments = [on_demand, nightly, ds_star_report.to_deployment(
+        name="report-on-demand",
+        description="Answer an open question about a folder or bucket of data files with a"
+        " report.",
+        tags=["dsstar", "report"],
+    )]  # fmt: skip
+    if report:
+        deployments.append(ds_star_report.to_deployment(
+            name="report-nightly",
+            description="Answer the same open question with a report every night.",
+            schedules=[Cron(cron, timezone=timezone, slug="report-nightly")],
+            parameters=report,
+            tags=["dsstar", "report"],
+        ))  # fmt: skip
     runner = _Runner(pause_on_shutdown=True, limit=limit)
-    for deployment in (on_demand, nightly):
+    for deployment in deployments:
         _served_from_here(runner.add_deployment(deployment))
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C the same way as SIGTERM (start() installs the SIGTERM handler itself).

@@ -51,6 +51,8 @@ class ReportEstimate:
     cost_usd: float | None
     needed_usd: float | None
     needed_tokens: int
+    writer_room_usd: float | None  # kept for the last draft, under the ceiling
+    call_bound_usd: float | None  # the least room one call needs to be sent
     model: str
 
     def to_dict(self) -> dict:
@@ -93,6 +95,8 @@ def estimate_report(
         cost_usd=None if likely is None else round(likely, 6),
         needed_usd=needed,
         needed_tokens=inputs + outputs + room.tokens + call.tokens,
+        writer_room_usd=None if room.cost_usd is None else round(room.cost_usd, 6),
+        call_bound_usd=None if call.cost_usd is None else round(call.cost_usd, 6),
         model=model,
     )
 

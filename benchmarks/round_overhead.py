@@ -67,10 +67,9 @@ def scripted(llm, rounds: int) -> None:
 
 def dsstar_rounds(llm, rounds: int, work: Path) -> tuple[list[float], dict]:
     """Per-round seconds of the ds-star flow (rounds 01.. : route, plan, code, run, verify)."""
-    from dsstar.inputs.trust import trust_local_user
-    from flows.ds_star import ds_star
+    from flows.ds_star import own_flow
 
-    trust_local_user()  # the person running this chose its data, as with the CLI
+    ds_star = own_flow(None)  # the person running this chose its data, as with the CLI
 
     scripted(llm, rounds)
     run_id = f"overhead-{int(time.time())}"

@@ -66,7 +66,9 @@ def scripted(llm: Any, rounds: int, delay: float) -> None:
 
 def dsstar_run(llm: Any, rounds: int, delay: float, parallel: bool, work: Path) -> dict:
     """One run of the ds-star flow; its per-round seconds, routes, calls and tokens."""
-    from flows.ds_star import ds_star
+    from flows.ds_star import own_flow
+
+    ds_star = own_flow(None)  # the person running this chose its data, as with the CLI
 
     scripted(llm, rounds, delay)
     run_id = f"speed-{'together' if parallel else 'in-turn'}-{delay:g}s-{time.time_ns()}"
@@ -183,9 +185,6 @@ def main() -> None:
     server = start_prefect(work / "prefect")
     from fake_llm import FakeLLM
 
-    from dsstar.inputs.trust import trust_local_user
-
-    trust_local_user()  # the person running this chose its data, as with the CLI
     try:
         with FakeLLM() as llm:
             os.environ.update(

@@ -182,11 +182,10 @@ def main() -> None:
                 DSSTAR_WORK_DIR=str(work), DSSTAR_EXEC_TIMEOUT="120",
             )  # fmt: skip
             script_model(llm, args.rounds)
-            from dsstar.inputs.trust import trust_local_user
-            from flows.ds_star import ds_star
+            from flows.ds_star import own_flow
 
-            trust_local_user()  # the person running this chose its data, as with the CLI
-
+            # The person running this chose its data and settings, as with the CLI.
+            ds_star = own_flow(None)
             result = ds_star(question=QUESTION, data=str(data), max_rounds=args.rounds,
                              run_id="tokens", options={"reuse": False})  # fmt: skip
             requests = [r for r in llm.requests if r["status"] == 200]

@@ -19,9 +19,10 @@ started here is stored, recorded in the ledger and shown in the Prefect UI like 
 it talks to the configured Prefect API, else to a temporary server that lives as long as
 this process.
 
-Errors: bad input, settings the preflight refuses, a rejected key or model and a run id held
-by another run raise the `UsageError` family of `dsstar.errors` (what exits 2 at the CLI).
-A run that starts and then fails does not raise: its Answer has status "failed" and the
+Errors: bad input, settings the preflight refuses (a missing or rejected key among them) and
+a run id held by another run raise the `UsageError` family of `dsstar.errors` (what exits 2
+at the CLI). A run that starts and then fails does not raise, also when a model refuses a
+request (a model name its server does not know): its Answer has status "failed" and the
 reason in `error`, and `dsstar resume RUN_ID` continues it (exit 1 at the CLI).
 
 The CLI shares `prepare_run` and `run_prepared` with `ask` (`prepare_report` with `report`),
@@ -42,7 +43,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from dsstar.errors import DSStarError, LLMFatalError, UsageError
+from dsstar.errors import DSStarError, UsageError
 from dsstar.events import Event
 from dsstar.inputs.form import PreparedRun
 from dsstar.results import Answer, FileDescription, RunSummary
@@ -130,7 +131,7 @@ def ask(
 
     level = (logging.INFO if verbose else None) if isinstance(verbose, bool) else int(verbose)
     result, error = run_prepared(prepared, lambda: _following(run_console(level), on_event))
-    if isinstance(error, UsageError | LLMFatalError):  # bad input, a rejected key or model
+    if isinstance(error, UsageError):  # bad input: the run could not start
         raise error
     return Answer.from_result(result)
 
@@ -173,7 +174,7 @@ def report(
 
     level = (logging.INFO if verbose else None) if isinstance(verbose, bool) else int(verbose)
     result, error = run_prepared(prepared, lambda: _following(run_console(level), on_event))
-    if isinstance(error, UsageError | LLMFatalError):
+    if isinstance(error, UsageError):  # bad input: the report could not start
         raise error
     return Answer.from_result(result)
 
@@ -208,6 +209,7 @@ def prepare_run(
     guidelines: str = "",
     run_id: str | None = None,
     name: Namer = str,
+    policy: Settings | None = None,
     **settings: Any,
 ) -> PreparedRun:
     """The form, settings and checks of one run, each done once: a bad value, a question too
@@ -215,11 +217,14 @@ def prepare_run(
     UsageError of one line that names the setting as `name` writes it (a flag at the CLI).
     Without a run id, a new one is chosen. Starts the temporary Prefect server early, when
     one will be needed, and the contract check's table reader, so that their start-up
-    overlaps the preflight."""
+    overlaps the preflight.
+
+    The form is the caller's own unless a `policy` judges it (a run taken from storage:
+    `dsstar.inputs.stored`), which the run's flow then applies (PreparedRun.policy)."""
     from dsstar.inputs.form import RunForm
 
     fields = {"question": question, "data": data, "guidelines": guidelines, "run_id": run_id}
-    return _prepared(RunForm, fields, name, settings)
+    return _prepared(RunForm, fields, name, policy, settings)
 
 
 @_refusing_kept
@@ -230,6 +235,7 @@ def prepare_report(
     guidelines: str = "",
     run_id: str | None = None,
     name: Namer = str,
+    policy: Settings | None = None,
     **values: Any,
 ) -> PreparedRun:
     """`prepare_run` for a report (`dsstar report`): `values` are the report's bounds
@@ -237,10 +243,12 @@ def prepare_report(
     from dsstar.inputs.report import ReportForm
 
     fields = {"question": question, "data": data, "guidelines": guidelines, "run_id": run_id}
-    return _prepared(ReportForm, fields, name, values)
+    return _prepared(ReportForm, fields, name, policy, values)
 
 
-def _prepared(form_type: Any, fields: dict[str, Any], name: Namer, settings: dict) -> PreparedRun:
+def _prepared(
+    form_type: Any, fields: dict[str, Any], name: Namer, policy: Settings | None, settings: dict
+) -> PreparedRun:
     """The checks of `prepare_run`, for a form of `form_type` (RunForm, ReportForm)."""
     data = fields["data"]
     if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
@@ -273,7 +281,9 @@ def _prepared(form_type: Any, fields: dict[str, Any], name: Namer, settings: dic
     from dsstar.storage import new_run_id
 
     preflight(built, data)
-    return PreparedRun(form.model_copy(update={"run_id": form.run_id or new_run_id()}), built)
+    return PreparedRun(
+        form.model_copy(update={"run_id": form.run_id or new_run_id()}), built, policy
+    )
 
 
 @_refusing_kept
@@ -285,9 +295,6 @@ def run_prepared(
     CLI's progress display, say) and under a Prefect API; returns its result (the keys of
     `dsstar run --json`) and the error it ended with, if any. A run that could not even start
     (the Prefect API unreachable, say) has a failed result rebuilt from storage."""
-    from dsstar.inputs.trust import trust_local_user
-
-    trust_local_user()  # the caller chose these settings: no worker policy limits them
     from dsstar.model.llm import preload
     from flows import prefect_api, run_question, run_report
 

@@ -15,6 +15,7 @@ import re
 
 __all__ = [
     "CACHE",
+    "CACHE_PRUNED",
     "FINAL",
     "LAYOUT",
     "REPLIES",
@@ -24,6 +25,7 @@ __all__ = [
     "analysis_glob",
     "analysis_key",
     "analysis_object",
+    "cache_entry",
     "catalog_analysis",
     "catalog_profile",
     "catalog_root",
@@ -37,6 +39,7 @@ __all__ = [
     "draft",
     "figure",
     "figures_folder",
+    "files_folder",
     "final_object",
     "in_run",
     "output",
@@ -49,6 +52,7 @@ __all__ = [
     "round_folder",
     "round_key",
     "round_object",
+    "run_file",
     "run_folder",
     "run_record",
 ]
@@ -88,6 +92,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("runs/<run_id>/report/draft-<NN>.md", "the writer's draft of refinement pass NN (00: first)"),
     ("runs/<run_id>/report/critique-<NN>.json", "the critic's review that opened pass NN"),
     ("runs/<run_id>/replies/<label>-<hash>.json", "every model reply, kept as it arrives"),
+    (
+        "runs/<run_id>/files/<sha256>",
+        "a figure or deliverable a script wrote, stored once by content while the run goes on;"
+        " its cached execution points here (gone when the run ends with an answer)",
+    ),
     ("contracts/<root>/<key>.json", "a file's data contract (Great Expectations suite)"),
     ("contracts/<root>/passed/<key>.json", "the statistics of its last passed validation"),
     ("contracts-docs/<root>/...", "Data Docs and summary.html of `contracts validate`"),
@@ -95,10 +104,12 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("catalog/profiles/<sha256>/<config>.txt", "offline profiles, by content, path and profiler"),
     ("catalog/analyses/<sha256>/<config>.json", "analyzer descriptions, by content and prompt"),
     ("cache/...", "Prefect's persisted task results (replies, executions, analyses)"),
+    ("cache/.pruned.json", "when old results were last pruned (DSSTAR_CACHE_MAX_AGE_DAYS)"),
 )
 
 RUNS = "runs"  # the folder of every run, one folder per run id
 CACHE = "cache"  # Prefect's persisted task results (tasks/_common.py)
+CACHE_PRUNED = f"{CACHE}/.pruned.json"  # when cache/ was last pruned (records/prune.py)
 # Within a run's folder:
 RUN_RECORD = "run.json"
 REPLIES = "replies"
@@ -163,6 +174,16 @@ def claims_folder(run_id: str) -> str:
 def claim(run_id: str, number: int) -> str:
     """The claim of the `number`th attempt under a run id (records/claim.py)."""
     return f"{claims_folder(run_id)}/{number:06d}.json"
+
+
+def files_folder(run_id: str) -> str:
+    """runs/<run_id>/files: the files a run's scripts wrote, stored once by content."""
+    return in_run(run_id, "files")
+
+
+def run_file(run_id: str, sha256: str) -> str:
+    """A file a script of the run wrote, by its content's SHA-256 (records/files.py)."""
+    return f"{files_folder(run_id)}/{sha256}"
 
 
 def replies_folder(run_id: str) -> str:
@@ -241,6 +262,11 @@ def draft(number: int) -> str:
 def critique(number: int) -> str:
     """report/critique-<NN>.json: the critic's review that opened pass `number`."""
     return report_object(f"critique-{round_key(number)}.json")
+
+
+def cache_entry(name: str) -> str:
+    """cache/<name>: one of Prefect's persisted task results (named by its cache key)."""
+    return f"{CACHE}/{name}"
 
 
 # -- the data side -------------------------------------------------------------------------

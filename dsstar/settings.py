@@ -13,10 +13,23 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from dsstar import sandbox_names
 from dsstar.errors import ConfigError
 
-__all__ = ["CAP", "Settings", "api_key_here", "default"]
+__all__ = ["ATTEMPT_FIELDS", "CAP", "Settings", "api_key_here", "default", "value_range"]
 
 # Marks a setting that bounds resource use or spending, a cap (see dsstar/caps.py).
 CAP = {"cap": True}
+
+# Where and how fast one attempt of a run goes: the settings of the process or machine that
+# runs it, not of the run. A run continued elsewhere (a flow run retried on another worker, a
+# resume) takes them from there, never from the run's record (dsstar/records/identity.py,
+# dsstar/inputs/stored.py).
+ATTEMPT_FIELDS = frozenset(
+    {
+        "storage", "work_dir", "embedding_cache_dir", "exec_uid_base", "exec_pool",
+        "max_parallel", "llm_concurrency", "llm_rpm", "slot_wait", "llm_timeout", "llm_retries",
+        "llm_retry_delay", "human_timeout", "max_crash_retries", "task_runner", "dask_address",
+        "ray_address", "task_workers",
+    }
+)  # fmt: skip
 
 
 class Settings(BaseSettings):
@@ -84,6 +97,15 @@ class Settings(BaseSettings):
         description="Most times a run whose worker died (Crashed) is resumed by the crash-retry"
         " automation of `dsstar workers setup`; at the next crash it fails, so a run that kills"
         " every worker it lands on is not retried forever.",
+    )
+    heartbeat_timeout: float | None = Field(
+        None,
+        ge=10,
+        description="Seconds without a heartbeat after which the Prefect server marks a dsstar"
+        " flow run Crashed (its process or machine died unseen), by an automation that a run"
+        " against a server that lasts creates where there is none. Unset: the server's value"
+        " stays (90 s when the run creates it); set: it replaces the server's. Runs beat every"
+        " third of the server's value, at most every 30 s.",
     )
     summarize_over_chars: int = Field(
         2000,
@@ -197,7 +219,10 @@ class Settings(BaseSettings):
         json_schema_extra={"cap": False},  # a range, not a bound: guarded (inputs/trust.py)
     )
     exec_cpu_seconds: float | None = Field(
-        None, gt=0, description="CPU seconds per script process (default: exec timeout + 2)."
+        None,
+        gt=0,
+        description="CPU seconds of a script's processes together, those ended included"
+        " (default: exec timeout + 2).",
     )
     exec_pool: bool = Field(
         True,
@@ -305,8 +330,10 @@ class Settings(BaseSettings):
     data_roots: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Folders and URL prefixes (s3://bucket/prefix) under which the data of a"
-        " flow run created through the Prefect API must lie, comma-separated; unset refuses"
-        " such runs every data location. Read from the worker's environment only.",
+        " flow run created through the Prefect API, or of a run taken from storage (resume,"
+        " replay), must lie, comma-separated; unset refuses such runs every data location (a"
+        " resumed or replayed run's may then be named with --data). Read from the worker's"
+        " environment only.",
     )
     database_url: str = Field(
         f"sqlite:///{Path.home() / '.dsstar' / 'ledger.db'}",
@@ -328,6 +355,21 @@ class Settings(BaseSettings):
         json_schema_extra=CAP,
         description="Seconds before the first of three retries of a failed storage write; the"
         " second and third wait 4 and 10 times as long.",
+    )
+    cache_max_age_days: float = Field(
+        30.0,
+        ge=0,
+        description="Days that Prefect's persisted task results (the storage's cache/: finished"
+        " model calls, script runs and analyses that a resumed run reads back instead of"
+        " repeating them) are kept. Older ones are deleted when a run starts, at most once a"
+        " day per storage, or at once by `dsstar runs prune-cache`; a run resumed after that"
+        " asks and runs them again. 0: kept however old. The worker's, not a form's.",
+    )
+    cache_max_mb: float | None = Field(
+        None,
+        gt=0,
+        description="Most MB of cache/ kept, pruned as cache_max_age_days is: the oldest"
+        " results go first. Unset: no bound on size. The worker's, not a form's.",
     )
 
     @field_validator("sandbox")
@@ -365,6 +407,26 @@ def default(setting: str) -> Any:
     """The default of `setting`, for a bound that a setting chooses (a dataclass field, a
     flow parameter): each default is written once, on its field above."""
     return Settings.model_fields[setting].default
+
+
+def value_range(setting: str, most: Any = None) -> str:
+    """The values `setting` accepts, in words ("100000 to 4294967039", "above 0, at most
+    120"), from its field's bounds; `most` (a worker's own value, for a cap) is then its upper
+    bound. '' for a name that is no setting or has no bound."""
+    field = Settings.model_fields.get(setting)
+    low = high = None
+    for bound in field.metadata if field is not None else ():
+        for key, words in (("ge", "at least"), ("gt", "above"), ("le", "at most"), ("lt", "below")):
+            value = getattr(bound, key, None)
+            if value is not None and key.startswith("g"):
+                low = (words, value)
+            elif value is not None:
+                high = (words, value)
+    if most is not None:
+        high = ("at most", most)
+    if low and high and low[0] == "at least" and high[0] == "at most":
+        return f"{low[1]} to {high[1]}"
+    return ", ".join(f"{words} {value}" for words, value in filter(None, (low, high)))
 
 
 def api_key_here() -> str | None:

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import secrets
+import shutil
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
@@ -20,7 +22,7 @@ from dsstar.errors import StorageError, UsageError
 from dsstar.locations import normalize_location
 from dsstar.text import clean, clean_deep
 
-__all__ = ["Store", "check_run_id", "new_run_id"]
+__all__ = ["Entry", "Store", "Stored", "check_run_id", "new_run_id"]
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -53,6 +55,23 @@ def _storage_hint(url: str) -> str:
         f" Storage is a local folder or s3://bucket/prefix (a {protocol}:// URL works when"
         f" fsspec's '{protocol}' filesystem can reach and write it)."
     )
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An object already in the storage, by its key, as a value to store under another key:
+    the storage copies it (`Store.copy`), its bytes never pass through this process."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An object listed under a key: its name, size in bytes and when it was last written."""
+
+    name: str
+    size: int
+    modified: datetime
 
 
 class Store:
@@ -149,6 +168,76 @@ class Store:
         except Exception as exc:
             raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
 
+    def read_bytes(self, key: str, most: int | None = None) -> bytes:
+        """The bytes stored at `key`; with `most`, at most that many are read, and an object
+        larger than that is a StorageError (what was stored is not what was meant)."""
+        try:
+            with self.fs.open(self._path(key), "rb") as handle:
+                data = handle.read() if most is None else handle.read(most + 1)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"cannot read {self.uri(key)}: {exc}") from exc
+        if most is not None and len(data) > most:
+            raise StorageError(f"{self.uri(key)} holds more than {most:,} bytes")
+        return data
+
+    def copy(self, source: str, key: str) -> str:
+        """Store at `key` the object at `source`, without reading it into this process: in a
+        local folder the kernel copies the file, in an object store the server copies the
+        object. Readers of `key` see the old object or the new one."""
+        origin, path = self._path(source), self._path(key)
+        try:
+            if isinstance(self.fs, LocalFileSystem):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                partial = f"{path}.{secrets.token_hex(4)}.part"
+                try:  # a copy, not a link: a file changed in place changes no other
+                    shutil.copyfile(origin, partial)
+                    os.replace(partial, path)
+                finally:
+                    if os.path.lexists(partial):
+                        os.unlink(partial)
+            else:
+                self.fs.copy(origin, path)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"cannot copy {self.uri(source)} to {self.uri(key)}: {exc}") from exc
+        return self.uri(key)
+
+    def entries(self, key: str) -> list[Entry]:
+        """The objects directly under `key` (folders left out); empty when it does not exist."""
+        try:
+            listed = self.fs.ls(self._path(key), detail=True)
+        except FileNotFoundError:
+            return []
+        except Exception as exc:
+            raise StorageError(f"cannot list {self.uri(key)}: {exc}") from exc
+        return [
+            Entry(item["name"].rstrip("/").rsplit("/", 1)[-1], int(item.get("size") or 0),
+                  _modified(item))
+            for item in listed
+            if item.get("type") != "directory"
+        ]  # fmt: skip
+
+    def remove(self, keys: list[str], recursive: bool = False) -> None:
+        """Delete the objects at `keys` (with what lies under them, when `recursive`); one
+        already gone is no error."""
+        paths = [self._path(key) for key in keys]
+        try:
+            if isinstance(self.fs, LocalFileSystem):  # one by one: a missing one stops no other
+                for path in paths:
+                    try:
+                        self.fs.rm(path, recursive=recursive)
+                    except FileNotFoundError:
+                        continue
+            elif paths:  # in batches, one request for many (S3's delete_objects)
+                self.fs.rm(paths, recursive=recursive)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise StorageError(f"cannot delete under {self.url}: {exc}") from exc
+
     def read_json(self, key: str) -> Any:
         text = self.read_text(key)
         try:
@@ -185,6 +274,17 @@ class Store:
         except Exception as exc:
             raise StorageError(f"cannot list {self.uri(key)}: {exc}") from exc
         return sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in entries)
+
+
+def _modified(item: dict[str, Any]) -> datetime:
+    """When a listed object was last written, as fsspec's backends state it (a local file's
+    mtime, an S3 object's LastModified)."""
+    stamp = item.get("mtime", item.get("LastModified", item.get("last_modified")))
+    if isinstance(stamp, datetime):
+        return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+    if isinstance(stamp, int | float):
+        return datetime.fromtimestamp(stamp, UTC)
+    return datetime.now(UTC)  # unknown: counts as new, so it is never pruned for its age
 
 
 def _reason(exc: Exception) -> str:

@@ -3,7 +3,9 @@
     run_question        one question: the ds-star flow, run in this process
     run_report          an open question: the ds-star-report flow, run in this process
     describe_files      step 1 alone over a data root: the ds-star-describe flow
-    ds_star_bench       a benchmark suite (with task_dicts): the ds-star-bench flow
+    ds_star_bench       a benchmark suite (with task_dicts): the ds-star-bench flow; its
+                        tasks' forms judged by the worker's policy, or with own_bench by none
+                        (the suite its caller chose: `dsstar bench run`)
     serve_deployments   `dsstar serve`: both deployments from one process (with share_limits)
     inspect_slots       the shared concurrency limits and who holds their slots
     prefect_api         the Prefect API a command talks to (with open_api_warning, and
@@ -13,7 +15,8 @@
     ensure_alerts       the nightly alerts' automations, created or updated by name (with
                         find_notification_blocks, ALERT_NAMES, api_configured)
     ensure_worker_recovery  the automations that retry a run whose worker died elsewhere
-    mark_crashed        the flow run of a run whose process is gone, set Crashed
+    settle_run          the flow run of a run whose process is gone, ended as run.json says
+                        (Crashed with how to continue, Completed when it was answered)
 
 Modules whose names start with `_` are this package's own; nothing else imports them.
 """
@@ -25,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows._guidance import answer_in_terminal
-    from flows._states import mark_crashed
+    from flows._settle import settle as settle_run
     from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
-    from flows.bench import ds_star_bench, task_dicts
+    from flows.bench import ds_star_bench, own_bench, task_dicts
     from flows.console import run_console
     from flows.describe import describe_files
     from flows.ds_star import run_question
@@ -43,6 +46,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
 _HOMES = {
     "answer_in_terminal": ("flows._guidance", "answer_in_terminal"),
     "ds_star_bench": ("flows.bench", "ds_star_bench"),
+    "own_bench": ("flows.bench", "own_bench"),
     "task_dicts": ("flows.bench", "task_dicts"),
     "describe_files": ("flows.describe", "describe_files"),
     "run_question": ("flows.ds_star", "run_question"),
@@ -59,7 +63,7 @@ _HOMES = {
     "ensure_alerts": ("flows.alerts", "ensure_alerts"),
     "find_notification_blocks": ("flows.alerts", "find_notification_blocks"),
     "ensure_worker_recovery": ("flows.workers", "ensure_worker_recovery"),
-    "mark_crashed": ("flows._states", "mark_crashed"),
+    "settle_run": ("flows._settle", "settle"),
 }
 
 
@@ -80,13 +84,14 @@ __all__ = [
     "describe_files",
     "ds_star_bench",
     "inspect_slots",
-    "mark_crashed",
     "open_api_warning",
+    "own_bench",
     "prefect_api",
     "run_console",
     "run_question",
     "run_report",
     "serve_deployments",
+    "settle_run",
     "share_limits",
     "start_prefect_api",
     "task_dicts",

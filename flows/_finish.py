@@ -3,15 +3,19 @@ objects stored, the summary artifact published, run.json and the ledger closed."
 
 from __future__ import annotations
 
+import base64
+import logging
 from typing import Any
 
 from dsstar.algorithm.answer import stated_answer
 from dsstar.algorithm.runtime import Script
-from dsstar.algorithm.verdict import Status
+from dsstar.algorithm.verdict import ANSWERED, Status
+from dsstar.errors import StorageError
 from dsstar.execution.failure import failure_line
 from dsstar.keys import FINAL, final_object
+from dsstar.records.files import forget_files, read_output
 from dsstar.records.record import final_objects
-from dsstar.views.notebook import build_notebook
+from dsstar.views.notebook import build_notebook, is_raster
 from flows import _story as story
 from flows._run import Run
 from tasks.record import publish_deliverables, publish_summary
@@ -38,7 +42,7 @@ def finish(
         solution=final.code if final is not None else None,
         answer=answer,
         status=status.value,
-        figures=final.result.figures if final is not None else None,
+        figures=_with_images(run, final.result.figures) if final is not None else None,
     )
     if final is not None:
         run.add_figures(FINAL, final)
@@ -66,8 +70,29 @@ def finish(
     links |= {f"output {f['name']}": f["uri"] for f in outputs}
     publish_summary(run.run_id, run.record, {k: v for k, v in links.items() if v})
     if final is not None and final.result.outputs:
-        publish_deliverables(run.run_id, final.result.outputs, outputs)
+        publish_deliverables(run.run_id, final.result.outputs, outputs, run.store)
+    if status in ANSWERED:  # never resumed: no cached execution will read files/ again
+        _forget_files(run)
     return result
+
+
+def _with_images(run: Run, figures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures, each PNG or JPEG with its bytes read back (base64, as the notebook shows
+    them inline); the others are named there, not shown."""
+    shown = []
+    for figure in figures:
+        if is_raster(figure["name"]) and "data" not in figure:
+            data = read_output(run.store, figure)
+            figure = {**figure, "data": base64.b64encode(data).decode("ascii")}
+        shown.append(figure)
+    return shown
+
+
+def _forget_files(run: Run) -> None:
+    try:
+        forget_files(run.store, run.run_id)
+    except StorageError as exc:  # they take room, nothing more: the answer stands
+        story.say("could not delete the run's stored files: %s", exc, level=logging.WARNING)
 
 
 def _answer(run: Run, final: Script | None) -> str | None:

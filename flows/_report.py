@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from prefect import Flow
+
 from dsstar.algorithm.agents.critic import Critique
 from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Status
@@ -34,7 +36,7 @@ from dsstar.text import clean
 from dsstar.views.report import finished_result, run_result
 from flows import _story as story
 from flows._run import Run
-from flows.ds_star import completed_result, ds_star
+from flows.ds_star import completed_result, own_flow
 from tasks.agents import TaskCalls
 
 __all__ = ["ReportRun", "ReportRuntime"]
@@ -70,9 +72,17 @@ class ReportRuntime:
     the writer: the report's, less the room the writer keeps."""
 
     def __init__(
-        self, run: ReportRun, spec: RunSpec, lower: Ceiling, settings: Settings, data: str
+        self,
+        run: ReportRun,
+        spec: RunSpec,
+        lower: Ceiling,
+        settings: Settings,
+        data: str,
+        policy: Settings | None = None,
     ) -> None:
         self.run, self.spec, self.data = run, spec, data
+        # The sub-runs' forms are the report's own making, judged as the report's form was.
+        self.flow = own_flow(policy)
         self.own = TaskCalls(replace(spec, ceiling=lower), replies=run.calls)
         self.writer = TaskCalls(spec, replies=run.calls)  # the whole ceiling: its room is kept
         self.lower = lower
@@ -131,7 +141,7 @@ class ReportRuntime:
         if reason is not None:
             return SubAnswer.skipped(sub, run_id, f"not started: {reason}")
         share(run_id, self.run.run_id)
-        result = _answered(sub, run_id, self.data, self.settings)
+        result = _answered(self.flow, sub, run_id, self.data, self.settings)
         answer = SubAnswer.of(sub, result)
         story.say("sub-question [%d] %s: %s · %s", sub.number, run_id, answer.status,
                   (answer.answer or answer.error or "")[:200])  # fmt: skip
@@ -164,9 +174,11 @@ def _spent(run_id: str, result: dict[str, Any]) -> dict[str, Any]:
             "output_tokens": result.get("output_tokens") or 0}  # fmt: skip
 
 
-def _answered(sub: SubQuestion, run_id: str, data: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The result of sub-question `sub`'s ds-star flow run (a child of the current flow
-    run); a run that fails is a result with its status, never an exception."""
+def _answered(
+    flow: Flow, sub: SubQuestion, run_id: str, data: str, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The result of sub-question `sub`'s ds-star flow run of `flow` (a child of the current
+    flow run); a run that fails is a result with its status, never an exception."""
     question = {"question": sub.question, "data": data, "guidelines": sub.guidelines}
     error: BaseException | None = None
     try:
@@ -175,7 +187,7 @@ def _answered(sub: SubQuestion, run_id: str, data: str, settings: dict[str, Any]
         return {"run_id": run_id, "status": Status.FAILED.value, "error": clean(str(exc))}
     for attempt in range(_ORCHESTRATION_RETRIES + 1):
         try:
-            state = ds_star(**form.parameters(), return_state=True)
+            state = flow(**form.parameters(), return_state=True)
             return completed_result(state, settings.get("storage"), run_id)
         except DSStarError as exc:  # the run's own failure (model, data): it would fail again
             error = exc

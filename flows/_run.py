@@ -37,17 +37,10 @@ from dsstar.records.record import (
 from dsstar.settings import Settings
 from dsstar.storage import Store, check_run_id
 from dsstar.views.report import run_result
-from flows._states import mark_crashed
+from flows._settle import settle
 from tasks.record import storage_writer
 
 __all__ = ["Run"]
-
-
-def _crash_reason(run_id: str, held: dict[str, Any]) -> str:
-    return (
-        f"its process (pid {held.get('pid')} on {held.get('host')}) is gone; run {run_id}"
-        f" continues in flow run {flow_run.id or '(none)'}"
-    )
 
 
 def _now() -> str:
@@ -86,9 +79,11 @@ class Run:
         identity = RunIdentity.of(params, chosen)
         this_flow_run = str(flow_run.id) if flow_run.id else None
         claim = claim_run(store, run_id, this_flow_run, identity)
-        dead = (claim.replaced or {}).get("flow_run_id")
-        if dead and dead != this_flow_run:  # the attempt before this one died, unreported
-            mark_crashed(dead, _crash_reason(run_id, claim.replaced or {}))
+        held = claim.replaced or {}
+        if held.get("flow_run_id") not in (None, this_flow_run):  # its attempt died unseen
+            dead = {"run_id": run_id, "flow_run_id": held["flow_run_id"], "status": "running"}
+            cause = f"its process (pid {held.get('pid')} on {held.get('host')}) is gone"
+            settle(dead, cause, next_step=f"run {run_id} continues in flow run {this_flow_run}")
         record = {
             "run_id": run_id,
             **params,

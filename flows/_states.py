@@ -5,34 +5,37 @@ run.json): an answer is Completed; `failed` is Failed with its reason; `over_bud
 Failed under its own name (OverBudget) with what was spent; a person's stop is Cancelled.
 Each of these states carries the run's result (`dsstar run --json`) as its data (in a
 `RunEnded` error for Failed and Cancelled, which calling the flow raises), so the CLI, the
-nightly batch and the benchmark read it from any of them. The UI's Retry on a Failed
-run schedules the same flow run again, which resumes the same run id (see docs/operations.md).
+nightly batch and the benchmark read it from any of them. A Failed state's message ends
+with the command that continues the run; the UI's Retry on a deployment's Failed run
+schedules the same flow run again, which resumes the same run id (see docs/operations.md).
 
-A run whose process was killed reports nothing: its flow run would stay Running forever.
-`mark_crashed` is called wherever dsstar learns that a run's process is gone (`dsstar runs
-list`, and a run that takes over the claim of a dead one); the heartbeat automation of
-flows/workers.py covers runs of a deployment.
+A run whose process was killed reports nothing: flows/_alive.py, _watcher.py and _settle.py
+end its flow run all the same.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
-from uuid import UUID
 
-from prefect import get_client
 from prefect.client.schemas.objects import State
 from prefect.states import Cancelled, Crashed, Failed
 
 from dsstar.algorithm.verdict import ANSWERED, Status
 from dsstar.errors import RunEnded
+from dsstar.execution.failure import exception_line
 from dsstar.text import log_text
 
-__all__ = ["OVER_BUDGET_STATE", "final_state", "mark_crashed", "one_line"]
+__all__ = [
+    "OVER_BUDGET_STATE",
+    "failed_state",
+    "final_state",
+    "interrupted_state",
+    "one_line",
+    "resume_hint",
+]
 
 OVER_BUDGET_STATE = "OverBudget"  # a Failed state's name: resumable with a higher ceiling
 
-_log = logging.getLogger("dsstar.flows")
 _MOST = 500  # a state message is one line of at most this many characters
 
 
@@ -59,22 +62,27 @@ def final_state(result: dict[str, Any]) -> dict[str, Any] | State:
         message = one_line(result.get("error"), "over budget")
         return Failed(name=OVER_BUDGET_STATE, message=message, data=RunEnded(message, result))
     message = one_line(result.get("error"), f"the run ended {status}")
+    message = f"{message}; {resume_hint(result['run_id'])}"
     return Failed(message=message, data=RunEnded(message, result))
 
 
-def mark_crashed(flow_run_id: str | UUID, reason: str) -> bool:
-    """Set the flow run Crashed with `reason`, when it still says it runs (Pending or
-    Running): its process is known to be gone. Returns whether it was marked. Never raises:
-    the flow run may live on another Prefect server (a command's temporary one), or none."""
-    try:
-        with get_client(sync_client=True) as client:
-            state = client.read_flow_run(UUID(str(flow_run_id))).state
-            if state is None or state.is_final() or state.is_scheduled():
-                return False
-            result = client.set_flow_run_state(
-                UUID(str(flow_run_id)), Crashed(message=one_line(reason, "its process is gone"))
-            )
-    except Exception as exc:  # unreachable API, unknown flow run: the run stays as it was
-        _log.debug("flow run %s not marked Crashed: %s", flow_run_id, exc)
-        return False
-    return result.status.value == "ACCEPT"
+def failed_state(run_id: str, exc: Exception) -> State:
+    """The Failed state of a run that stopped on `exc`, after it was stored: its reason and
+    how to continue it. Calling the flow raises `exc`, as if the flow had raised it."""
+    message = one_line(exception_line(exc), type(exc).__name__)
+    if "dsstar resume" not in message:
+        message = f"{message}; {resume_hint(run_id)}"
+    return Failed(message=message, data=exc)
+
+
+def interrupted_state(run_id: str, reason: str | None, exc: BaseException) -> State:
+    """The Crashed state of a run this command's own stop interrupted (SIGINT, SIGTERM:
+    run.json says `interrupted`): which signal, and how to continue. Calling the flow raises
+    `exc`, so the command still stops."""
+    message = f"{one_line(reason, 'interrupted')}; {resume_hint(run_id)}"
+    return Crashed(message=message, data=exc)
+
+
+def resume_hint(run_id: str) -> str:
+    """The command that continues a run, as state messages end with it."""
+    return f"continue with: dsstar resume {run_id}"

@@ -13,6 +13,7 @@ script: it is plain text in the Logs tab, but that tab colours ANSI codes and ma
 from __future__ import annotations
 
 import logging
+import traceback
 from typing import Any
 
 from prefect import get_run_logger
@@ -26,15 +27,22 @@ __all__ = ["analyzed", "answered", "failed", "reused", "retrieved", "route", "ro
 _MOST = 300  # a line holds a step or an answer up to this many characters
 
 
-def say(message: str, *args: Any, level: int = logging.INFO) -> None:
-    """Log to the current flow or task run (the UI), else to dsstar's own logger."""
+def say(
+    message: str, *args: Any, level: int = logging.INFO, exc: BaseException | None = None
+) -> None:
+    """Log to the current flow or task run (the UI), else to dsstar's own logger; with the
+    traceback of `exc`, if given."""
     try:
         logger: Any = get_run_logger()
     except MissingContextError:  # called outside a run (a unit test of a helper)
         logger = logging.getLogger("dsstar.flows")
     # A file name that is not UTF-8 (surrogate-escaped) would fail Prefect's request for the
-    # line's whole batch of logs: the line is made valid text first (`log_text` does).
-    logger.log(level, log_text(message % args if args else message))
+    # line's whole batch of logs: the line, and the traceback (which repeats the error's
+    # message), are made valid text first (`log_text` does).
+    line = message % args if args else message
+    if exc is not None:
+        line += "\n" + "".join(traceback.format_exception(exc)).rstrip()
+    logger.log(level, log_text(line))
 
 
 def _short(text: Any) -> str:
@@ -87,5 +95,5 @@ def answered(status: str, rounds: int, answer: str | None, error: str | None = N
     say("answer (%s, %d rounds): %s", status, rounds, _short(answer))
 
 
-def failed(error: str) -> None:
-    say("failed: %s", _short(error), level=logging.ERROR)
+def failed(error: str, exc: BaseException | None = None) -> None:
+    say("failed: %s", _short(error), level=logging.ERROR, exc=exc)

@@ -10,6 +10,7 @@ finished.
 from __future__ import annotations
 
 import contextvars
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict
@@ -17,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import Flow, flow
 
 from dsstar import progress
 from dsstar.algorithm.verdict import ANSWERED
@@ -27,24 +28,28 @@ from dsstar.errors import DSStarError
 from dsstar.events import BenchStarted, BenchTaskDone
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, RunOptions
 from dsstar.inputs.questions import Question
+from dsstar.inputs.trust import check_data_location, check_form
 from dsstar.keys import final_object, in_run, run_record
 from dsstar.records.ledger import Ledger
 from dsstar.settings import Settings, default
 from dsstar.storage import Store
 from dsstar.views.report import agent_usage
-from flows.ds_star import completed_result, ds_star
+from flows.ds_star import completed_result, own_flow
 from flows.nightly import share_analyses
 from tasks.cards import publish_markdown, publish_table
 from tasks.keys import artifact_key
 
-__all__ = ["ds_star_bench", "task_dicts", "task_run_id"]
+__all__ = ["ds_star_bench", "own_bench", "task_dicts", "task_run_id"]
 
 FINISHED = ANSWERED  # a run with an answer (Not Applicable included) is not run again
 ORCHESTRATION_RETRIES = 2
 
 
-def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
-    """One task as its own ds-star (sub)flow run; a failed run is reported, not raised.
+def answer(
+    run: Flow, run_id: str, question: dict[str, str], settings: dict[str, Any]
+) -> dict[str, Any]:
+    """One task as its own ds-star (sub)flow run of `run` (`ds_star`, or `own_flow`'s); a
+    failed run is reported, not raised.
 
     Not wrapped in a Prefect task on purpose: the LLM calls and executions nested in a task
     belong to its transaction, and when the run fails their cache records are rolled back
@@ -54,7 +59,7 @@ def answer(run_id: str, question: dict[str, str], settings: dict[str, Any]) -> d
     error: BaseException | None = None
     for attempt in range(ORCHESTRATION_RETRIES + 1):
         try:
-            state = ds_star(**form.parameters(), return_state=True)
+            state = run(**form.parameters(), return_state=True)
         except Exception as exc:  # the flow run could not even be created or reported
             error = exc
         else:
@@ -74,7 +79,10 @@ def task_run_id(bench_id: str, task_id: str) -> str:
     return f"{bench_id}-{safe}"[:100]
 
 
-@flow(name="ds-star-bench", flow_run_name="bench {bench_id}")
+_BENCH = {"name": "ds-star-bench", "flow_run_name": "bench {bench_id}"}
+
+
+@flow(**_BENCH)
 def ds_star_bench(
     suite: str,
     tasks: list[dict[str, Any]],
@@ -101,9 +109,44 @@ def ds_star_bench(
             unless set here).
         parallel: Tasks run at the same time.
     """
+    # Parameters from the Prefect API: this worker's own environment judges what they choose,
+    # as the ds-star flow judges a form.
+    given = (suite, tasks, bench_id, out, model, storage, max_rounds, options, parallel)
+    return _bench(Settings(), *given)
+
+
+def own_bench() -> Flow:
+    """`ds_star_bench` for the benchmark this process's user chose (`dsstar bench run`): its
+    tasks' forms are theirs, and no worker's policy judges them. Only a caller in this
+    process makes one: no parameter says "trusted"."""
+
+    @functools.wraps(ds_star_bench.fn)
+    def own(**params: Any) -> dict[str, Any]:
+        return _bench(None, **params)
+
+    return flow(**_BENCH)(own)
+
+
+def _bench(
+    policy: Settings | None,
+    suite: str,
+    tasks: list[dict[str, Any]],
+    bench_id: str,
+    out: str,
+    model: str | None,
+    storage: str | None,
+    max_rounds: int,
+    options: RunOptions | None,
+    parallel: int,
+) -> dict[str, Any]:
+    """The body of ds-star-bench, its settings and each task's form judged by `policy` (None:
+    its caller's own)."""
     chosen = {"model": model, "storage": storage, "max_rounds": max_rounds, "reuse": False}
     chosen |= options.chosen() if options else {}
-    settings = Settings(**{k: v for k, v in chosen.items() if v is not None})
+    chosen = {k: v for k, v in chosen.items() if v is not None}
+    check_form(chosen, policy)  # before a model is asked or a file read
+    settings = Settings(**chosen)
+    run = own_flow(policy)
     store = Store(settings.storage)
     ledger = Ledger(settings.database_url, store.url)
     specs = [BenchTask(**task) for task in tasks]
@@ -127,12 +170,14 @@ def ds_star_bench(
     analysis_calls: list[dict[str, Any]] = []
     if pending:  # only a task that still runs needs the descriptions
         questions = [Question(**task.params()) for task in pending]
+        for question in questions:  # read by the shared analysis, before the tasks' own check
+            check_data_location(question.data, policy)
         analysis_calls, _ = share_analyses(questions, settings, f"{bench_id}-analysis")
     shared = settings.model_dump(mode="json", exclude=SECRET_FIELDS)
     with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="bench") as pool:
         # Each thread runs in a copy of this flow's context: the runs are its subflows.
         futures = {
-            pool.submit(contextvars.copy_context().run, answer,
+            pool.submit(contextvars.copy_context().run, answer, run,
                         task_run_id(bench_id, task.task_id), task.params(), shared): task
             for task in pending
         }  # fmt: skip

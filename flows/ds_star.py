@@ -6,19 +6,24 @@ its runtime (`_runtime.py`) and the run's record (`_run.py`)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from prefect import Flow, get_client
-from prefect.client.schemas.objects import State
+from prefect.client.schemas.objects import FlowRun, State
+from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
+from prefect.task_runners import TaskRunner
+from prefect.utilities.callables import get_call_parameters
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot
-from dsstar.errors import OverBudget, RunEnded, UsageError
-from dsstar.execution import scratch
+from dsstar.errors import Interrupted, OverBudget, RunEnded, StorageError, UsageError
+from dsstar.execution import scratch, stopping
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, RunForm, explain
 from dsstar.inputs.preflight import preflight, unreadable_warning
@@ -27,26 +32,41 @@ from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.keys import run_folder, run_record
 from dsstar.locations import normalize_location
 from dsstar.model.ceiling import forget
+from dsstar.records.prune import prune_when_due
 from dsstar.settings import Settings
 from dsstar.storage import Store
 from flows import _story as story
+from flows._alive import kept_alive
 from flows._finish import finish
 from flows._forms import form_flow
+from flows._resume import earlier_flow_run, take_up
 from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
-from flows._states import final_state
+from flows._settle import crash_earlier_attempts
+from flows._states import failed_state, final_state, interrupted_state
 from flows.workers import check_crash_loop
 
-__all__ = ["completed_result", "default_run_id", "ds_star", "run_question"]
+__all__ = [
+    "completed_result",
+    "default_run_id",
+    "derived_run_id",
+    "ds_star",
+    "own_flow",
+    "run_question",
+]
 
 
 def default_run_id() -> str:
     """For runs started from the UI or a schedule: derived from the Prefect flow run, so a
     retry of that flow run continues the same DS-STAR run (and finds its cached work)."""
     with get_client(sync_client=True) as client:
-        created = client.read_flow_run(flow_run.id).created
-    return f"{created:%Y%m%d-%H%M%S}-{str(flow_run.id)[:6]}"
+        return derived_run_id(client.read_flow_run(flow_run.id))
+
+
+def derived_run_id(run: FlowRun) -> str:
+    """The run id of a flow run whose parameters name none: its creation time and id."""
+    return f"{run.created:%Y%m%d-%H%M%S}-{str(run.id)[:6]}"
 
 
 def _flow_run_name() -> str:
@@ -66,43 +86,62 @@ def ds_star(**fields: Any) -> dict[str, Any] | State:
     The flow run ends Completed with an answer, Failed when the run failed or went over
     budget (state OverBudget), Cancelled when a person stopped it (flows/_states.py).
     """
-    return _answer(fields, prepared=None)
+    # Parameters come from whoever reaches the Prefect API: the Settings of this worker's own
+    # environment judge what they may choose, and where their data may lie.
+    return _answer(fields, None, Settings())
+
+
+def own_flow(policy: Settings | None) -> Flow:
+    """The ds-star flow for runs whose forms this process builds itself (the tasks of
+    `dsstar bench run`, a benchmark script): `ds_star`, its forms judged by `policy` (None:
+    they are its user's own, and nothing limits them) rather than by the worker's
+    environment. Only a caller in this process makes one: no parameter says "trusted"."""
+    return _flow_of(lambda fields: _answer(fields, None, policy), default_task_runner())
 
 
 def _prepared_flow(prepared: PreparedRun) -> Flow:
-    """The ds-star flow of one run prepared in this process: `ds_star` (its name, parameters,
-    schema and description), given the prepared run itself, which its function closes over.
-    Parameters are untrusted (anyone who reaches the Prefect API writes them), so they never
-    say "checked"; only a caller that holds the prepared run makes this flow."""
+    """The ds-star flow of one run prepared in this process: `ds_star` given the prepared
+    run itself, which its function closes over, judged by the prepared run's own policy."""
+    runner = build_task_runner(prepared.settings)
+    return _flow_of(lambda fields: _answer(fields, prepared, prepared.policy), runner)
 
-    def answer_prepared(**fields: Any) -> dict[str, Any] | State:
-        return _answer(fields, prepared)
+
+def _flow_of(
+    answer: Callable[[dict[str, Any]], dict[str, Any] | State], runner: TaskRunner
+) -> Flow:
+    """A ds-star flow (its name, parameters, schema and description) whose body is `answer`,
+    given the parameters as a dict."""
+
+    def answer_here(**fields: Any) -> dict[str, Any] | State:
+        return answer(fields)
 
     # ds_star's docstring without the Args that `form_flow` writes again from the form
     # (Prefect reads the parameters' descriptions there).
-    answer_prepared.__doc__ = ds_star.description.partition("\n\nArgs:\n")[0]
-    runner = build_task_runner(prepared.settings)
-    return form_flow(RunForm, **_FLOW, task_runner=runner)(answer_prepared)
+    answer_here.__doc__ = ds_star.description.partition("\n\nArgs:\n")[0]
+    return form_flow(RunForm, **_FLOW, task_runner=runner)(answer_here)
 
 
-def _answer(fields: dict[str, Any], prepared: PreparedRun | None) -> dict[str, Any] | State:
+def _answer(
+    fields: dict[str, Any], prepared: PreparedRun | None, policy: Settings | None
+) -> dict[str, Any] | State:
     """The ds-star flow's body: the run of `fields`, or of `prepared` (its form and settings
     taken as they are, the question check and the preflight not repeated) when it is the
-    run these parameters were made from."""
+    run these parameters were made from. `policy` judges the form (trust.check_form; None:
+    the local user's own); parameters that are not the prepared run's are always judged by
+    this worker's environment."""
     checked = prepared is not None and prepared.form.parameters() == _given(fields)
     if checked:
         form, settings = prepared.form, prepared.settings
     else:
         form, settings = _validated(fields)
-    # Parameters from the API are the worker's to judge: its own environment says what a
-    # form may choose and where its data may lie (the CLI's user is not limited).
-    worker = Settings()
-    check_form(form.chosen(), worker)
+        policy = Settings() if prepared is not None else policy
+    check_form(form.chosen(), policy)
     # The check opens a local root and the run reads only through that opening (a folder
     # swapped for a link after the check is never followed); closed when the run ends.
-    data = hold_data_location(form.data, worker)
+    data = hold_data_location(form.data, policy)
     try:
-        return final_state(_checked_run(form, settings, data, checked=checked))
+        outcome = _checked_run(form, settings, data, checked=checked)
+        return outcome if isinstance(outcome, State) else final_state(outcome)
     finally:
         if isinstance(data, DataRoot):
             data.close()
@@ -118,15 +157,18 @@ def _validated(fields: dict[str, Any]) -> tuple[RunForm, Settings]:
 
 
 def _given(fields: dict[str, Any]) -> dict[str, Any]:
-    """The parameters as `RunForm.parameters` writes them: unset fields left out."""
-    return {k: v for k, v in fields.items() if v is not None}
+    """The parameters as `RunForm.parameters` writes them: unset fields left out, values as
+    JSON has them (a folder setting arrives as a Path: a resumed run's form sets them all)."""
+    return {k: to_jsonable_python(v) for k, v in fields.items() if v is not None}
 
 
 def _checked_run(
     form: Any, settings: Settings, data: str | DataRoot, checked: bool = False
-) -> dict[str, Any]:
-    """The run of `form` over its checked data (a URL, or the local root held open).
-    `checked`: the question check and the preflight passed already, in this process."""
+) -> dict[str, Any] | State:
+    """The run of `form` over its checked data (a URL, or the local root held open): its
+    result, or the Failed state of an error after it was stored (whose message says how to
+    continue it). `checked`: the question check and the preflight passed already, in this
+    process."""
     # The recorded location (the ledger's key for reuse) is what was opened, not looked up
     # again: the path could lead elsewhere by now.
     where = normalize_location(data) if isinstance(data, str) else data.path
@@ -142,25 +184,46 @@ def _checked_run(
         given=set(form.chosen()),
     )
     story.say("run %s: %s (data: %s)", run.run_id, question, run.record["data"])
+    _prune_cache(run.store, settings)
     if run.record["replies"] != "model":  # the runs list and Logs tab say so at once
         _tag(_RECORDED_TAG)
         story.say("replies: %s, from %s: no model is asked", run.record["replies"],
                   run.record["recorded_from"])  # fmt: skip
     try:
-        if flow_run.id:  # a flow run that kills its worker each time is not resumed forever
-            check_crash_loop(flow_run.id, settings.max_crash_retries)
-        return solve(run, question, data, guidelines, settings)
+        with kept_alive(run.run_id, run.store.url, settings.heartbeat_timeout):
+            if flow_run.id and flow_run.run_count > 1:  # what a dead attempt left running
+                crash_earlier_attempts(flow_run.id, flow_run.run_count)
+            if flow_run.id and not checked:  # a worker's retry of a run that kills workers
+                check_crash_loop(flow_run.id, settings.max_crash_retries, run.run_id)
+            return solve(run, question, data, guidelines, settings)
     except Exception as exc:  # record why in run.json (when storage allows), then fail the run
         run.fail(exc)
-        story.failed(exception_line(exc))
-        raise
+        story.failed(exception_line(exc), exc)
+        return failed_state(run.run_id, exc)
     except BaseException as exc:  # SIGINT, SIGTERM (Prefect's TerminationSignal): resumable
         run.interrupt(exc)
+        if stopping.requested() or isinstance(exc, KeyboardInterrupt | Interrupted):
+            # This command's own stop, or a person's Ctrl-C (in a notebook): the flow run
+            # says which signal; a worker's cancel (Prefect's TerminationSignal) stays Prefect's.
+            return interrupted_state(run.run_id, run.record.get("error"), exc)
         raise
     finally:
         scratch.release(run.run_id)  # this run's data snapshot or staged file
         forget(run.run_id)  # a resume counts what it spent afresh, from its caches
         run.release()  # after run.json holds the outcome: the id may be resumed now
+
+
+def _prune_cache(store: Store, settings: Settings) -> None:
+    """The storage's old cached results go (at most once a day, see dsstar.records.prune);
+    housekeeping that fails leaves the run to go on."""
+    try:
+        pruned = prune_when_due(store, settings.cache_max_age_days, settings.cache_max_mb)
+    except StorageError as exc:
+        story.say("could not prune the storage's cache/: %s", exc, level=logging.WARNING)
+        return
+    if pruned is not None and pruned.removed:
+        story.say("pruned %d cached results (%.1f MB) from cache/ (DSSTAR_CACHE_MAX_AGE_DAYS,"
+                  " DSSTAR_CACHE_MAX_MB)", pruned.removed, pruned.freed / (1 << 20))  # fmt: skip
 
 
 # The tag of a flow run answered by recorded replies (dsstar.model.recorded), shown beside
@@ -244,9 +307,17 @@ def run_question(prepared: PreparedRun) -> tuple[dict[str, Any] | None, BaseExce
     """Run (or resume) the ds-star flow in this process, with the task runner its settings
     choose; returns its result, or None and the error it ended with. The flow takes the
     prepared form and settings as they are, and checks neither the question nor the
-    preflight again."""
+    preflight again. A stored run is continued in its own flow run where it can be
+    (flows/_resume.py)."""
     form, settings = prepared.form, prepared.settings
-    state = _prepared_flow(prepared)(**form.parameters(), return_state=True)
+    flow = _prepared_flow(prepared)
+    earlier = earlier_flow_run(settings, form.run_id)
+    if earlier is None:
+        state = flow(**form.parameters(), return_state=True)
+    else:  # the stored run's own flow run, run again: one flow run per run
+        parameters = get_call_parameters(flow.fn, (), form.parameters())
+        take_up(earlier, parameters)
+        state = run_flow(flow, flow_run=earlier, parameters=parameters, return_type="state")
     try:
         return completed_result(state, settings.storage, form.run_id), None
     except BaseException as exc:  # the flow run's own error: handed back, not raised

@@ -16,18 +16,22 @@ ceiling answers the rest). A resumed or retried report asks nothing it was answe
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from prefect import Flow
 from prefect.client.schemas.objects import State
+from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
+from prefect.utilities.callables import get_call_parameters
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot
-from dsstar.errors import OverBudget, UsageError
-from dsstar.execution import scratch
+from dsstar.errors import Interrupted, OverBudget, UsageError
+from dsstar.execution import scratch, stopping
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, explain
 from dsstar.inputs.preflight import preflight
@@ -44,15 +48,18 @@ from dsstar.research.loop import Bounds, Research, report_files, research
 from dsstar.settings import Settings
 from flows import _story as story
 from flows._alert_events import announce_report
+from flows._alive import kept_alive
 from flows._forms import form_flow
 from flows._report import ReportRun, ReportRuntime
+from flows._resume import earlier_flow_run, take_up
 from flows._runners import build_task_runner, default_task_runner
-from flows._states import final_state
+from flows._settle import crash_earlier_attempts
+from flows._states import failed_state, final_state, interrupted_state
 from flows.ds_star import default_run_id
 from flows.workers import check_crash_loop
 from tasks.record import publish_report
 
-__all__ = ["ds_star_report", "run_report"]
+__all__ = ["ds_star_report", "own_report_flow", "run_report"]
 
 
 def _flow_run_name() -> str:
@@ -73,29 +80,59 @@ def ds_star_report(**fields: Any) -> dict[str, Any] | State:
     setting. The flow run ends Completed with the report, Failed when it failed or reached its
     ceiling (state OverBudget; the report is written all the same from what was answered).
     """
-    return _report(fields, prepared=None)
+    # Parameters come from whoever reaches the Prefect API: the Settings of this worker's own
+    # environment judge what they may choose, and where their data may lie.
+    return _report(fields, None, Settings())
+
+
+def own_report_flow(policy: Settings | None) -> Flow:
+    """The ds-star-report flow for reports whose forms this process builds itself (the tasks
+    of `dsstar bench run`): `ds_star_report`, its forms judged by `policy` (None: they are
+    its user's own) rather than by the worker's environment."""
+    return _flow_of(lambda fields: _report(fields, None, policy), default_task_runner())
+
+
+def _flow_of(answer: Callable[[dict[str, Any]], Any], runner: Any) -> Flow:
+    """A ds-star-report flow (its name, parameters, schema and description) whose body is
+    `answer`, given the parameters as a dict."""
+
+    def answer_here(**fields: Any) -> dict[str, Any] | State:
+        return answer(fields)
+
+    answer_here.__doc__ = ds_star_report.description.partition("\n\nArgs:\n")[0]
+    return form_flow(ReportForm, **_FLOW, task_runner=runner)(answer_here)
 
 
 def run_report(prepared: PreparedRun) -> tuple[dict[str, Any] | None, BaseException | None]:
     """Run (or resume) the ds-star-report flow in this process; returns its result, or None
-    and the error it ended with. The prepared form and settings are taken as they are."""
+    and the error it ended with. The prepared form and settings are taken as they are, judged
+    by the prepared run's policy. A stored report is continued in its own flow run where it
+    can be (flows/_resume.py), as a run is."""
     from flows.ds_star import completed_result
 
-    def answer_prepared(**fields: Any) -> dict[str, Any] | State:
-        return _report(fields, prepared)
-
-    answer_prepared.__doc__ = ds_star_report.description.partition("\n\nArgs:\n")[0]
-    runner = build_task_runner(prepared.settings)
-    made: Flow = form_flow(ReportForm, **_FLOW, task_runner=runner)(answer_prepared)
-    state = made(**report_parameters(prepared.form), return_state=True)
+    form, settings = prepared.form, prepared.settings
+    flow = _flow_of(lambda fields: _report(fields, prepared, prepared.policy),
+                    build_task_runner(settings))  # fmt: skip
+    earlier = earlier_flow_run(settings, form.run_id)
+    if earlier is None:
+        state = flow(**report_parameters(form), return_state=True)
+    else:  # the stored report's own flow run, run again: one flow run per report
+        parameters = get_call_parameters(flow.fn, (), report_parameters(form))
+        take_up(earlier, parameters)
+        state = run_flow(flow, flow_run=earlier, parameters=parameters, return_type="state")
     try:
-        return completed_result(state, prepared.settings.storage, prepared.form.run_id), None
+        return completed_result(state, settings.storage, form.run_id), None
     except BaseException as exc:  # the flow run's own error: handed back, not raised
         return None, exc
 
 
-def _report(fields: dict[str, Any], prepared: PreparedRun | None) -> dict[str, Any] | State:
-    given = {k: v for k, v in fields.items() if v is not None}
+def _report(
+    fields: dict[str, Any], prepared: PreparedRun | None, policy: Settings | None
+) -> dict[str, Any] | State:
+    """The flow's body (see `flows.ds_star._answer`, which this mirrors): `policy` judges the
+    form (None: the local user's own); parameters that are not the prepared report's are
+    judged by this worker's environment."""
+    given = {k: to_jsonable_python(v) for k, v in fields.items() if v is not None}
     checked = prepared is not None and report_parameters(prepared.form) == given
     if checked:
         form, settings = prepared.form, prepared.settings
@@ -105,19 +142,20 @@ def _report(fields: dict[str, Any], prepared: PreparedRun | None) -> dict[str, A
             settings = form.settings()
         except ValidationError as exc:
             raise UsageError(explain(exc)) from exc
-    worker = Settings()  # parameters from the API are the worker's to judge (trust.py)
-    check_form(form.chosen(), worker)
-    data = hold_data_location(form.data, worker)
+        policy = Settings() if prepared is not None else policy
+    check_form(form.chosen(), policy)
+    data = hold_data_location(form.data, policy)
     try:
-        return final_state(_checked_report(form, settings, data, checked))
+        outcome = _checked_report(form, settings, data, checked, policy)
+        return outcome if isinstance(outcome, State) else final_state(outcome)
     finally:
         if isinstance(data, DataRoot):
             data.close()
 
 
 def _checked_report(
-    form: Any, settings: Settings, data: str | DataRoot, checked: bool
-) -> dict[str, Any]:
+    form: Any, settings: Settings, data: str | DataRoot, checked: bool, policy: Settings | None
+) -> dict[str, Any] | State:
     where = normalize_location(data) if isinstance(data, str) else data.path
     if not checked:
         check_question(form.question, form.guidelines, settings.max_question_chars)
@@ -133,15 +171,21 @@ def _checked_report(
     run.note(kind="report", report=vars(bounds))
     story.say("report %s: %s (data: %s)", run.run_id, form.question, where)
     try:
-        if flow_run.id:
-            check_crash_loop(flow_run.id, settings.max_crash_retries)
-        return compose(run, form.question, form.guidelines, data, where, settings, bounds)
-    except Exception as exc:
+        with kept_alive(run.run_id, run.store.url, settings.heartbeat_timeout):
+            if flow_run.id and flow_run.run_count > 1:  # what a dead attempt left running
+                crash_earlier_attempts(flow_run.id, flow_run.run_count)
+            if flow_run.id and not checked:  # a worker's retry of a report that kills workers
+                check_crash_loop(flow_run.id, settings.max_crash_retries, run.run_id)
+            return compose(run, form.question, form.guidelines, data, where, settings, bounds,
+                           policy)  # fmt: skip
+    except Exception as exc:  # record why in run.json, then fail the report
         run.fail(exc)
-        story.failed(exception_line(exc))
-        raise
+        story.failed(exception_line(exc), exc)
+        return failed_state(run.run_id, exc)
     except BaseException as exc:  # SIGINT, SIGTERM: resumable
         run.interrupt(exc)
+        if stopping.requested() or isinstance(exc, KeyboardInterrupt | Interrupted):
+            return interrupted_state(run.run_id, run.record.get("error"), exc)
         raise
     finally:
         scratch.release(run.run_id)
@@ -157,8 +201,10 @@ def compose(
     where: str,
     settings: Settings,
     bounds: Bounds,
+    policy: Settings | None = None,
 ) -> dict[str, Any]:
-    """The report (see the module): analysis, the method, then the report stored and shown."""
+    """The report (see the module): analysis, the method, then the report stored and shown.
+    `policy` judges the sub-runs' forms as it judged the report's."""
     from dataclasses import replace
 
     from flows._analysis import analyze_files
@@ -168,7 +214,7 @@ def compose(
     subs = bounds.sub_questions + bounds.refinements * bounds.follow_ups
     lower = lowered(spec.ceiling, writer_reserve(spec, question, guidelines, subs))
     run.note(spec=spec.to_dict())
-    runtime = ReportRuntime(run, spec, lower, settings, where)
+    runtime = ReportRuntime(run, spec, lower, settings, where, policy)
     try:  # the files once, for every sub-question: their runs find the descriptions cached
         analyses = analyze_files(replace(spec, ceiling=lower), source)
     except OverBudget as exc:

@@ -20,11 +20,14 @@ from uuid import UUID
 
 from prefect import get_client
 from prefect.client.schemas.actions import DeploymentUpdate
+from prefect.client.schemas.objects import FlowRun, State
 from prefect.runner import Runner
 from prefect.schedules import Cron
 
 from dsstar.settings import Settings
-from flows.ds_star import ds_star
+from flows._settle import exit_cause
+from flows._states import resume_hint
+from flows.ds_star import derived_run_id, ds_star
 from flows.nightly import ds_star_nightly
 from flows.report import ds_star_report
 from tasks.slots import ensure_limit, ensure_rate, server_url
@@ -48,7 +51,18 @@ def share_limits(settings: Settings) -> list[str] | None:
 
 
 class _Runner(Runner):
-    """A Runner whose SIGTERM (and SIGINT) stop it from inside its own event loop."""
+    """A Runner whose SIGTERM (and SIGINT) stop it from inside its own event loop, and that
+    says in dsstar's words why a question's or a report's run crashed and how to continue it."""
+
+    questions: UUID | None = None  # the ds-star deployment's id
+    reports: frozenset[UUID] = frozenset()  # the ds-star-report deployments' ids
+
+    async def _propose_crashed_state(self, flow_run: FlowRun, message: str) -> State | None:
+        if flow_run.deployment_id == self.questions or flow_run.deployment_id in self.reports:
+            run_id = flow_run.parameters.get("run_id") or derived_run_id(flow_run)
+            cause = exit_cause(message)
+            message = f"its process {cause}; {resume_hint(run_id)}, or Retry"
+        return await super()._propose_crashed_state(flow_run, message)
 
     def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
         loop = self._loop
@@ -90,14 +104,14 @@ def serve_deployments(
         parameters={"questions_file": str(questions_file)},
         tags=["dsstar"],
     )
-    deployments = [on_demand, nightly, ds_star_report.to_deployment(
+    reports = [ds_star_report.to_deployment(
         name="report-on-demand",
         description="Answer an open question about a folder or bucket of data files with a"
         " report.",
         tags=["dsstar", "report"],
     )]  # fmt: skip
     if report:
-        deployments.append(ds_star_report.to_deployment(
+        reports.append(ds_star_report.to_deployment(
             name="report-nightly",
             description="Answer the same open question with a report every night.",
             schedules=[Cron(cron, timezone=timezone, slug="report-nightly")],
@@ -105,8 +119,10 @@ def serve_deployments(
             tags=["dsstar", "report"],
         ))  # fmt: skip
     runner = _Runner(pause_on_shutdown=True, limit=limit)
-    for deployment in deployments:
-        _served_from_here(runner.add_deployment(deployment))
+    runner.questions = runner.add_deployment(on_demand)
+    runner.reports = frozenset(runner.add_deployment(deployment) for deployment in reports)
+    for deployment_id in (runner.questions, runner.add_deployment(nightly), *runner.reports):
+        _served_from_here(deployment_id)
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C the same way as SIGTERM (start() installs the SIGTERM handler itself).
         signal.signal(signal.SIGINT, runner.handle_sigterm)

@@ -1,20 +1,23 @@
-"""Several workers, one job: what brings a run back when the machine running it dies.
+"""What ends a run whose process died unseen, and what brings a worker's run back.
 
-A worker killed with its machine reports nothing: its flow runs stay Running on the server.
-Two Prefect automations, created or updated by name (`dsstar workers setup`), make such a
-run finish elsewhere:
+A process killed with SIGKILL, or with its machine, reports nothing: its flow run would stay
+Running. Every ds-star flow run against a server that lasts sends the event
+`dsstar.run.heartbeat` (flows/_alive.py), and two Prefect automations, created or updated
+by name, act on what stops:
 
-- `dsstar: run lost its worker`: a flow run of a dsstar deployment (tag `dsstar`) that sent
-  a heartbeat and then neither another one nor a final state within the timeout is marked
-  Crashed. The flow runs send heartbeats when their worker sets
-  PREFECT_FLOWS_HEARTBEAT_FREQUENCY (30 s at least), which the timeout must exceed.
-- `dsstar: crashed run retried`: a Crashed flow run of a dsstar deployment is scheduled
-  again (AwaitingRetry, as the UI's Retry button does). Any worker of the pool picks it up;
-  the ds-star flow resumes its run id from stored work (finished LLM calls and executions
-  come from the cache in storage, which every worker shares), taking over the claim of the
-  attempt that died (dsstar.records.claim). A run that crashed more than
-  DSSTAR_MAX_CRASH_RETRIES times fails at its start instead (`check_crash_loop`): a run that
-  kills every worker it lands on (memory, a hostile script) is not retried forever.
+- `dsstar: silent run crashed`: a ds-star flow run (any: started by the CLI, Python, `dsstar
+  serve` or a worker) that sent a heartbeat and then neither another one nor any other event
+  of its own (a final state) within the timeout is marked Crashed. A run creates it on its
+  start where the server has none (`ensure_silent_run_watch`); `dsstar workers` sets its
+  timeout.
+- `dsstar: crashed run retried` (`dsstar workers` only): a Crashed flow run of a dsstar
+  deployment (tag `dsstar`) is scheduled again (AwaitingRetry, as the UI's Retry button
+  does). Any worker of the pool picks it up; the ds-star flow resumes its run id from stored
+  work (finished LLM calls and executions come from the cache in storage, which every worker
+  shares), taking over the claim of the attempt that died (dsstar.records.claim). A run that
+  crashed more than DSSTAR_MAX_CRASH_RETRIES times fails at its start instead
+  (`check_crash_loop`): a run that kills every worker it lands on (memory, a hostile script)
+  is not retried forever.
 
 The server must run its triggers and actions services (on by default).
 """
@@ -29,58 +32,70 @@ from prefect.client.schemas.objects import StateType
 from prefect.events.actions import ChangeFlowRunState
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 
-from dsstar.errors import CrashLoop, UsageError
-from flows._states import OVER_BUDGET_STATE
+from dsstar.errors import CrashLoop
 from flows.alerts import upsert_automations
 
 __all__ = [
-    "HEARTBEAT_MIN_S",
-    "LOST_WORKER",
+    "DEFAULT_TIMEOUT_S",
+    "HEARTBEAT_EVENT",
     "RETRY_CRASHED",
+    "SILENT_RUN",
     "check_crash_loop",
     "crash_retry_enabled",
     "ensure_worker_recovery",
+    "silent_run_automation",
 ]
 
-LOST_WORKER = "dsstar: run lost its worker"
+SILENT_RUN = "dsstar: silent run crashed"
 RETRY_CRASHED = "dsstar: crashed run retried"
+# What earlier versions called the first automation: it watched deployments' runs only, by
+# Prefect's own heartbeats. It is removed where the new one is written.
+_FORMER = ("dsstar: run lost its worker",)
+HEARTBEAT_EVENT = "dsstar.run.heartbeat"
+DEFAULT_TIMEOUT_S = 90.0
 DEPLOYMENT_TAG = "dsstar"  # every dsstar deployment's tag (prefect.yaml, `dsstar serve`)
-HEARTBEAT_MIN_S = 30  # Prefect's shortest flow-run heartbeat interval
+FLOW_NAME = "ds-star"
 
 _OF_DSSTAR = {
     "prefect.resource.role": "tag",
     "prefect.resource.id": f"prefect.tag.{DEPLOYMENT_TAG}",
 }
-# Event names are state names: a run over its budget ends in a Failed state of its own name.
-_ENDED = {
-    f"prefect.flow-run.{s}"
-    for s in ("Completed", "Failed", OVER_BUDGET_STATE, "Cancelled", "Crashed")
-}
+# The flow of the run: carried by its heartbeats and by every state the server records.
+_OF_DS_STAR_FLOW = {"prefect.resource.role": "flow", "prefect.resource.name": FLOW_NAME}
 
 
-def recovery_automations(heartbeat_timeout_s: float) -> list[AutomationCore]:
-    """The two automations: mark silent runs Crashed, then schedule Crashed runs again."""
-    lost = AutomationCore(
-        name=LOST_WORKER,
-        description="A dsstar flow run that stopped sending heartbeats is marked Crashed.",
+def silent_run_automation(timeout_s: float) -> AutomationCore:
+    """Mark Crashed a ds-star flow run whose heartbeats stopped for `timeout_s` seconds.
+    Any event of the flow run (a heartbeat, a state: its end, whatever it is named) within
+    the timeout keeps it alive. Prefect renders no template in a state's message, so it names
+    the command by the flow run's name, which is the run id."""
+    return AutomationCore(
+        name=SILENT_RUN,
+        description="A ds-star flow run that stopped sending heartbeats is marked Crashed.",
         trigger=EventTrigger(
-            after={"prefect.flow-run.heartbeat"},
-            expect={"prefect.flow-run.heartbeat", *_ENDED},
+            after={HEARTBEAT_EVENT},
+            expect={HEARTBEAT_EVENT, "prefect.flow-run.*"},
             match={"prefect.resource.id": "prefect.flow-run.*"},
-            match_related=_OF_DSSTAR,  # type: ignore[arg-type]  # a dict is validated
+            match_related=_OF_DS_STAR_FLOW,  # type: ignore[arg-type]  # a dict is validated
             for_each={"prefect.resource.id"},
             posture=Posture.Proactive,
             threshold=1,
-            within=timedelta(seconds=heartbeat_timeout_s),
+            within=timedelta(seconds=timeout_s),
         ),
         actions=[
             ChangeFlowRunState(
                 state=StateType.CRASHED,
-                message=f"no heartbeat for {heartbeat_timeout_s:g} s: its worker is gone",
+                message=f"no heartbeat for {timeout_s:g} s: the process running it died unseen"
+                " (killed, out of memory, or its machine stopped); continue with: dsstar"
+                " resume RUN_ID, the run id being this flow run's name",
             )
         ],
     )
-    retry = AutomationCore(
+
+
+def retry_automation() -> AutomationCore:
+    """Schedule a crashed run of a dsstar deployment again: another worker resumes it."""
+    return AutomationCore(
         name=RETRY_CRASHED,
         description="A crashed dsstar flow run is scheduled again; another worker resumes it.",
         trigger=EventTrigger(
@@ -99,19 +114,22 @@ def recovery_automations(heartbeat_timeout_s: float) -> list[AutomationCore]:
             )
         ],
     )
-    return [lost, retry]
 
 
 def ensure_worker_recovery(heartbeat_timeout_s: float) -> list[str]:
     """Create, or update by name, the two recovery automations; returns their names."""
-    if heartbeat_timeout_s <= HEARTBEAT_MIN_S:
-        raise UsageError(
-            f"--heartbeat-timeout {heartbeat_timeout_s:g}: must exceed the flow runs' heartbeat"
-            f" interval (PREFECT_FLOWS_HEARTBEAT_FREQUENCY, {HEARTBEAT_MIN_S} s at least)"
-        )
-    wanted = recovery_automations(heartbeat_timeout_s)
+    wanted = [silent_run_automation(heartbeat_timeout_s), retry_automation()]
     upsert_automations(wanted)
+    drop_former()
     return [automation.name for automation in wanted]
+
+
+def drop_former() -> None:
+    """Remove the automations earlier versions made in place of `silent_run_automation`."""
+    with get_client(sync_client=True) as client:
+        for name in _FORMER:
+            for automation in client.read_automations_by_name(name):
+                client.delete_automation(automation.id)
 
 
 def crash_retry_enabled() -> bool:
@@ -120,11 +138,11 @@ def crash_retry_enabled() -> bool:
         return any(a.enabled for a in client.read_automations_by_name(RETRY_CRASHED))
 
 
-def check_crash_loop(flow_run_id: UUID, max_crash_retries: int) -> None:
+def check_crash_loop(flow_run_id: UUID, max_crash_retries: int, run_id: str) -> None:
     """Refuse to resume a flow run that crashed more than `max_crash_retries` times. Each
-    Crashed state in its history is one crash: a resume by the retry automation, the UI's
-    Retry button or a restarted worker keeps the flow run, while `dsstar resume` starts a new
-    one, so a person may still resume the run on purpose."""
+    Crashed state in its history is one crash. Asked of a flow run a worker starts (the retry
+    automation, the UI's Retry button, a restarted worker); `dsstar resume`, a person's
+    choice, continues the same flow run without asking."""
     with get_client(sync_client=True) as client:
         states = client.read_flow_run_states(flow_run_id)
     crashes = [state for state in states if state.type == StateType.CRASHED]
@@ -133,5 +151,5 @@ def check_crash_loop(flow_run_id: UUID, max_crash_retries: int) -> None:
         raise CrashLoop(
             f"this flow run crashed {len(crashes)} times (last: {last}), more than"
             f" DSSTAR_MAX_CRASH_RETRIES={max_crash_retries}: it is not resumed again. Find what"
-            " ends its worker (memory, a script), then continue with `dsstar resume RUN_ID`"
+            f" ends its worker (memory, a script), then continue with: dsstar resume {run_id}"
         )

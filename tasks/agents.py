@@ -83,5 +83,6 @@ class TaskCalls:
                 max_parallel=self.spec.max_parallel,
                 slot_wait=self.spec.slot_wait,
                 files=None if files is None else list(files),
+                storage=self.spec.storage,
             )
         )

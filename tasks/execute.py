@@ -1,4 +1,7 @@
-"""Script execution as a Prefect task, cached per run, label and code."""
+"""Script execution as a Prefect task, cached per run, label and code. Its cached result
+carries no file: the tables it wrote are previewed (in the bounded table reader), the files
+the run keeps are stored once under its folder, and the result refers to them
+(`dsstar.records.files`)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,12 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
+from dsstar.algorithm.repair import delivers
+from dsstar.data.previews import with_previews
 from dsstar.execution.sandbox import Limits, run_script
+from dsstar.records.files import store_outputs
 from dsstar.settings import default
+from dsstar.storage import Store
 from tasks.keys import digest, key_part
 from tasks.slots import slot
 
@@ -41,10 +48,13 @@ def execute(
     max_parallel: int = 1,
     slot_wait: float = default("slot_wait"),
     files: list[str] | None = None,
+    storage: str | None = None,
 ) -> dict[str, Any]:
     """Run `code` in the sandbox with the data folder mounted read-only at `data/` (only
     `files` of it, when given), in the interpreter `python` (None: the worker's own). At most
-    `max_parallel` scripts run at once; a slot is waited for `slot_wait` seconds at most."""
+    `max_parallel` scripts run at once; a slot is waited for `slot_wait` seconds at most.
+    The files it wrote are previewed, and stored under the run's folder in `storage` (None:
+    kept in the result, as the sandbox returned them)."""
     with slot("exec", max_parallel, run_id, slot_wait):
         result = run_script(
             code,
@@ -55,4 +65,7 @@ def execute(
             files=files,
             python=python,
         )
+    result = with_previews(result, Path(work_dir) if work_dir else None)
+    if storage is not None:
+        result = store_outputs(result, Store(storage), run_id, everything=delivers(label))
     return result.to_dict()

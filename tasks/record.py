@@ -14,8 +14,9 @@ from typing import Any
 from prefect import Task, task
 
 from dsstar.algorithm.verdict import verdict_label
-from dsstar.execution.deliverables import chart_text, table_preview
-from dsstar.storage import Store
+from dsstar.execution.deliverables import chart_text
+from dsstar.records.files import read_output
+from dsstar.storage import Store, Stored
 from dsstar.text import fenced, md_code, md_text, money
 from tasks._common import is_storage_error
 from tasks.cards import publish_markdown, publish_table
@@ -44,11 +45,13 @@ _BACKOFF = (1, 4, 10)
     cache_policy=None,
 )
 def write_objects(label: str, storage: str, objects: dict[str, Any]) -> list[str]:
-    """Write every `key -> text, bytes or JSON value` pair; returns their URIs."""
+    """Write every `key -> text, bytes, Stored (copied there) or JSON value` pair; returns
+    their URIs."""
     store = Store(storage)
     return [
         store.write_text(key, value) if isinstance(value, str)
         else store.write_bytes(key, value) if isinstance(value, bytes)
+        else store.copy(value.key, key) if isinstance(value, Stored)
         else store.write_json(key, value)
         for key, value in objects.items()
     ]  # fmt: skip
@@ -140,22 +143,24 @@ _IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"
 
 
 def publish_deliverables(
-    run_id: str, outputs: list[dict[str, Any]], entries: list[dict[str, Any]]
+    run_id: str, outputs: list[dict[str, Any]], entries: list[dict[str, Any]], store: Store
 ) -> None:
     """The files the final script wrote, in the UI: a table artifact with the first rows of
     each CSV or Parquet table, and a markdown artifact that shows each PNG or JPEG chart as an
     image (never an SVG or HTML page: untrusted content) and lists every stored file. Names,
     URIs and chart titles show as text (`md_text`) or code; the only image is the one dsstar
     encoded itself as a data: URL.
-    `outputs` are ExecResult.outputs (with the bytes), `entries` as run.json lists them."""
+    `outputs` are ExecResult.outputs (with their previews, the bytes in `store`), `entries`
+    as run.json lists them."""
     uris = {entry["name"]: entry["uri"] for entry in entries}
     parts = []
     for item in outputs:
         name, uri = item["name"], uris.get(item["name"], "")
-        data = base64.b64decode(item.get("data") or "")
         parts.append(f"**{md_text(name, line=True)}** ({item['bytes']:,} bytes): {md_code(uri)}")
-        table = table_preview(name, data, rows=20)
-        if table is not None:
+        table = item.get("preview") if isinstance(item.get("preview"), dict) else None
+        if table is not None and table.get("skipped"):
+            parts.append(f"preview skipped: {md_text(table['skipped'])}")
+        elif table is not None and table.get("shape"):
             publish_table(
                 artifact_key(f"{run_id}-table-{name}"),
                 [dict(zip(table["columns"], row, strict=False)) for row in table["head"]],
@@ -166,7 +171,8 @@ def publish_deliverables(
         if isinstance(chart, dict):
             parts.append(fenced(chart_text(chart)))
         kind = _IMAGE_TYPES.get(PurePosixPath(name).suffix.lower())
-        if kind and len(data) <= _INLINE_IMAGE_BYTES:
+        if kind and item["bytes"] <= _INLINE_IMAGE_BYTES:
+            data = read_output(store, item)  # no more than the bytes the result states
             title = (chart or {}).get("graph_title") or name
             alt = md_text(str(title)[:100], line=True)
             parts.append(f"![{alt}](data:{kind};base64,{base64.b64encode(data).decode()})")

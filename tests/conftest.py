@@ -106,17 +106,6 @@ def forked_commands():
     forked_cli.shutdown()
 
 
-@pytest.fixture(autouse=True)
-def worker_policy():
-    """Each test starts as a worker judging forms: an in-process `dsstar.ask` or CLI call of
-    an earlier test marked this process as its local user's (`trust_local_user`), which would
-    let every later form through. (Set directly, not through monkeypatch, whose undoing would
-    then come after the test's own fixtures' teardown.)"""
-    from dsstar.inputs import trust
-
-    trust._LOCAL_USER = False
-
-
 @contextmanager
 def prefect_api(url: str) -> Iterator[None]:
     """This process's Prefect client at `url` (a proxy, a test's own server) for the block.
@@ -246,6 +235,65 @@ def s3(moto_port, monkeypatch, request):
     url = f"s3://{bucket}/team"
     monkeypatch.setenv("DSSTAR_STORAGE", url)
     return url
+
+
+@pytest.fixture(scope="session")
+def open_folder() -> Iterator[Path]:
+    """A folder every user may enter, removed at the end. pytest's temporary folders are
+    root's alone, and a script of sandbox mode `none` runs as a dedicated unprivileged uid
+    when dsstar is root: its work folder (DSSTAR_WORK_DIR) must be one it can enter."""
+    folder = Path(tempfile.mkdtemp(prefix="dsstar-test-open-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def open_work(open_folder, request) -> Path:
+    """A fresh work folder of this test under `open_folder`, which every user may enter."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{request.node.name[:40]}-", dir=open_folder))
+    folder.chmod(0o755)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def plain_python(open_folder) -> str:
+    """A Python, with this environment's libraries, that a dedicated unprivileged uid may run
+    (sandbox mode `none` as root runs scripts as one, and refuses an interpreter it cannot
+    reach): this one, or where it lies in a folder only root may enter (pyenv's, under
+    /root), a virtual environment of a Python of the same version that every user may run,
+    given this environment's site-packages (dsstar included: it can run dsstar itself)."""
+    import site
+
+    from dsstar.execution.sandbox.host import closed_interpreter, closed_to_others
+
+    if closed_interpreter() is None:
+        return sys.executable
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    bases = [shutil.which(f"python{version}"), shutil.which("python3"),
+             f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]  # fmt: skip
+    usable = [b for b in bases if b and os.access(b, os.X_OK) and closed_interpreter(b) is None]
+    base = next((b for b in usable if _version(b) == version), None)
+    packages = site.getsitepackages()
+    closed = [p for p in packages if closed_to_others(Path(p) / "x")]
+    if base is None or closed:
+        pytest.fail(f"no Python {version} that every user may run here, or this environment's"
+                    f" libraries are closed to them ({closed}): sandbox mode none cannot be"
+                    " tested as root")  # fmt: skip
+    venv = open_folder / "python"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
+    own = subprocess.run([str(venv / "bin" / "python"), "-I", "-c",
+                          "import site; print(site.getsitepackages()[0])"],
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    # Added as site folders: their own .pth files (an editable install's) apply too.
+    added = "".join(f"import site; site.addsitedir({p!r})\n" for p in packages)
+    Path(own, "dsstar-tests.pth").write_text(added)
+    return str(venv / "bin" / "python")
+
+
+def _version(python: str) -> str:
+    code = "import sys; print(f'{sys.version_info.major}.{sys.version_info.minor}')"
+    return subprocess.run([python, "-c", code], capture_output=True, text=True).stdout.strip()
 
 
 def require_binary(path: str | None, package: str) -> str:

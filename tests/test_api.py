@@ -4,11 +4,14 @@ flow run started from parameters (the Prefect UI, the API) still does all three 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+import forked_cli
 import pytest
+from fake_llm import Error
 from scenarios import ANSWER, always_first_time, two_rounds
 
 import dsstar
@@ -23,7 +26,6 @@ from dsstar.events import (
     Retrieved,
     RoundDone,
 )
-from dsstar.inputs import trust
 from dsstar.inputs.form import RunForm
 
 pytestmark = pytest.mark.slow
@@ -53,8 +55,6 @@ def counted(llm, monkeypatch):
     monkeypatch.setattr(flows.ds_star, "check_question", check_question)
     monkeypatch.setattr(RunForm, "settings", form_settings)
     llm.on_models(lambda: counts.__setitem__("probe", counts["probe"] + 1))
-    # ask() trusts the local user for the rest of the process: restored after the test.
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)
     return counts
 
 
@@ -107,6 +107,28 @@ def test_ask_hands_each_typed_event_to_on_event_in_order(env, llm, sales):
     assert replied[-1].agent == "finalyzer" and isinstance(heard[-1], Executing)
 
 
+def test_a_model_that_refuses_a_call_fails_the_run_without_raising(env, llm, sales):
+    """The preflight passed, the run is stored: a model the server does not know (HTTP 404
+    at the first call) is a failed run, as docs/python.md says, shown or not (`verbose`); at
+    the command line it exits 1, and its flow run says how to continue it."""
+    from prefect import get_client
+
+    llm.default("analyzer", lambda request: Error(404, "The model does not exist"))
+    answer = dsstar.ask(QUESTION, sales, verbose=True)
+    assert answer.status == "failed" and "was not found (HTTP 404)" in answer.error
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(answer.flow_run_id).state
+    assert state.is_failed(), state
+    assert state.message.endswith(f"; continue with: dsstar resume {answer.run_id}"), state
+    done = forked_cli.run(
+        [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", QUESTION,
+         "--json"],
+        capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # a run that failed, not bad usage (2)
+    assert json.loads(done.stdout)["status"] == "failed"
+
+
 @pytest.mark.parametrize(
     ("question", "settings", "message"),
     [
@@ -149,3 +171,21 @@ def test_a_flow_run_from_parameters_checks_everything_itself(env, llm, sales, co
     assert counted == {"settings": 1, "question": 1, "probe": 1}
     state = ds_star(question="x" * 100_000, data=str(sales), run_id="too-long", return_state=True)
     assert state.is_failed() and "more than the" in str(state.result(raise_on_failure=False))
+
+
+def test_after_an_ask_a_form_through_the_api_is_still_the_worker_s_to_judge(env, llm, sales):
+    """Whose form it is is decided per call: `ask` runs its caller's own settings (a cap
+    above the worker's included), and a flow run created from parameters later in the same
+    process is judged by the worker's environment all the same."""
+    from flows.ds_star import ds_star
+
+    always_first_time(llm)
+    own = dsstar.ask(QUESTION, sales, max_rounds=40)  # the worker's own: 20
+    assert own.status == "verified", own
+    before = len(llm.requests)
+    state = ds_star(question=QUESTION, data=str(sales), max_rounds=40, run_id="raised",
+                    return_state=True)  # fmt: skip
+    assert state.is_failed()
+    said = str(state.result(raise_on_failure=False))
+    assert "max_rounds=40 (above this worker's own max_rounds=20)" in said, said
+    assert len(llm.requests) == before  # refused before any model call

@@ -16,7 +16,6 @@ from scenarios import ANSWER, two_rounds
 import dsstar
 from dsstar import api
 from dsstar.errors import UsageError
-from dsstar.inputs import trust
 from dsstar.storage import Store
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
@@ -79,7 +78,6 @@ def test_no_secret_reaches_a_flow_runs_parameters(env, llm, sales, s3, postgres_
     database_url = postgres_url.replace("postgres@", f"postgres:{DB_PASSWORD}@")
     monkeypatch.setenv("DSSTAR_API_KEY", API_KEY)
     monkeypatch.setenv("DSSTAR_DATABASE_URL", database_url)
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)  # ask() trusts the local user: restored
     secrets = [API_KEY, DB_PASSWORD, database_url, os.environ["AWS_SECRET_ACCESS_KEY"]]
     llm.require_key(API_KEY)  # the secrets are the ones in use
     two_rounds(llm)

@@ -425,8 +425,9 @@ def test_collect_lays_a_runs_deliverables_out_as_dacodes_answer_folder(tmp_path)
     store.write_bytes(f"runs/{run}/final/outputs/result.png", image.getvalue())
     store.write_json(f"runs/{run}/final/charts/result.png.json", props | {"series": series})
     store.write_bytes(f"runs/{run}/final/outputs/tables/extra.csv", b"a\n1\n")
+    png = len(image.getvalue())  # run.json says what each file holds: no more is read
     record = {"run_id": run, "status": "verified", "answer": "Saved result.png",
-              "outputs": [{"name": "result.png", "bytes": 18, "media_type": "image/png",
+              "outputs": [{"name": "result.png", "bytes": png, "media_type": "image/png",
                            "uri": store.uri(f"runs/{run}/final/outputs/result.png"),
                            "chart": store.uri(f"runs/{run}/final/charts/result.png.json")},
                           {"name": "tables/extra.csv", "bytes": 4, "media_type": "text/csv",

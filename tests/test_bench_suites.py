@@ -82,8 +82,8 @@ def test_outputs_hold_the_submission_the_scores_and_the_report(tmp_path):
     assert lines[1]["agent_answer"] == ""
     assert json.loads(Path(paths["scores"]).read_text())["summary"]["all"]["score"] == 50.0
     report = Path(paths["report"]).read_text()
-    assert "`2` (run b-2): LLMFatalError: bad key" in report
+    assert "- `2` (run `b-2`): LLMFatalError\\: bad key" in report  # markdown, escaped
     assert "| planner | 2 | 600 | 40 | 0.006 | 300 |" in report
     # a score of 0 says why; the calls count the shared analysis (passed as `extra` above)
-    assert "| b-2 | LLMFatalError: bad key | no answer |" in report
+    assert "| b\\-2 | LLMFatalError\\: bad key | no answer |" in report
     assert "LLM calls: 5 (shared file analysis: 0)" in report

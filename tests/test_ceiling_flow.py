@@ -114,13 +114,14 @@ def test_max_cost_for_a_model_without_a_price_is_refused_before_the_run(env, llm
     assert llm.requests == []
 
 
-def test_a_reply_that_ignores_its_output_limit_is_cut_and_the_run_stays_within_its_ceiling(
+def test_a_reply_that_ignores_its_output_limit_is_cut_counted_as_billed_and_the_run_stops(
     env, llm, sales
 ):
     """`--max-tokens 30000` and a model that writes ~200k characters (50k tokens, as the
-    scripted server counts them) for the first plan: every request carried an output limit
-    within what the ceiling left, the long reply was kept to its limit, and the run ends
-    within its ceiling."""
+    scripted server reports them) for the first plan: every request carried an output limit
+    within what the ceiling left, the long reply was kept to its limit in text, but counted
+    at the tokens the server reported (what it bills), and the run, now past its ceiling,
+    sent nothing more and stopped over budget."""
     two_rounds(llm)
     long = "Load the orders and compute revenue per region.\n\n" + "More on this. " * 14_500
     first_plan = []
@@ -135,12 +136,17 @@ def test_a_reply_that_ignores_its_output_limit_is_cut_and_the_run_stays_within_i
     done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
                   "--run-id", "rambling", "--max-tokens", "30000")  # fmt: skip
     result = json.loads(done.stdout)
-    assert result["status"] in {"over_budget", "verified"}, done.stderr
-    assert result["input_tokens"] + result["output_tokens"] <= 30_000
+    assert result["status"] == "over_budget", done.stderr
+    billed = len(long) // 4
+    assert first_plan and billed > 50_000
+    assert result["output_tokens"] >= billed
+    assert (
+        "used " in result["error"] and "of --max-tokens 30,000 tokens (0 left)" in result["error"]
+    )
     chats = [r for r in llm.requests if r["body"].get("messages")]
     limits = [r["body"].get("max_tokens") for r in chats]
     assert all(limits) and max(limits) <= 16_384, limits  # gpt-4o-mini's own limit
-    assert first_plan and len(long) // 4 > 50_000
+    assert chats[-1]["agent"] == "planner"  # nothing was sent after the rambling reply
     [kept] = [
         json.loads(path.read_text())
         for path in (Path(env["DSSTAR_STORAGE"]) / "runs" / "rambling" / "replies").iterdir()
@@ -148,5 +154,6 @@ def test_a_reply_that_ignores_its_output_limit_is_cut_and_the_run_stays_within_i
         and json.loads(path.read_text())["text"].startswith("Load the orders")
         and len(json.loads(path.read_text())["text"]) > 1000
     ]
-    assert kept["output_tokens"] == first_plan[0]["body"]["max_tokens"]
-    assert len(kept["text"]) < len(long)
+    assert kept["output_tokens"] == billed
+    limit = first_plan[0]["body"]["max_tokens"]
+    assert len(kept["text"]) <= len(long) * limit // billed

@@ -2,8 +2,8 @@
 (flows/workers.py) schedules every Crashed dsstar run again; past DSSTAR_MAX_CRASH_RETRIES
 crashes in its history, the run fails at its start, before any model call, naming the count
 and the last crash's reason in the flow run's state and in run.json; `dsstar resume` still
-continues it. Each flow run is made through the real Prefect API, given the states a crash
-loop leaves, and run by Prefect's own flow engine, as a worker runs it."""
+continues it, in the same flow run. Each flow run is made through the real Prefect API, given
+the states a crash loop leaves, and run by Prefect's own flow engine, as a worker runs it."""
 
 from __future__ import annotations
 
@@ -40,6 +40,10 @@ def after_crashes(times: int, parameters: dict) -> object:
     return run_flow(ds_star, flow_run=flow_run, parameters=parameters, return_type="state")
 
 
+def state_flow_run(state) -> object:
+    return state.state_details.flow_run_id
+
+
 def run_json(env: dict, run_id: str) -> dict:
     return json.loads((Path(env["DSSTAR_STORAGE"]) / "runs" / run_id / "run.json").read_text())
 
@@ -64,10 +68,13 @@ def test_a_run_that_crashed_once_too_often_fails_before_any_model_call(env, llm,
     assert llm.requests == []
     record = run_json(env, "crash-loop")
     assert record["status"] == "failed" and said in record["error"]
-    # A person who found the cause continues it as the message says: a new flow run.
+    assert state.message.endswith("then continue with: dsstar resume crash-loop")
+    # A person who found the cause continues it as the message says, in the same flow run:
+    # the bound is for the workers' retries, not for a person's choice.
     resumed = forked_cli.run(
         [sys.executable, "-m", "dsstar", "resume", "crash-loop", "--json"],
         capture_output=True, text=True, timeout=300, env=os.environ.copy(),
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["status"] == "verified"
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "verified" and result["flow_run_id"] == str(state_flow_run(state))

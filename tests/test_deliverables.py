@@ -1,19 +1,21 @@
 """Deliverables: every file a script wrote, within bounds; the description of each
 matplotlib figure it saved, read off the figure inside the sandbox; what the files hold, as
-the verifier reads it; the file names a question asks for; how a night's files changed."""
+the verifier reads it (tables previewed in the bounded reader; its bounds in
+test_previews.py); the file names a question asks for; how a night's files changed."""
 
 from __future__ import annotations
 
 import base64
-import io
+import hashlib
 import json
 
 import pandas as pd
 import pytest
 
 from dsstar.algorithm import agents
-from dsstar.execution.deliverables import asked_files, outputs_text, table_preview
-from dsstar.execution.sandbox import Limits, run_script
+from dsstar.data.previews import preview_file, with_previews
+from dsstar.execution.deliverables import asked_files, outputs_text
+from dsstar.execution.sandbox import ExecResult, Limits, run_script
 from dsstar.execution.sandbox.keep import collect
 from dsstar.records.record import changed_outputs, media_type, output_entries, output_objects
 
@@ -40,6 +42,19 @@ frame.to_csv("result.csv", index=False)
 """
 
 
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(40)
+
+
+def _hook_lines(folder, *lines: dict) -> None:
+    """The chart hook's file, as prelude.py writes it (or a script forging it)."""
+    text = "".join(json.dumps(x) + "\n" for x in lines) + "not json\n"
+    (folder / ".dsstar-charts.jsonl").write_text(text)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def test_collect_keeps_every_file_but_the_inputs_the_script_and_hidden_names(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "orders.csv").write_text("a\n1\n")
@@ -49,15 +64,13 @@ def test_collect_keeps_every_file_but_the_inputs_the_script_and_hidden_names(tmp
     (tmp_path / "result.csv").write_text("region,revenue\nNE,10\n")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "model.pkl").write_bytes(b"\x80\x04N.")
-    (tmp_path / "chart.png").write_bytes(b"\x89PNG")
+    (tmp_path / "chart.png").write_bytes(PNG)
     chart = {"type": "bar", "graph_title": "T", "series": [[1.0]]}
-    lines = [
-        {"name": "chart.png", "chart": {"type": "line"}},
-        {"name": "chart.png", "chart": chart},
-        {"name": "gone.png", "chart": chart},
-    ]
-    (tmp_path / ".dsstar-charts.jsonl").write_text(
-        "".join(json.dumps(x) + "\n" for x in lines) + "not json\n"
+    _hook_lines(
+        tmp_path,
+        {"name": "chart.png", "sha256": _sha(PNG), "chart": {"type": "line"}},
+        {"name": "chart.png", "sha256": _sha(PNG), "chart": chart},
+        {"name": "gone.png", "sha256": _sha(PNG), "chart": chart},
     )
     found = collect(str(tmp_path), 16, 1 << 20)
     assert [f["name"] for f in found["outputs"]] == ["chart.png", "out/model.pkl", "result.csv"]
@@ -65,15 +78,72 @@ def test_collect_keeps_every_file_but_the_inputs_the_script_and_hidden_names(tmp
     assert "chart" not in found["outputs"][2] and found["left_out"] == []
 
 
+def test_a_description_goes_only_with_the_figure_bytes_the_hook_saved(tmp_path):
+    """The hook's file is the script's to write too: a line describing a table, a file that
+    is no image of its suffix, or a figure changed after it was saved, describes nothing."""
+    table = b"region,revenue\nNE,10\n"
+    (tmp_path / "result.csv").write_bytes(table)
+    (tmp_path / "fake.png").write_bytes(b"GIF89a not a png")
+    (tmp_path / "page.html").write_bytes(b"<html></html>")
+    (tmp_path / "changed.png").write_bytes(PNG + b"drawn over")
+    (tmp_path / "plot.svg").write_bytes(b'<?xml version="1.0"?>\n<svg/>')
+    chart = {"type": "bar", "graph_title": "Revenue per region"}
+    _hook_lines(
+        tmp_path,
+        *(
+            {"name": name, "sha256": _sha((tmp_path / name).read_bytes()), "chart": chart}
+            for name in ("result.csv", "fake.png", "page.html", "plot.svg")
+        ),
+        {"name": "changed.png", "sha256": _sha(PNG), "chart": chart},
+        {"name": "plot.svg", "chart": chart},  # no hash: not the hook's line, ignored
+    )
+    found = {f["name"]: f for f in collect(str(tmp_path), 16, 1 << 20)["outputs"]}
+    assert sorted(found) == ["changed.png", "fake.png", "page.html", "plot.svg", "result.csv"]
+    assert [n for n, f in found.items() if "chart" in f] == ["plot.svg"]
+
+
+def test_every_file_left_out_is_named_with_why(tmp_path):
+    """Names that cannot be stored or shown as they are (not UTF-8, a newline, a terminal
+    escape) are left out in words, the name escaped, as are links, FIFOs and deep folders."""
+    data = tmp_path / "data"
+    data.mkdir()
+    code = (
+        "import os\n"
+        "open(b'caf\\xe9.csv', 'w').write('a\\n1\\n')\n"
+        "open('two\\nlines.csv', 'w').write('a\\n1\\n')\n"
+        "open('\\x1b[31mred.csv', 'w').write('a\\n1\\n')\n"
+        "open('kept.csv', 'w').write('a\\n1\\n')\n"
+        "os.symlink('kept.csv', 'link.csv'); os.mkfifo('pipe.csv')\n"
+        "os.makedirs('sub/deeper'); open('sub/deeper/x.csv', 'w').write('a')\n"
+    )
+    limits = Limits(timeout_s=60, warm=False)
+    result = run_script(code, data_dir=data, limits=limits, mode="bwrap", work_root=tmp_path)
+    assert result.ok, result.output
+    assert [f["name"] for f in result.outputs] == ["kept.csv"]
+    error = result.outputs_error
+    assert error.startswith("6 file(s) the script wrote were not kept, ") and error in result.output
+    assert "its name is not UTF-8: b'caf\\xe9.csv'" in error
+    assert "its name has a control character: '\\x1b[31mred.csv', 'two\\nlines.csv'" in error
+    assert "a symbolic link: link.csv" in error and "not a regular file: pipe.csv" in error
+    assert "a folder two levels down: sub/deeper/" in error
+    assert "\n" not in error and "\x1b" not in error and "DSSTAR_EXEC_OUTPUTS" not in error
+    json.dumps(result.to_dict()).encode("utf-8")  # stored as it is
+
+
 @pytest.mark.parametrize("mode", ["none", "bwrap"])
 @pytest.mark.parametrize("warm", [False, True])
-def test_the_sandbox_describes_each_saved_figure_from_the_figure_itself(tmp_path, mode, warm):
+def test_the_sandbox_describes_each_saved_figure_from_the_figure_itself(
+    tmp_path, mode, warm, plain_python, open_work
+):
     data = tmp_path / "data"
     data.mkdir()
     (data / "t.csv").write_text("a\n1\n")
     code = "import os\nos.makedirs('charts')\n" + CHART
     limits = Limits(timeout_s=60, warm=warm)
-    result = run_script(code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path)
+    # Mode none as root: a Python and a work folder the script's own uid may reach.
+    where = {"work_root": open_work, "python": plain_python} if mode == "none" else {}
+    result = run_script(code, data_dir=data, limits=limits, mode=mode,
+                        **{"work_root": tmp_path, **where})  # fmt: skip
     assert result.ok, result.output
     assert "matplotlib before: False" in result.output  # imported by the script, not for it
     outputs = {f["name"]: f for f in result.outputs}
@@ -104,14 +174,17 @@ def test_a_script_without_matplotlib_runs_without_it(tmp_path):
     assert "ValueError: shown as python shows it" in result.output
 
 
-def test_a_bound_passed_is_an_error_that_names_it(tmp_path):
+def test_a_bound_passed_is_an_error_that_names_it(tmp_path, plain_python, open_work):
     data = tmp_path / "data"
     data.mkdir()
     code = "for i in range(3):\n    open(f'part{i}.csv', 'w').write('a\\n1\\n')\n"
     limits = Limits(timeout_s=60, warm=False, outputs=2)
-    result = run_script(code, data_dir=data, limits=limits, mode="none", work_root=tmp_path)
+    result = run_script(code, data_dir=data, limits=limits, mode="none", work_root=open_work,
+                        python=plain_python)  # fmt: skip
     assert [f["name"] for f in result.outputs] == ["part0.csv", "part1.csv"]
-    assert "1 file(s) the script wrote were not kept (part2.csv)" in result.outputs_error
+    assert "1 file(s) the script wrote were not kept, past the bounds: part2.csv." in (
+        result.outputs_error
+    )
     assert "at most 2 files (DSSTAR_EXEC_OUTPUTS)" in result.outputs_error
     assert "(DSSTAR_EXEC_OUTPUTS_MB)" in result.outputs_error
     assert result.outputs_error in result.output
@@ -121,30 +194,38 @@ def _item(name: str, data: bytes, **extra) -> dict:
     return {"name": name, "bytes": len(data), "data": base64.b64encode(data).decode(), **extra}
 
 
-def test_tables_are_previewed_bounded_and_charts_described():
+def test_tables_are_previewed_in_the_reader_and_charts_described(tmp_path):
     frame = pd.DataFrame({"region": ["NE", "SW", "MW"] * 10, "revenue": range(30)})
-    parquet, excel = io.BytesIO(), io.BytesIO()
-    frame.to_parquet(parquet)
-    frame.to_excel(excel, index=False)
-    csv = frame.to_csv(index=False).encode()
-    for name, data in (("a.csv", csv), ("b.parquet", parquet.getvalue()),
-                       ("c.xlsx", excel.getvalue())):  # fmt: skip
-        preview = table_preview(name, data, rows=2)
+    frame.to_parquet(tmp_path / "b.parquet")
+    frame.to_excel(tmp_path / "c.xlsx", index=False)
+    frame.to_csv(tmp_path / "a.csv", index=False)
+    frame.to_csv(tmp_path / "d.tsv", index=False, sep="\t")
+    for name in ("a.csv", "b.parquet", "c.xlsx", "d.tsv"):
+        preview = preview_file(tmp_path / name, name, rows=2)
         assert preview == {"shape": [30, 2], "columns": ["region", "revenue"],
                            "head": [["NE", 0], ["SW", 1]]}, name  # fmt: skip
-    assert table_preview("notes.txt", b"a,b\n") is None
-    assert table_preview("broken.parquet", b"not parquet") is None
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
+    assert preview_file(tmp_path / "broken.parquet", "broken.parquet") is None
     chart = {"type": "bar", "graph_title": "Monthly revenue", "x_label": "Month",
              "y_label": "USD", "legend_title": "Region", "labels": ["NE", "SW"],
              "xtick_labels": ["Jan", "Feb"], "series": [[1.5, 2.0], [3.0, 4.0]],
              "series_labels": ["NE", "SW"], "color": ["#1f77b4", "#ff7f0e"]}  # fmt: skip
-    text = outputs_text([_item("a.csv", csv), _item("chart.png", b"\x89PNG", chart=chart)])
+    csv = frame.to_csv(index=False).encode()
+    result = ExecResult(True, 0, "", False, 0.1, False, "none",
+                        outputs=[_item("a.csv", csv), _item("notes.txt", b"a,b\n"),
+                                 _item("chart.png", b"\x89PNG", chart=chart)])  # fmt: skip
+    previewed = with_previews(result, tmp_path)
+    assert "preview" not in previewed.outputs[1] and "preview" not in previewed.outputs[2]
+    text = outputs_text(previewed.outputs)
     assert "a.csv (" in text and "table: 30 rows x 2 columns" in text
     assert "columns: ['region', 'revenue']" in text and "['NE', 0]" in text
+    assert "['MW', 5]" not in text and "['SW', 4]" in text  # the first five rows
     assert "chart type: bar; title: 'Monthly revenue'" in text
+    assert "chart description as the script's figure hook reported it (" in text
     assert "x axis label: 'Month'; y axis label: 'USD'" in text
     assert "legend 'Region': ['NE', 'SW']" in text
     assert "series 'NE' #1f77b4: [1.5, 2.0]" in text and "series 'SW' #ff7f0e: [3.0, 4.0]" in text
+    assert list(tmp_path.glob("dsstar-preview-*")) == []  # the reader's copies are gone
 
 
 def test_the_verifier_sees_the_files_and_the_finalyzer_the_names_asked_for():
@@ -217,7 +298,7 @@ def test_the_python_api_answer_carries_the_outputs():
         "status": "verified",
         "answer": "revenue.png",
         "outputs": [entry],
-        "outputs_error": "1 file(s) the script wrote were not kept (x.csv): ...",
+        "outputs_error": "1 file(s) the script wrote were not kept, past the bounds: x.csv. ...",
     }
     result = run_result(record, "s3://b/runs/r")
     assert result["outputs"] == [entry] and result["outputs_error"].startswith("1 file(s)")

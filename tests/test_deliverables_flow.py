@@ -139,7 +139,10 @@ def test_a_chart_the_question_asks_for_is_stored_listed_and_verified_from_its_fi
         f"revenue.png ({chart_entry['bytes']:,} bytes, image/png) {root}/final/outputs/revenue.png"
         in (shown.stdout)
     )
-    assert f"chart description: {root}/final/charts/revenue.png.json" in shown.stdout
+    assert (
+        "chart description (the script's figure hook reported it):"
+        f" {root}/final/charts/revenue.png.json" in shown.stdout
+    )
 
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(

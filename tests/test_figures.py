@@ -41,7 +41,12 @@ def test_collect_reads_regular_files_top_level_and_one_folder_down(tmp_path):
     found = collect(str(tmp_path), 8, 1 << 20)
     assert [f["name"] for f in found["outputs"]] == ["notes.txt", "solo.pdf", "sub/b.SVG"]
     assert base64.b64decode(found["outputs"][1]["data"]) == b"%PDF-1.4"
-    assert found["left_out"] == ["a.png", "hard.png"]  # the same inode twice
+    assert found["left_out"] == [
+        ["a.png", "a file with more than one link"],  # the same inode twice
+        ["hard.png", "a file with more than one link"],
+        ["link.png", "a symbolic link"],
+        ["sub/deeper/", "a folder two levels down"],
+    ]
 
 
 def test_collect_and_the_host_keep_the_bounds(tmp_path):
@@ -60,13 +65,15 @@ def test_collect_and_the_host_keep_the_bounds(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["none", "bwrap"])
-def test_run_script_returns_the_figures(tmp_path, mode):
+def test_run_script_returns_the_figures(tmp_path, mode, plain_python, open_work):
     data = tmp_path / "data"
     data.mkdir()
     (data / "t.csv").write_text("a\n1\n")
     limits = Limits(timeout_s=30, warm=False)
+    # Mode none as root: a Python and a work folder the script's own uid may reach.
+    where = {"work_root": open_work, "python": plain_python} if mode == "none" else {}
     result = run_script(SAVE_SVG + SAVE_PNG, data_dir=data, limits=limits, mode=mode,
-                        work_root=tmp_path)  # fmt: skip
+                        **{"work_root": tmp_path, **where})  # fmt: skip
     assert result.ok, result.output
     assert [(f["name"], f["bytes"]) for f in result.figures] == [
         ("charts/revenue.png", len(PNG)), ("trend.svg", SVG_BYTES)

@@ -14,7 +14,6 @@ import pytest
 from prefect import Flow
 from prefect.utilities.callables import parameter_schema
 
-import dsstar.inputs.trust as trust
 from dsstar.caps import cap_value, is_cap
 from dsstar.settings import Settings
 from flows.ds_star import ds_star
@@ -35,7 +34,6 @@ NOT_NUMBERS = [-1, -0.5, float("nan"), float("inf"), float("-inf"), "nan", "inf"
 def worker(monkeypatch):
     """A worker's environment: its caps, the unbounded ones given a bound, and no trust in
     the form's author (not the CLI's local user)."""
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)
     for name in [k for k in os.environ if k.startswith("DSSTAR_")]:
         monkeypatch.delenv(name)
     for name, value in {"MODEL": "openai/gpt-4o-mini", "MAX_COST": "1.5",

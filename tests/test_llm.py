@@ -167,18 +167,22 @@ def test_agent_models_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config_for(Settings(model="openai/gpt-4o"), "router").model == "ollama/qwen2.5-coder"
 
 
-def test_a_reply_past_its_output_limit_is_cut_to_it_and_counted_at_it(llm: FakeLLM) -> None:
-    """A server that ignores max_tokens (the scripted one does) and writes 200k characters:
-    the request carried the limit, and the reply is kept to it, in text, tokens and cost."""
+def test_a_reply_past_its_output_limit_is_cut_and_counted_as_the_server_bills_it(
+    llm: FakeLLM,
+) -> None:
+    """A server that ignores max_tokens (the scripted one does) writes 200k characters and
+    reports 50k completion tokens: the request carried the limit, the text is kept to it,
+    and the tokens and cost are the server's, what it bills."""
     long = "Load orders.csv and print its columns. " + "and then some more words " * 8000
     llm.script("planner", long, "Load orders.csv.")
     config = LLMConfig(model="openai/gpt-4o-mini", api_base=llm.base_url)
     reply = complete(config, MESSAGES, agent="planner", run_id="r", api_key="sk-x", max_tokens=500)
     assert llm.requests[0]["body"]["max_tokens"] == 500
-    assert len(long) // 4 > 50_000  # what the server said the reply used
-    assert reply.output_tokens == 500
+    billed = len(long) // 4  # the usage the server reported
+    assert billed > 50_000
+    assert reply.output_tokens == billed
     assert reply.text.startswith("Load orders.csv and print its columns.")
-    assert len(reply.text) <= len(long) * 500 // (len(long) // 4)
-    assert reply.cost_usd == pytest.approx(price("openai/gpt-4o-mini", reply.input_tokens, 500))
+    assert len(reply.text) <= len(long) * 500 // billed
+    assert reply.cost_usd == pytest.approx(price("openai/gpt-4o-mini", reply.input_tokens, billed))
     short = complete(config, MESSAGES, agent="planner", run_id="r", api_key="sk-x", max_tokens=500)
     assert (short.text, short.output_tokens) == ("Load orders.csv.", len("Load orders.csv.") // 4)

@@ -157,7 +157,8 @@ def test_a_key_rejected_at_the_first_call_fails_at_once_without_retries(env, llm
     # The models list takes the key but completions do not (a key without chat access).
     llm.fallback(lambda req: Error(401, "invalid api key"))
     done = run(sales)
-    assert done.returncode == 2, done.stderr
+    # The preflight passed, so this is a run that failed (exit 1), stored and resumable.
+    assert done.returncode == 1, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: ") and "DSSTAR_API_KEY" in lines[-1]
     assert lines[0].startswith("run ")  # the run id first, the error last
@@ -173,7 +174,8 @@ def test_a_key_rejected_at_the_first_call_fails_at_once_without_retries(env, llm
 def test_bad_requests_are_never_retried(env, llm, sales, status):
     llm.fallback(lambda req: Error(status, "no such thing"))
     done = run(sales)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 1, done.stderr  # a run that failed, stored
+    assert json.loads(done.stdout)["status"] == "failed"
     assert len(llm.requests) == len([p for p in sales.iterdir() if p.is_file()])
 
 

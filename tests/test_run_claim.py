@@ -121,6 +121,10 @@ def test_a_retried_flow_run_takes_over_its_own_claim_from_another_host(tmp_path)
     assert retried.key.endswith("claims/000002.json")
     with pytest.raises(RunIdInUse, match=f"in use by pid {os.getpid()}"):
         claim_run(store, "r3", "flow-11")  # while the retry runs, a duplicate is refused
+    # Two `dsstar resume` of one run both continue its flow run: the second sees the first
+    # alive on this host, and is refused.
+    with pytest.raises(RunIdInUse, match=f"in use by pid {os.getpid()}"):
+        claim_run(store, "r3", "flow-9")
 
 
 # -- a run id continues only its own run (dsstar.records.identity) ---------------------------

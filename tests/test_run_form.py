@@ -161,7 +161,7 @@ def test_the_flow_of_a_prepared_run_is_the_ds_star_flow_given_that_run():
     from flows.ds_star import _prepared_flow
 
     form = RunForm(question="q", data="/tmp", model="openai/m", run_id="r-1")
-    flow = _prepared_flow(PreparedRun(form, form.settings()))
+    flow = _prepared_flow(PreparedRun(form, form.settings(), policy=None))
     assert (flow.name, flow.description) == (ds_star.name, ds_star.description)
     assert flow.parameters == ds_star.parameters
     assert flow.flow_run_name is ds_star.flow_run_name

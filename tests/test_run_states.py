@@ -1,6 +1,7 @@
 """What Prefect shows of a run is what happened: an answer is Completed, a run without one is
-Failed with its reason (the CLI's exit code and --json stay as they were), a run whose
-process was killed is marked Crashed by the next dsstar command that sees it, and each
+Failed with its reason and how to continue it (the CLI's exit code and --json stay as they
+were), a run whose process was killed ends Crashed with nobody watching and is continued in
+its own flow run, and each
 round, the rounds table and the answer are one card each in the flow run's Artifacts tab,
 even when the server lost the reply to a request (headless Chromium). Against the session's
 Prefect server."""
@@ -20,15 +21,22 @@ from uuid import UUID
 
 import forked_cli
 import pytest
-from artifact_cards import artifact_keys, artifacts_tab, cards
+from artifact_cards import artifact_keys, artifacts_tab, cards, flow_run_page
 from conftest import REPO, prefect_api
 from prefect import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterName,
+)
 from prefect.states import Failed
 from scenarios import ANSWER, always_first_time, answered, asked, fence, never_satisfied, two_rounds
 from tcp_proxy import TcpProxy
 
 from flows.ds_star import completed_result
+from flows.workers import SILENT_RUN
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +71,8 @@ def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales):
     assert result["error"].startswith("the final script stated no answer")
     state = flow_run_state(result["flow_run_id"])
     assert state.is_failed() and state.name == "Failed", state
-    assert state.message == result["error"]  # its reason, on one line
+    # Its reason, on one line, and how to continue it.
+    assert state.message == f"{result['error']}; continue with: dsstar resume no-answer"
     assert run_json(env, "no-answer")["status"] == "failed"
     # A busy server can hand the engine the final state back without its data: the result
     # is then the one the run stored, not Prefect's bare error.
@@ -71,53 +80,132 @@ def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales):
     assert lost == result
 
 
-def test_a_killed_run_is_marked_crashed_by_the_next_command_that_sees_it(env, llm, sales):
-    """Two runs killed with SIGKILL stay Running in Prefect until dsstar sees them dead:
-    `dsstar resume` of one marks its old flow run Crashed, `dsstar runs list` the other."""
-    hold = sales / "hold.txt"  # round 00's script waits while the file is there
-    wait = "import os, time\nwhile os.path.exists('data/hold.txt'): time.sleep(0.1)\n"
+@pytest.fixture
+def short_heartbeat(monkeypatch):
+    """The runs of the test set the server's silent-run automation to a 15 s timeout (they
+    beat every 5 s); it is removed after: the next run on the session's server makes it
+    again, with the default."""
+    monkeypatch.setenv("DSSTAR_HEARTBEAT_TIMEOUT", str(HEARTBEAT_TIMEOUT_S))
+    yield
+    with get_client(sync_client=True) as client:
+        for automation in client.read_automations_by_name(SILENT_RUN):
+            client.delete_automation(automation.id)
+
+
+HEARTBEAT_TIMEOUT_S = 15
+HOLD = "import os, time\nwhile os.path.exists('data/hold.txt'): time.sleep(0.1)\n"
+
+
+def start_held_run(llm, sales: Path, run_id: str) -> forked_cli.Forked:
+    """`dsstar run` whose round 00 script waits while data/hold.txt exists; returned once
+    that script runs."""
+    (sales / "hold.txt").write_text("")
+    llm.reset()
+    two_rounds(llm, prelude=HOLD)
+    proc = forked_cli.popen(
+        [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", QUESTION,
+         "--json", "--run-id", run_id],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not llm.calls("coder"):  # round 00's script runs next, and waits
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.2)
+    while not (flow_run := run_json(os.environ, run_id).get("flow_run_id")) or (
+        unfinished_task_runs(flow_run) != ["execute r00 (RUNNING)"]
+    ):  # the server knows that the script runs
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.2)
+    return proc
+
+
+def until_ended(flow_run_id: str, deadline_s: float = 120):
+    """The flow run's state once final, and the seconds that took; fails past the deadline."""
+    start = time.monotonic()
+    while not (state := flow_run_state(flow_run_id)).is_final():
+        assert time.monotonic() - start < deadline_s, f"still {state.type.value}"
+        time.sleep(0.5)
+    return state, time.monotonic() - start
+
+
+def unfinished_task_runs(flow_run_id: str) -> list[str]:
+    with get_client(sync_client=True) as client:
+        task_runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(flow_run_id)]))
+        )
+    return [
+        f"{t.name} ({t.state.type.value if t.state else 'no state yet'})"
+        for t in task_runs
+        if t.state is None or not t.state.is_final()
+    ]
+
+
+@pytest.mark.timeout(600)  # two runs killed, one resumed, two pages in Chromium
+def test_a_killed_run_ends_crashed_unwatched_and_resumes_in_its_own_flow_run(
+    env, llm, sales, short_heartbeat, tmp_path
+):
+    """SIGKILL, with no dsstar command run after it: the run's watcher marks its flow run
+    Crashed at once, task runs included; killed with its whole process group (the watcher
+    too), the server's automation does once the heartbeats stop, and the next command that
+    sees the run dead settles its task runs. `dsstar resume` continues the same flow run."""
     flow_runs = {}
-    for run_id in ("killed-resumed", "killed-listed"):
-        hold.write_text("")
-        llm.reset()
-        two_rounds(llm, prelude=wait)
-        proc = forked_cli.popen(
-            [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", QUESTION,
-             "--json", "--run-id", run_id],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
-        )  # fmt: skip
-        deadline = time.monotonic() + 240
-        while not llm.calls("coder"):  # round 00's script runs next, and waits
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-            time.sleep(0.2)
-        time.sleep(1)
-        proc.send_signal(signal.SIGKILL)
+    for run_id, kill in (("killed", os.kill), ("killed-group", os.killpg)):
+        proc = start_held_run(llm, sales, run_id)
+        flow_runs[run_id] = run_json(env, run_id)["flow_run_id"]
+        kill(proc.pid, signal.SIGKILL)  # forked commands lead their own process group
         proc.wait(timeout=30)
         proc.stderr.close()
-        flow_runs[run_id] = run_json(env, run_id)["flow_run_id"]
-        assert flow_run_state(flow_runs[run_id]).is_running()  # nobody told Prefect
-    hold.unlink()
+        state, seconds = until_ended(flow_runs[run_id])
+        print(f"{run_id}: {state.type.value} {seconds:.1f} s after SIGKILL")
+        assert state.is_crashed(), state
+        if run_id == "killed":  # the watcher: its process, and how to continue it
+            assert "died without a word: killed by SIGKILL" in state.message, state
+            assert state.message.endswith("continue with: dsstar resume killed"), state
+            wait_for(lambda: not unfinished_task_runs(flow_runs["killed"]), "task runs")
+        else:  # the automation: no template reaches a state's message
+            assert state.message.startswith(f"no heartbeat for {HEARTBEAT_TIMEOUT_S} s"), state
+            assert "dsstar resume RUN_ID, the run id being this flow run's name" in state.message
+            assert unfinished_task_runs(flow_runs[run_id]) == ["execute r00 (RUNNING)"]
+            page = flow_run_page(flow_runs[run_id], tmp_path / "crashed.png")  # as users see it
+            assert "Crashed" in page and f"no heartbeat for {HEARTBEAT_TIMEOUT_S} s" in page
+    (sales / "hold.txt").unlink()
+
+    listed = dsstar("runs", "list")
+    assert listed.stdout.count("stale (process gone)") == 2, listed.stdout
+    assert unfinished_task_runs(flow_runs["killed-group"]) == []
+    shown = dsstar("runs", "show", "killed-group")
+    assert "killed-group · stale (process gone)" in shown.stdout, shown.stdout  # as listed
+    assert "(none yet: a run's calls reach the ledger when it ends)" in shown.stdout
 
     before = list(llm.requests)
     llm.reset()
     two_rounds(llm)
-    resumed = dsstar("resume", "killed-resumed", "--json")
+    resumed = dsstar("resume", "killed", "--json")
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout)
     assert result["status"] == "verified" and result["answer"] == ANSWER
-    assert result["flow_run_id"] != flow_runs["killed-resumed"]
-    assert answered(before) & asked(llm.requests) == set()
-    old = flow_run_state(flow_runs["killed-resumed"])
-    assert old.is_crashed() and "is gone" in old.message, old
-    assert f"continues in flow run {result['flow_run_id']}" in old.message
-    assert flow_run_state(flow_runs["killed-listed"]).is_running()  # not seen yet
+    assert answered(before) & asked(llm.requests) == set()  # nothing asked twice
+    assert result["flow_run_id"] == flow_runs["killed"]  # the same flow run, run again
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(UUID(flow_runs["killed"]))
+        history = [s.type.value for s in client.read_flow_run_states(flow_run.id)]
+        named = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["killed"]))
+        )
+    assert flow_run.state.is_completed() and flow_run.run_count == 2, flow_run
+    assert history[-3:] == ["CRASHED", "RUNNING", "COMPLETED"], history
+    assert [f.id for f in named] == [flow_run.id]  # one flow run of that name
+    assert unfinished_task_runs(flow_runs["killed"]) == []
 
-    listed = dsstar("runs", "list")
-    assert "stale (process gone)" in listed.stdout, listed.stdout
-    state = flow_run_state(flow_runs["killed-listed"])
-    assert state.is_crashed() and "dsstar resume killed-listed" in state.message, state
-    # The others stay as they are; the resumed run, with its answer, is Completed.
-    assert flow_run_state(result["flow_run_id"]).is_completed()
+    page = flow_run_page(flow_runs["killed"], tmp_path / "resumed.png")
+    assert "Completed" in page and "Run Count\n2" in page, page
+
+
+def wait_for(check, what: str, deadline_s: float = 60) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.5)
 
 
 def test_three_rounds_under_a_lost_reply_show_one_table_and_one_card_per_round(

@@ -20,6 +20,7 @@ from dsstar.errors import ConfigError
 from dsstar.execution.sandbox import Limits, pool, resolve_mode, run_script, sweep_stale
 from dsstar.execution.sandbox import modes as sandbox_modes
 from dsstar.execution.sandbox import supervise as sandbox_supervise
+from dsstar.execution.sandbox.treecpu import TreeCpu
 from dsstar.inputs.preflight import check_isolation
 from dsstar.settings import Settings
 
@@ -42,9 +43,28 @@ def mode(request):
     return request.param
 
 
+# As root, mode `none` runs each script as a dedicated uid, which must reach the interpreter
+# and the work folder (pytest's folders are root's alone): this test's, from the fixture below.
+PLAIN: dict[str, object] = {}
+
+
+@pytest.fixture(autouse=True)
+def _reachable_by_the_script_uid(plain_python, open_work, monkeypatch):
+    monkeypatch.setitem(PLAIN, "python", plain_python)
+    monkeypatch.setitem(PLAIN, "work_root", open_work)
+
+
+def where(mode, tmp_path):
+    """run_script's work root and interpreter for `mode`: for one that does not isolate, a
+    folder and a Python the script's own uid may enter and run."""
+    if sandbox_modes.isolates(mode):
+        return {"work_root": tmp_path}
+    return dict(PLAIN)
+
+
 def run(code, data, mode, tmp_path, **caps):
     limits = Limits(**{**vars(LIMITS), **caps})
-    return run_script(code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path)
+    return run_script(code, data_dir=data, limits=limits, mode=mode, **where(mode, tmp_path))
 
 
 def test_modes_resolve_and_fail_closed(monkeypatch, caplog):
@@ -78,8 +98,12 @@ def test_settings_and_preflight_use_the_one_resolver(monkeypatch, caplog):
     assert Settings(sandbox="process").sandbox == "none"
     with pytest.raises(ValidationError, match="unknown sandbox mode 'chroot'"):
         Settings(sandbox="chroot")
+    plain = Settings(sandbox="none", script_python=PLAIN["python"], work_dir=PLAIN["work_root"])
+    # As if dsstar ran from a Python every user may run (it runs the offline profiler, and
+    # mode none as root runs that as a dedicated uid too).
+    monkeypatch.setattr(sys, "executable", PLAIN["python"])
     with caplog.at_level(logging.WARNING):
-        assert check_isolation(Settings(sandbox="none")) == "none"
+        assert check_isolation(plain) == "none"
     assert "WITHOUT isolation" in caplog.text
     if ISOLATED:
         assert check_isolation(Settings(sandbox="auto")) == ISOLATED[0]
@@ -189,6 +213,7 @@ def test_temporary_folders_are_removed_and_stale_ones_swept(data, tmp_path):
     for mode in MODES:
         run("print('x')", data, mode, tmp_path, warm=False)
     assert not list(tmp_path.glob("dsstar-exec-*"))
+    assert not list(PLAIN["work_root"].glob("dsstar-exec-*"))
     stale = tmp_path / "dsstar-exec-999999999-abc"
     (stale / "inner").mkdir(parents=True)
     (stale / "inner").chmod(0o500)
@@ -298,6 +323,57 @@ def test_concurrent_scripts_get_their_own_uid_and_folder(data, mode, tmp_path):
         assert uid == mine and listing.strip() == "['data', 'mine', 'script.py']"
 
 
+SHADOW_PROBE = (
+    "import os\n"
+    "print('uid', os.getuid())\n"
+    "try:\n"
+    "    print('shadow', open('/etc/shadow').read()[:20])\n"
+    "except OSError as exc:\n"
+    "    print('shadow', type(exc).__name__)\n"
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
+def test_mode_none_as_root_runs_scripts_as_a_dedicated_uid_or_not_at_all(
+    data, tmp_path, monkeypatch
+):
+    """Mode none does not isolate, but as root it still runs each script as an unprivileged
+    uid of its own: never as root, which could read /etc/shadow. Where that uid could not run
+    the interpreter or enter the work folder, the script is refused, saying what to change."""
+    from dsstar.execution.sandbox import uid_range
+
+    ran = run(SHADOW_PROBE, data, "none", tmp_path)
+    assert ran.ok, ran.output
+    assert int(ran.stdout.split()[1]) in uid_range()
+    assert "shadow PermissionError" in ran.stdout
+
+    (tmp_path / "work").mkdir()
+    closed = tmp_path / "closed"  # a virtual environment in a folder only root may enter
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed)], check=True)
+    refusals = [
+        dict(PLAIN, python=str(closed / "bin" / "python")),
+        dict(PLAIN, work_root=tmp_path / "work"),  # pytest's folders are root's alone
+    ]
+    for where, fix in zip(refusals, ("DSSTAR_SCRIPT_PYTHON", "DSSTAR_WORK_DIR"), strict=True):
+        with pytest.raises(ConfigError) as refused:
+            run_script(SHADOW_PROBE, data_dir=data, limits=LIMITS, mode="none", **where)
+        said = str(refused.value)
+        assert "runs scripts as a dedicated unprivileged uid" in said and fix in said, said
+        assert "never as root" in said and "bwrap" in said
+    assert not list((tmp_path / "work").glob("dsstar-exec-*"))  # nothing was staged
+    # The preflight says so too, of the scripts' Python, of dsstar's own (which runs the
+    # offline profiler: here as if it were one every user may run) and of the work folder.
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "executable", PLAIN["python"])
+        with pytest.raises(ConfigError, match="DSSTAR_WORK_DIR"):
+            check_isolation(Settings(sandbox="none", work_dir=tmp_path / "work",
+                                     script_python=PLAIN["python"]))  # fmt: skip
+        patched.setattr(sys, "executable", refusals[0]["python"])
+        with pytest.raises(ConfigError, match="run dsstar from a Python every user may run"):
+            check_isolation(Settings(sandbox="none", work_dir=PLAIN["work_root"],
+                                     script_python=PLAIN["python"]))  # fmt: skip
+
+
 @pytest.fixture
 def own_uids(monkeypatch):
     """Scripts run as uids from 1,750,000, which no other test uses."""
@@ -347,6 +423,65 @@ def test_a_script_the_kernel_kills_at_its_cpu_cap_is_not_run_again(data, tmp_pat
     assert "CPU time" in result.output
 
 
+BUSY_TREE = """
+import time
+{start}
+def busy(_):
+    end = time.process_time() + {each}
+    while time.process_time() < end:
+        pass
+    return 1
+if __name__ == "__main__":
+    print("done", sum({run}))
+"""
+MULTIPROCESSING = {
+    "start": "from multiprocessing import Pool",
+    "run": "Pool(4).map(busy, range(4))",
+}
+LOKY = {
+    "start": "from joblib import Parallel, delayed",
+    "run": "Parallel(n_jobs=4, backend='loky')(delayed(busy)(i) for i in range(4))",
+}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
+@pytest.mark.parametrize("how", [MULTIPROCESSING, LOKY], ids=["multiprocessing", "loky"])
+def test_the_cpu_cap_holds_for_the_script_processes_together(data, tmp_path, how):
+    """Four busy workers of 1.2 s each under cpu_s=2: none passes the cap alone, together
+    they do, and the tree is stopped long before its timeout, `cpu` named."""
+    code = BUSY_TREE.format(each=1.2, **how)
+    result = run(code, data, "auto", tmp_path, cpu_s=2, timeout_s=60, warm=False)
+    assert "cpu" in result.limits_hit and not result.timed_out, result.output
+    assert not result.ok and "done" not in result.stdout
+    assert "CPU time, its processes together (exec CPU limit)" in result.output
+
+
+def test_tree_cpu_counts_each_process_once():
+    """Samples of a tree, in clock ticks: the script (pid 10, under the supervisor 1) starts
+    two workers; one is reaped by the script (its time moves into the script's children's
+    time: counted once), the other is orphaned and reaped by the supervisor (counted at its
+    last sample)."""
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    tree = TreeCpu()
+    script, worker, orphan = (10, 100), (11, 101), (12, 102)
+    assert tree.seconds({script: (1, 5, 0), worker: (10, 30, 0), orphan: (10, 40, 0)}) == (
+        pytest.approx(75 * tick)
+    )
+    # The worker ran on to 35 ticks and was reaped; the orphan's parent is now the supervisor.
+    assert tree.seconds({script: (1, 6, 35), orphan: (1, 50, 0)}) == pytest.approx(91 * tick)
+    assert tree.seconds({script: (1, 6, 35)}) == pytest.approx(91 * tick)  # the orphan, gone
+    assert tree.seconds({}) == pytest.approx(91 * tick)  # the script, gone too
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts have uids of their own only as root")
+def test_a_tree_within_its_cpu_cap_finishes(data, tmp_path):
+    """Four workers of 0.3 s each under cpu_s=2: each counted once (a worker its parent has
+    reaped is not counted again), so the script finishes."""
+    light = run(BUSY_TREE.format(each=0.3, **MULTIPROCESSING), data, "auto", tmp_path, cpu_s=2,
+                timeout_s=60, warm=False)  # fmt: skip
+    assert light.ok and light.stdout.strip() == "done 4", light.output
+
+
 def test_outside_kills_are_retried_a_bounded_number_of_times_and_never_while_stopping(
     monkeypatch, tmp_path
 ):
@@ -390,11 +525,12 @@ def test_a_script_given_files_sees_those_files_alone(data, mode, tmp_path, warm)
     limits = Limits(**{**vars(LIMITS), "warm": warm})
     wanted = ["sub/notes.txt", "../data/table.csv", "/etc/hosts", "sub/missing.csv"]
     result = run_script(
-        code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path, files=wanted
+        code, data_dir=data, limits=limits, mode=mode, files=wanted, **where(mode, tmp_path)
     )
     assert "data/sub/notes.txt hello" in result.output, result.output
-    if mode != "none":  # read-only (mode none may keep root's uid, which no mode bars)
-        assert not result.ok and "Read-only file system" in result.output, result.output
+    # Read-only: mounted so, or (mode none) a copy the script's uid may not write.
+    refused = "Read-only file system" if mode != "none" else "Permission denied"
+    assert not result.ok and refused in result.output, result.output
     assert "SECRET" not in result.output and "table.csv" not in result.output
     assert "localhost" not in result.output and "missing" not in result.output
     assert (data / "sub" / "notes.txt").read_text() == "hello"
@@ -417,16 +553,19 @@ def test_a_script_gets_signals_as_a_fresh_interpreter_whatever_the_host_had(data
         "        'os.kill(os.getpid(), signal.SIGINT)\\n'\n"
         "        'print(\"survived\")\\n')\n"
         "found = {}\n"
-        "for mode in sys.argv[3:]:\n"
+        "for mode in sys.argv[5:]:\n"
+        "    where = ({'work_root': Path(sys.argv[2])} if mode != 'none' else\n"
+        "             {'python': sys.argv[3], 'work_root': Path(sys.argv[4])})\n"
         "    for warm in (False, True):\n"
         "        limits = Limits(timeout_s=20, memory_mb=1024, warm=warm)\n"
         "        done = run_script(code, data_dir=Path(sys.argv[1]), limits=limits, mode=mode,\n"
-        "                          work_root=Path(sys.argv[2]))\n"
+        "                          **where)\n"
         "        found[f'{mode} warm={warm}'] = [done.exit_code, done.output]\n"
         "print(json.dumps(found))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe, str(data), str(tmp_path), *MODES],
+        [sys.executable, "-c", probe, str(data), str(tmp_path), PLAIN["python"],
+         str(PLAIN["work_root"]), *MODES],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

@@ -39,7 +39,7 @@ class Plain:
 
     def argv(self, stage, data_dir, spec):  # type: ignore[no-untyped-def]
         self.started.append(spec["role"])
-        return [*boot_python(), json.dumps(spec)]
+        return [*boot_python(spec.get("python")), json.dumps(spec)]
 
 
 @pytest.fixture
@@ -66,9 +66,13 @@ def test_settings_know_the_names_without_importing_the_sandbox():
 
 
 def test_a_backend_from_the_test_folder_is_registered_and_chosen_by_name(
-    plain, tmp_path, monkeypatch, caplog
+    plain, tmp_path, monkeypatch, caplog, plain_python, open_work
 ):
-    settings = Settings(sandbox=NAME)
+    # As root, a backend that does not isolate runs each script as a uid of its own: a
+    # Python and a work folder that uid may reach (pytest's folders are root's alone), and
+    # dsstar's own Python, which runs the offline profiler, as if it were one too.
+    settings = Settings(sandbox=NAME, script_python=plain_python, work_dir=open_work)
+    monkeypatch.setattr(sys, "executable", plain_python)
     assert settings.sandbox == NAME
     with caplog.at_level(logging.WARNING):
         assert check_isolation(settings) == NAME
@@ -78,14 +82,15 @@ def test_a_backend_from_the_test_folder_is_registered_and_chosen_by_name(
     data.mkdir()
     (data / "table.csv").write_text("a,b\n1,2\n")
     code = "print(open('data/table.csv').read())"
-    result = run_script(code, data_dir=data, limits=LIMITS, mode=NAME, work_root=tmp_path)
+    result = run_script(code, data_dir=data, limits=LIMITS, mode=NAME, work_root=open_work,
+                        python=plain_python)  # fmt: skip
     assert result.ok, result.output
     assert "a,b\n1,2" in result.output
     assert (result.sandbox, result.start) == (NAME, "cold")  # recorded; no warm pool unisolated
     assert plain.started == ["cold"]
     assert f"no warm pool in mode {NAME!r}" in result.note
 
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)  # a run form, as a worker judges it
+    # A run form, as a worker judges it.
     with pytest.raises(ForbiddenError, match="DSSTAR_FORM_ALLOW=sandbox"):
         trust.check_form({"sandbox": NAME}, Settings())
     trust.check_form({"sandbox": NAME}, settings)  # what the worker uses anyway

@@ -263,7 +263,10 @@ def test_figure_files_never_follow_links_block_or_grow(data, how, tmp_path):
     assert result.ok and "made" in result.output, result.output
     assert "no hard link" in result.output  # the data is another mount
     assert [(f["name"], f["bytes"]) for f in result.figures] == [("real.png", 9)]
-    assert "file(s) the script wrote were not kept (big.png" in result.output  # over the budget
+    error = result.outputs_error
+    assert "file(s) the script wrote were not kept," in error and error in result.output
+    assert "past the bounds: big.png" in error  # over the budget
+    assert "a symbolic link: " in error and "not a regular file: sub/y.svg, x.png" in error
     assert len(json.dumps(result.to_dict())) < 10_000
 
 

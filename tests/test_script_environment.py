@@ -5,7 +5,6 @@ by the worker (DSSTAR_SCRIPT_PYTHON), and caches that stay inside each script's 
 from __future__ import annotations
 
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -61,11 +60,23 @@ def data(tmp_path):
     return folder
 
 
+# As root, mode `none` runs each script as a dedicated uid, which must reach the interpreter
+# and the work folder (pytest's folders are root's alone): this test's, from the fixture below.
+PLAIN: dict[str, object] = {}
+
+
+@pytest.fixture(autouse=True)
+def _reachable_by_the_script_uid(plain_python, open_work, monkeypatch):
+    monkeypatch.setitem(PLAIN, "python", plain_python)
+    monkeypatch.setitem(PLAIN, "work_root", open_work)
+
+
 def run(code, data, mode, tmp_path, warm=True, python=None):
     limits = Limits(**{**vars(LIMITS), "warm": warm})
-    return run_script(
-        code, data_dir=data, limits=limits, mode=mode, work_root=tmp_path / "work", python=python
-    )
+    where = {"work_root": tmp_path / "work", "python": python}
+    if not sandbox_modes.isolates(mode):
+        where = {"work_root": PLAIN["work_root"], "python": python or PLAIN["python"]}
+    return run_script(code, data_dir=data, limits=limits, mode=mode, **where)
 
 
 # -- what the prompts name -------------------------------------------------------------------
@@ -205,11 +216,12 @@ def test_no_network_for_the_libraries(data, mode, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def other_python(tmp_path_factory):
+def other_python(plain_python, open_folder):
     """A second environment made here: a venv (no pip, so it makes in a blink) with a tiny
-    distribution of its own, `tinylib` 1.4.2, and none of dsstar's stack."""
-    venv = tmp_path_factory.mktemp("other") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    distribution of its own, `tinylib` 1.4.2, and none of dsstar's stack; of a Python and in a
+    folder that the scripts' own uid may reach (mode none as root runs them as one)."""
+    venv = open_folder / "other"
+    subprocess.run([plain_python, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(
         [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

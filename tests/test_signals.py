@@ -12,11 +12,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from uuid import UUID
 
 import forked_cli
 import psutil
 import pytest
 from fake_llm import Error
+from prefect import get_client
 from scenarios import ANSWER, answered, asked, describe_script, two_rounds
 from sqlmodel import Session
 
@@ -77,6 +79,16 @@ def survivors(processes: list[psutil.Process], timeout: float = 20) -> list[str]
     return left
 
 
+def ended(flow_run_id: str, deadline_s: float = 60):
+    """The flow run's final state: set by the run as it stops, else by its watcher."""
+    deadline = time.monotonic() + deadline_s
+    with get_client(sync_client=True) as client:
+        while not (state := client.read_flow_run(UUID(flow_run_id)).state).is_final():
+            assert time.monotonic() < deadline, state
+            time.sleep(0.5)
+    return state
+
+
 def signal_on_coder_call(llm, proc: subprocess.Popen, signum: int, seen: list) -> None:
     """In round 01, while the coder is thinking (its reply is slow), `signum` reaches the CLI."""
     coder_calls = []
@@ -114,6 +126,10 @@ def test_signal_during_a_run_marks_it_interrupted_and_resume_repeats_nothing(
     assert signal.Signals(signum).name in stored["error"]
     assert ledger_status(env, run_id) == "interrupted"
     assert survivors(children) == []
+    state = ended(result["flow_run_id"])  # the flow run says which signal, and how to go on
+    name = signal.Signals(signum).name
+    assert state.is_crashed(), state
+    assert state.message == f"interrupted by {name}; continue with: dsstar resume {run_id}"
     if signum != signal.SIGTERM:
         return  # both signals leave the same interrupted run: resumed once, after SIGTERM
 
@@ -123,6 +139,7 @@ def test_signal_during_a_run_marks_it_interrupted_and_resume_repeats_nothing(
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout)
     assert result["status"] == "verified" and result["answer"] == ANSWER
+    assert result["flow_run_id"] == stored["flow_run_id"]  # the same flow run, continued
     after = llm.requests[len(before) :]
     assert answered(before) & asked(after) == set()  # 0 repeated LLM calls
     assert run_json(env, run_id)["status"] == "verified"

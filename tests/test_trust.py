@@ -22,10 +22,11 @@ from fake_llm import FakeLLM
 from prefect import get_client
 from prefect.deployments import run_deployment
 from processes import stop
+from pydantic import ValidationError
 
 import dsstar.inputs.trust as trust
 from dsstar.errors import DataError, ForbiddenError
-from dsstar.inputs.form import RunForm
+from dsstar.inputs.form import RunForm, explain
 from dsstar.settings import Settings
 
 QUESTION = "Which region had the highest revenue in 2024 H1?"
@@ -35,7 +36,6 @@ SECRET = "sk-worker-secret-do-not-leak"
 @pytest.fixture
 def worker(monkeypatch):
     """The policy as a worker applies it (not the CLI's local user)."""
-    monkeypatch.setattr(trust, "_LOCAL_USER", False)
     for name in [k for k in os.environ if k.startswith("DSSTAR_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("DSSTAR_MODEL", "openai/gpt-4o-mini")
@@ -209,7 +209,7 @@ def test_a_flow_run_s_job_variables_may_name_and_label_it_only(worker):
                  "env.PYTHONPATH", "image", "volumes"):  # fmt: skip
         assert name in message, name
     assert "may set only labels and name" in message
-    trust.trust_local_user()  # the CLI's user has no job variables to set, and no exception
+    # The CLI's user has no job variables to set, and no exception.
     with pytest.raises(ForbiddenError, match="env.PREFECT_API_URL"):
         trust.check_job_variables({"env": {"PREFECT_API_URL": "http://elsewhere/api"}})
 
@@ -224,19 +224,20 @@ def test_a_flow_run_s_retry_policy_is_its_flow_s_or_narrower():
     assert "empirical_policy.retry_delay=1000000 (the flow's own: 0)" in message
 
 
-def test_the_cli_user_is_not_limited(monkeypatch):
-    monkeypatch.setattr(trust, "_LOCAL_USER", True)
-    trust.check_form({"sandbox": "none", "api_base": "http://x/v1"}, Settings())
-    assert trust.check_data_location("/etc/shadow", Settings()) == "/etc/shadow"
+def test_the_local_user_is_not_limited():
+    # Their own form (the CLI, the Python API): no worker's Settings judge it.
+    trust.check_form({"sandbox": "none", "api_base": "http://x/v1"}, None)
+    assert trust.check_data_location("/etc/shadow", None) == "/etc/shadow"
 
 
 # -- the attack, through the Prefect API ---------------------------------------------------
 
 
 @contextmanager
-def serving(root: Path, llm: FakeLLM, **policy: str):
-    """`dsstar serve` as root would run it: the worker's key in OPENAI_API_KEY, its model
-    server `llm`, and `policy` (DSSTAR_DATA_ROOTS, DSSTAR_FORM_ALLOW) in its environment."""
+def serving(root: Path, llm: FakeLLM, python: str = sys.executable, **policy: str):
+    """`dsstar serve` as root would run it, in `python`: the worker's key in OPENAI_API_KEY,
+    its model server `llm`, and `policy` (DSSTAR_DATA_ROOTS, DSSTAR_FORM_ALLOW) in its
+    environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSSTAR_")}
     env.update(
         OPENAI_API_KEY=SECRET,
@@ -249,12 +250,12 @@ def serving(root: Path, llm: FakeLLM, **policy: str):
         DSSTAR_MAX_DEBUG_ATTEMPTS="0",
         DSSTAR_MAX_ROUNDS="1",
         PREFECT_RUNNER_POLL_FREQUENCY="1",
-        **policy,
     )
+    env.update(policy)  # over the defaults above (a work folder of its own, say)
     log_path = root / f"serve-{len(list(root.glob('serve-*')))}.log"
     with open(log_path, "w") as log:
         proc = forked_cli.start(
-            [sys.executable, "-m", "dsstar", "serve"],
+            [python, "-m", "dsstar", "serve"],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
@@ -289,7 +290,9 @@ def attack(**parameters: object):
 
 
 @pytest.mark.slow
-def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
+def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(
+    tmp_path, plain_python, open_work
+):
     lake = tmp_path / "lake"
     shutil.copytree(EXAMPLE, lake)
     (lake / "escape").symlink_to("/etc")
@@ -315,8 +318,16 @@ def test_the_prefect_api_attack_is_refused_then_allowed_by_the_worker(tmp_path):
         assert attacker.requests == [] and own.requests == []
         assert not list((tmp_path / "storage").glob("runs/*"))
 
-        policy = {"DSSTAR_DATA_ROOTS": str(lake), "DSSTAR_FORM_ALLOW": "api_base,sandbox"}
-        with serving(tmp_path, own, **policy):
+        policy = {
+            "DSSTAR_DATA_ROOTS": str(lake),
+            "DSSTAR_FORM_ALLOW": "api_base,sandbox",
+            # As root, mode none runs scripts as a uid of their own: one it can reach.
+            "DSSTAR_SCRIPT_PYTHON": plain_python,
+            "DSSTAR_WORK_DIR": str(open_work),
+        }
+        # As root, mode none runs scripts, the offline profiler's too, as a uid of their own:
+        # dsstar runs from a Python that uid may run.
+        with serving(tmp_path, own, plain_python, **policy):
             allowed = attack(data=str(lake), api_base=attacker.base_url, sandbox="none")
         assert "DSSTAR_FORM_ALLOW" not in (allowed.message or "")
         # The worker's operator allowed it: the form's server now gets the worker's key.
@@ -361,3 +372,28 @@ def test_a_form_may_lower_the_budget_never_raise_it():
         with pytest.raises(ForbiddenError, match=f"above this worker's own {name}="):
             trust.check_form({name: value}, worker)
     trust.check_form({"max_cost": 5.0}, Settings())  # the worker set no ceiling
+
+
+def test_each_refusal_says_what_the_form_may_choose(worker):
+    """A uid range other than the worker's is refused, lower as well as higher, and the
+    refusal says the one value allowed (never "or lower"); a cap says its range; a value
+    outside a setting's own bounds says both ends."""
+    for base in (100_000, 1_300_000):
+        with pytest.raises(ForbiddenError) as refused:
+            trust.check_form({"exec_uid_base": base}, Settings())
+        assert "allowed only this worker's own, 1200000" in str(refused.value)
+        assert "lower" not in str(refused.value)
+    with pytest.raises(ForbiddenError) as refused:
+        trust.check_form({"exec_memory_mb": 99_999, "exec_timeout": 1e6}, Settings())
+    assert "exec_memory_mb=99999 (above this worker's own exec_memory_mb=" in str(refused.value)
+    assert f"): allowed 64 to {Settings().exec_memory_mb};" in str(refused.value)
+    assert "(above this worker's own exec_timeout=120.0): allowed above 0, at most 120.0." in (
+        str(refused.value)
+    )
+    with pytest.raises(ForbiddenError, match=r"allowed a mode that isolates \(auto, bwrap"):
+        trust.check_form({"sandbox": "none"}, Settings())
+    with pytest.raises(ForbiddenError, match="another of a provider it uses: openai"):
+        trust.check_form({"model": "ollama/llama3"}, Settings())
+    with pytest.raises(ValidationError) as caught:
+        Settings(exec_uid_base=5)
+    assert "(allowed: 100000 to 4294967039)" in explain(caught.value)

@@ -38,13 +38,13 @@ from scenarios import ANSWER, always_first_time
 
 from dsstar.locations import normalize_location
 from dsstar.records.ledger import Ledger, question_key
-from flows.workers import LOST_WORKER, RETRY_CRASHED, ensure_worker_recovery
+from flows.workers import RETRY_CRASHED, SILENT_RUN, ensure_worker_recovery
 
 pytestmark = pytest.mark.slow
 
 WORKERS = ("worker-a", "worker-b")
 LLM_LIMIT = 2
-HEARTBEAT_S = 30  # Prefect's shortest flow-run heartbeat interval
+HEARTBEAT_TIMEOUT_S = 45  # a run whose heartbeats stop this long is Crashed (beats: 15 s)
 QUESTIONS = {
     "sales-a": ("Top region and manager?", "Who leads the best region?", "Best region, manager?"),
     "sales-b": ("Top region by revenue?", "Which region sold most?", "Manager of the top region?"),
@@ -142,12 +142,12 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
             client.create_work_pool(WorkPoolCreate(name="dsstar", type="process"))
         run_cli([*prefect, "deploy", "--prefect-file", "deployments/prefect.yaml",
                  "--name", "on-demand", "--name", "nightly"], admin)  # fmt: skip
-        heartbeat_timeout = HEARTBEAT_S + 15
+        heartbeat_timeout = HEARTBEAT_TIMEOUT_S
         run_cli([sys.executable, "-m", "dsstar", "workers", "--heartbeat-timeout",
                  str(heartbeat_timeout), "--llm-concurrency", str(LLM_LIMIT)], admin)  # fmt: skip
         with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
             ensure_worker_recovery(heartbeat_timeout)  # again: nothing is duplicated
-            for name in (LOST_WORKER, RETRY_CRASHED):
+            for name in (SILENT_RUN, RETRY_CRASHED):
                 assert len(client.read_automations_by_name(name)) == 1
         workers = {}
         for name in WORKERS:
@@ -161,7 +161,6 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
                 "TMPDIR": str(home / "tmp"),
                 "HOME": str(home / "home"),
                 "PREFECT_HOME": str(home / "prefect"),
-                "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S),
                 "PREFECT_WORKER_QUERY_SECONDS": "1",
                 "DSSTAR_WORK_DIR": str(home / "work"),
                 "DSSTAR_EMBEDDING_CACHE_DIR": str(home / "embeddings"),

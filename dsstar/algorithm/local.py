@@ -3,8 +3,9 @@
 records kept in memory, to read afterwards (a notebook, a test, a debugging session).
 
 What it leaves to the Prefect runtime: task caching and retries, the run's ceiling, stored
-rounds and the ledger. File descriptions go into the catalog of the spec's storage, as the
-flow's do, so either runtime finds what the other described; like files are each analyzed.
+rounds and files, and the ledger (the files its scripts wrote stay in its results, in
+memory). File descriptions go into the catalog of the spec's storage, as the flow's do, so
+either runtime finds what the other described; like files are each analyzed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dsstar.algorithm.runtime import Round, Script, Solved
 from dsstar.algorithm.spec import RunSpec
 from dsstar.algorithm.verdict import Verdict
 from dsstar.data.contracts import check_source
+from dsstar.data.previews import with_previews
 from dsstar.data.sources import DataSource
 from dsstar.events import StoryEvent, details
 from dsstar.execution.sandbox import ExecResult, Limits, run_script
@@ -79,7 +81,9 @@ class LocalRuntime:
 
     def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         self.labels.append(label)
-        return self._run(code, self.spec.limits, files)
+        work_dir = Path(self.spec.work_dir) if self.spec.work_dir else None
+        # The tables it wrote are previewed in the bounded reader; the files stay in memory.
+        return with_previews(self._run(code, self.spec.limits, files), work_dir)
 
     def _run(self, code: str, limits: Limits, files: Sequence[str] | None = None) -> ExecResult:
         work_dir = self.spec.work_dir

@@ -21,6 +21,7 @@ from dsstar.algorithm import together
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.calls import AgentCalls, Problem
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
+from dsstar.algorithm.repair import FINAL
 from dsstar.algorithm.runtime import NO_CODE, Budget, Round, Runtime, Script
 from dsstar.algorithm.verdict import Status, Verdict
 
@@ -182,4 +183,4 @@ def finalize(
     guidelines."""
     agents = AgentCalls(rt, budget)
     code = agents.finalize(problem, plan, script, status.value, reason)
-    return agents.run_solution("final", code, problem, plan, final=True)
+    return agents.run_solution(FINAL, code, problem, plan, final=True)

@@ -4,6 +4,7 @@ times."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,9 @@ from dsstar.algorithm.runtime import NO_CODE, Budget, Calls, Script
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.llm import Message
 
-__all__ = ["Fix", "run_with_repair", "summarize"]
+__all__ = ["FINAL", "Fix", "delivers", "run_with_repair", "summarize"]
+
+FINAL = "final"  # the label of the final script (step 5), whose files are the deliverables
 
 # Builds the debugger's request from the failing script and its (summarized) error.
 Fix = Callable[[str, str], list[Message]]
@@ -42,6 +45,13 @@ def run_with_repair(calls: Calls, label: str, code: str | None, fix: Fix, budget
         result = _execute(calls, f"execute {label} #{n}", fixed)
         attempts.append(_attempt(fixed, result))
     return Script(code=code or "", result=result, attempts=attempts)
+
+
+def delivers(label: str) -> bool:
+    """Whether the execution `label` (as `run_with_repair` names them) is of the final script
+    or a repair of it: the script whose files are the run's deliverables. A runtime that
+    stores files keeps all of these, and only the figures of any other script."""
+    return re.fullmatch(rf"execute {FINAL}(?: #\d+)?", label) is not None
 
 
 def summarize(calls: Calls, label: str, error: str, budget: Budget) -> str:

@@ -180,13 +180,19 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _read_stored(store: Any, key: str) -> bytes:
-    return store.fs.cat_file(store.uri(key))
+_CHART_BYTES = 16 << 20  # a chart's description: its labels and plotted values
+_TEXT_BYTES = 16 << 20  # a round's plan, code or output (scripts' output is capped far lower)
+
+
+def _read_stored(store: Any, key: str, most: int) -> bytes:
+    """The stored object, no larger than `most` bytes (what run.json says it holds)."""
+    return store.read_bytes(key, most=most)
 
 
 def _stored_text(store: Any, run_id: str, key: str) -> str:
     try:
-        return _read_stored(store, in_run(run_id, key)).decode("utf-8", errors="replace")
+        data = _read_stored(store, in_run(run_id, key), _TEXT_BYTES)
+        return data.decode("utf-8", errors="replace")
     except (OSError, DSStarError):
         return ""
 
@@ -288,8 +294,8 @@ def _deliver(task: BenchTask, record: dict[str, Any], store: Any,
         if name is None:
             continue
         try:
-            data = _read_stored(store, in_run(run_id, output(str(name))))
-        except (OSError, DSStarError) as exc:
+            data = _read_stored(store, in_run(run_id, output(str(name))), int(entry["bytes"]))
+        except (OSError, ValueError, TypeError, KeyError, DSStarError) as exc:
             errors.append(f"{name}: {exc}")
             continue
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -302,7 +308,8 @@ def _deliver(task: BenchTask, record: dict[str, Any], store: Any,
     chosen = chosen or (charts[0] if charts else None)
     if chosen is not None:
         try:
-            description = json.loads(_read_stored(store, in_run(run_id, chart(chosen))))
+            stored = _read_stored(store, in_run(run_id, chart(chosen)), _CHART_BYTES)
+            description = json.loads(stored)
         except (OSError, ValueError, DSStarError) as exc:
             errors.append(f"chart {chosen}: {exc}")
         else:

@@ -57,6 +57,8 @@ def json_line(data: Any) -> str:
 def report(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json_line(result))
+        if result.get("error"):  # whoever reads only the logs still learns why it failed
+            err.print(Text.assemble(("error:", "red"), f" {shown(result['error'])}"))
         return
     colour = {"verified": "green", "accepted": "green", "not_applicable": "green",
               "reported": "green", "max_rounds": "yellow", "stopped": "yellow"}  # fmt: skip

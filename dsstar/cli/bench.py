@@ -118,15 +118,14 @@ def run(
         bench_id = _bench_id(out)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    from dsstar.inputs.trust import trust_local_user
-    from flows import ds_star_bench, prefect_api, task_dicts
+    from flows import own_bench, prefect_api, task_dicts
 
-    trust_local_user()  # the person at the terminal chose these settings: no worker policy
     named = {"model", "storage", "max_rounds"}
     options = {k: v for k, v in overrides.items() if v is not None and k not in named}
     try:
         with prefect_api(), _BenchProgress(enabled=not as_json):
-            result = ds_star_bench(
+            # The person at the terminal chose these settings: no worker policy judges them.
+            result = own_bench()(
                 parallel=parallel, suite=suite, tasks=task_dicts(chosen), bench_id=bench_id,
                 out=str(out), model=settings.model, storage=settings.storage,
                 max_rounds=settings.max_rounds, options=options,

@@ -33,9 +33,8 @@ from dsstar.cli._app import (
     prefect_quietly,
 )
 from dsstar.cli._output import report
-from dsstar.cli.run import run_flow
+from dsstar.cli.run import StoredDataOpt, run_flow
 from dsstar.errors import DSStarError
-from dsstar.inputs.form import OPTION_FIELDS
 from dsstar.inputs.questions import PROJECT_DIR, load_questions
 from dsstar.keys import replies_folder, run_record
 from dsstar.storage import check_run_id
@@ -51,6 +50,7 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect'
 def replay(
     run_id: Annotated[str, typer.Argument(help="The stored run to replay.", metavar="RUN_ID")],
     storage: StorageOpt = None,
+    data: StoredDataOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -68,6 +68,11 @@ def replay(
     sub-question's run with that sub-run's own replies; then each sub-run is
     compared as a run, and the figures the report cites.
 
+    The stored run is data, not settings for this process: the replay runs
+    under this process's policy (DSSTAR_* variables) and takes from the
+    record only what a run form could choose; its data must lie under
+    DSSTAR_DATA_ROOTS unless --data names it (docs/sandbox.md).
+
     Exit codes: 0 every round's output and the answer are as stored,
     1 something differs (the report says what), 2 no such run or it kept
     no replies.
@@ -76,6 +81,8 @@ def replay(
     """
     prefect_quietly(verbose)
     from dsstar.api import prepare_report, prepare_run
+    from dsstar.inputs.report import stored_bounds
+    from dsstar.inputs.stored import StoredRun, judged
     from dsstar.storage import Store
     from dsstar.views.replay import compare_reports, compare_runs, recorded_model
 
@@ -85,22 +92,25 @@ def replay(
         record = store.read_json(run_record(run_id))
         if not store.listdir(replies_folder(run_id)):
             fail_usage(f"run {run_id} kept no model replies to replay", as_json)
-        stored = {k: v for k, v in (record.get("settings") or {}).items() if k in OPTION_FIELDS}
-        options = {k: v for k, v in stored.items() if v is not None} | _RECORDED
-        options |= {"model": recorded_model(store, run_id), "storage": store.url}
-        options |= {"max_cost": None, "max_tokens": None}  # a recorded reply costs nothing
-        params = {k: record[k] for k in ("question", "data", "guidelines")}
+        # The replay's own: the stored replies answer (this storage's), nothing else does,
+        # and cost nothing (no ceiling of the record's applies).
+        own = _RECORDED | {"model": recorded_model(store, run_id), "storage": store.url,
+                           "max_cost": None, "max_tokens": None}  # fmt: skip
+        stored = StoredRun.of(run_id, record)
+        options, policy, location = judged(stored, own, data)
+        texts = {"question": stored.question, "data": location,
+                 "guidelines": stored.guidelines}  # fmt: skip
         if record.get("kind") == "report":  # its sub-runs answered from theirs (recorded.py)
-            bounds = dict(record.get("report") or {})
-            prepared = prepare_report(**params, name=flag_name, **bounds, **options)
+            prepared = prepare_report(**texts, name=flag_name, policy=policy,
+                                      **stored_bounds(record), **options)  # fmt: skip
         else:
-            prepared = prepare_run(**params, name=flag_name, **options)
+            prepared = prepare_run(**texts, name=flag_name, policy=policy, **options)
     except FileNotFoundError:
         fail_usage(f"no run {run_id} under {store.url}", as_json)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     err.print(f"replaying run {run_id} with its recorded replies", highlight=False)
-    result = run_flow(prepared, as_json, model_errors=False)
+    result = run_flow(prepared, as_json)
     if record.get("kind") == "report":
         compared = compare_reports(store, run_id, result["run_id"])
     else:

@@ -29,9 +29,8 @@ from dsstar.cli._app import (
     settings_flags,
 )
 from dsstar.cli._output import LiveProgress, report
-from dsstar.errors import DSStarError, LLMFatalError, RunIdInUse, UsageError
+from dsstar.errors import DSStarError, RunIdInUse, UsageError
 from dsstar.execution import stopping
-from dsstar.inputs.form import OPTION_FIELDS
 from dsstar.inputs.preflight import unreadable_warning
 from dsstar.keys import run_folder, run_record
 from dsstar.settings import Settings
@@ -119,10 +118,10 @@ def _run_flow(prepared: PreparedRun, as_json: bool) -> None:
     raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {Status.STOPPED} else EXIT_FAILED)
 
 
-def run_flow(prepared: PreparedRun, as_json: bool, model_errors: bool = True) -> dict[str, Any]:
+def run_flow(prepared: PreparedRun, as_json: bool) -> dict[str, Any]:
     """Run (or resume) the ds-star flow in this process with the live progress line; returns
-    its result. Exits 2 when the run could not start for want of good input, or (with
-    `model_errors`) a model or key was refused (the message says why)."""
+    its result. Exits 2 when the run could not start for want of good input (the message
+    says why)."""
     settings, run_id = prepared.settings, prepared.form.run_id
     err.print(f"run {run_id}")  # on stderr at once: the id to resume it by
 
@@ -132,14 +131,15 @@ def run_flow(prepared: PreparedRun, as_json: bool, model_errors: bool = True) ->
         shown.enter_context(_terminal_prompt(settings, live))
         return shown
 
-    with stopping.on_stop(_stop_hook(settings, run_id, as_json)):
+    with stopping.on_stop(_stop_hook(settings, run_id, prepared.form.data, as_json)):
         result, error = run_prepared(prepared, around)
     if stopping.requested():  # the run unwound after SIGINT/SIGTERM: `stop` reports it
         stopping.finish()
     if isinstance(error, RunIdInUse):  # run.json is another run's: not this one's result
         fail_usage(str(error), as_json)
-    refused = (UsageError, LLMFatalError) if model_errors else UsageError
-    if isinstance(error, refused):  # bad input, a rejected key or model
+    # Bad input. A model or key refused at a call is a run that failed (exit 1): the
+    # preflight passed, the run is stored, and `dsstar resume --model ...` continues it.
+    if isinstance(error, UsageError):
         fail_usage(str(error).splitlines()[0], as_json, result)
     return result
 
@@ -156,9 +156,9 @@ def _terminal_prompt(settings: Settings, live: LiveProgress) -> Any:
     return answer_in_terminal(TerminalAsker(err, sys.stdin, live.pause, live.resume))
 
 
-def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
+def _stop_hook(settings: Settings, run_id: str, data: str, as_json: bool) -> stopping.Hook:
     """What a stopped run leaves: run.json and the ledger say `interrupted`, the user learns
-    how to resume it."""
+    how to resume it (naming its `data` when a resume would not take it from storage)."""
 
     def stop(signum: int) -> None:
         import signal
@@ -175,9 +175,23 @@ def _stop_hook(settings: Settings, run_id: str, as_json: bool) -> stopping.Hook:
             return
         if as_json:
             sys.stdout.write(json.dumps(run_result(record, store.uri(run_folder(run_id)))) + "\n")
-        err.print(f"{reason}; continue with: {invoked()} resume {run_id}", highlight=False)
+        from dsstar.inputs.stored import resume_arguments
+
+        resume = f"{invoked()} resume {resume_arguments(run_id, data)}"
+        err.print(f"{reason}; continue with: {resume}", highlight=False)
 
     return stop
+
+
+# The data location a run taken from storage reads, when the user names it (resume, replay).
+StoredDataOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--data",
+        help="The run's data (folder, file or URL), named by you: a location its stored record"
+        " names is taken only under DSSTAR_DATA_ROOTS.",
+    ),
+]
 
 
 @app.command()
@@ -192,6 +206,7 @@ def resume(
     max_tokens: Annotated[
         int | None, setting_option("max_tokens", "A new ceiling in tokens for the whole run.")
     ] = None,
+    data: StoredDataOpt = None,
     force: Annotated[
         bool,
         typer.Option(help="Resume even if the run may still be running on another host."),
@@ -202,13 +217,20 @@ def resume(
     """Continue a failed, interrupted, over-budget or stale run (its process gone).
 
     Finished file analyses, LLM calls and executions are read back from the run's cache, not
-    redone: the model is asked only what the earlier attempts never got an answer to. A run
+    redone: the model is asked only what the earlier attempts never got an answer to. On the
+    Prefect server it ran on, it goes on in its own flow run, one attempt more. A run
     that stopped over_budget goes on with a higher --max-cost or --max-tokens: the ceiling
     bounds the whole run, what it spent before included.
+
+    The stored run is data, not settings for this process: it continues under this
+    process's policy (DSSTAR_* variables and the flags here), and takes from its record
+    only what a run form could choose; its data must lie under DSSTAR_DATA_ROOTS unless
+    --data names it (docs/sandbox.md).
 
     Example: dsstar resume 20261121-193000-3fa2c1 --json
     """
     prefect_quietly(verbose)
+    from dsstar.inputs.stored import StoredRun, judged
     from dsstar.storage import Store
     from dsstar.views.report import run_result
 
@@ -222,28 +244,30 @@ def resume(
         fail_usage(str(exc), as_json)
     if record.get("status") in ANSWERED:
         err.print(f"run {run_id} already finished ({record['status']}); nothing to resume.")
+        _settle_answered(record)
         report(run_result(record, store.uri(run_folder(run_id))), as_json)
         raise typer.Exit(EXIT_OK)
     _refuse_if_running(record, force, as_json)
 
-    # The run continues with the settings it started with (so its cache keys match), except
-    # where this command says otherwise. Keys were never stored; they come from the env.
-    stored = dict(record.get("settings") or {})
-    given = {"model": model, "api_base": api_base, "max_cost": max_cost, "max_tokens": max_tokens}
-    stored.update({k: v for k, v in given.items() if v not in (None, "")})
-    stored["storage"] = store.url
-    options = {k: v for k, v in stored.items() if k in OPTION_FIELDS and v is not None}
-    params = {k: record[k] for k in ("question", "data", "guidelines")}
+    # The run continues with the settings it started with (so its cache keys match), as far
+    # as this process would let a form choose them; the flags here are this user's own.
+    flags = {"model": model, "api_base": api_base, "max_cost": max_cost, "max_tokens": max_tokens}
+    own = {name: value for name, value in flags.items() if value not in (None, "")}
+    own["storage"] = store.url
     is_report = record.get("kind") == "report"  # a report: its bounds too, as it was started
     try:
+        stored = StoredRun.of(run_id, record)
+        options, policy, location = judged(stored, own, data, _RESUME_FLAGS.get)
+        texts = {"question": stored.question, "data": location, "guidelines": stored.guidelines}
         if is_report:
             from dsstar.api import prepare_report
+            from dsstar.inputs.report import stored_bounds
 
-            bounds = dict(record.get("report") or {})
-            prepared = prepare_report(**params, run_id=run_id, name=flag_name, **bounds,
-                                      **options)  # fmt: skip
+            prepared = prepare_report(**texts, run_id=run_id, name=flag_name, policy=policy,
+                                      **stored_bounds(record), **options)  # fmt: skip
         else:
-            prepared = prepare_run(**params, run_id=run_id, name=flag_name, **options)
+            prepared = prepare_run(**texts, run_id=run_id, name=flag_name, policy=policy,
+                                   **options)  # fmt: skip
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if is_report:
@@ -251,6 +275,26 @@ def resume(
 
         run_report_flow(prepared, as_json)
     _run_flow(prepared, as_json)
+
+
+# The settings `dsstar resume` has a flag for (named in its refusals).
+_RESUME_FLAGS = {name: "--" + name.replace("_", "-") for name in
+                 ("model", "api_base", "max_cost", "max_tokens")}  # fmt: skip
+
+
+def _settle_answered(record: dict[str, Any]) -> None:
+    """A run killed after it stored its answer, before Prefect heard of it, may have been
+    marked Crashed (by the server's automation): its flow run is Completed, as the run is."""
+    from dsstar.execution.scratch import owner_alive
+
+    if not record.get("flow_run_id") or owner_alive(
+        record.get("host"), record.get("pid"), record.get("pid_started")
+    ):
+        return  # its process may still be reporting its end itself
+    import flows
+
+    if flows.api_configured():
+        flows.settle_run(record, "its process ended before it said so")
 
 
 def _refuse_if_running(record: dict[str, Any], force: bool, as_json: bool) -> None:

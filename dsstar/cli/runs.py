@@ -1,4 +1,5 @@
-"""`dsstar runs list|show` and `dsstar history`: reading runs back."""
+"""`dsstar runs list|show|prune-cache` and `dsstar history`: reading runs back, and
+pruning the cached results a resumed run would read."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from dsstar.cli._app import (
     err,
     fail_usage,
     load_settings,
+    plural,
+    setting_option,
 )
 from dsstar.cli._output import heading, json_line, shown
 from dsstar.cli._tables import Format, FormatOpt, print_table, resolve_format
 from dsstar.errors import DSStarError
-from dsstar.keys import run_folder
+from dsstar.keys import CACHE, run_folder
 from dsstar.text import money
 
 runs_app = typer.Typer(
@@ -52,13 +55,13 @@ def runs_list(
         fail_usage(str(exc), fmt is Format.json)
     for r in runs:
         if r["status"] == "stale":
-            _report_crashed(r["run_id"], r.get("flow_run_id"))
+            _settle(r, "runs list")
     if fmt is Format.json:
         sys.stdout.write(json_line({"runs": runs}))
         return
     rows = []
     for r in runs:
-        status = "stale (process gone)" if r["status"] == "stale" else r["status"]
+        status = _status(r["status"])
         rows.append(
             [_short(r["question"], fmt), _short(r.get("answer"), fmt), status, r["rounds"],
              money(r["cost_usd"]), str(r["started_at"] or "")[:16] or None, r["run_id"]]
@@ -67,19 +70,22 @@ def runs_list(
     print_table(columns, rows, fmt, keep=("started", "run id"))
 
 
-def _report_crashed(run_id: str, flow_run_id: str | None) -> None:
+def _status(status: str | None) -> str | None:
+    return "stale (process gone)" if status == "stale" else status
+
+
+def _settle(record: dict[str, Any], command: str) -> None:
     """A run whose process is gone never reported its end: its flow run, still Running in
-    Prefect, is marked Crashed (on the configured Prefect API: a command's temporary server
+    Prefect (or marked Crashed by the server's automation, its task runs still Running), is
+    ended as its run.json says, on the configured Prefect API (a command's temporary server
     went with the command)."""
-    if not flow_run_id:
+    if not record.get("flow_run_id"):
         return
     import flows
 
     if flows.api_configured():
-        flows.mark_crashed(
-            flow_run_id,
-            f"its process is gone (found stale by dsstar): dsstar resume {run_id} continues it",
-        )
+        found = {**record, "status": "running"}  # `stale` is how it is shown, not stored
+        flows.settle_run(found, f"its process is gone (found stale by dsstar {command})")
 
 
 def _short(text: str | None, fmt: Format, most: int = 60) -> str | None:
@@ -108,7 +114,6 @@ def runs_show(
     A report (`dsstar report`) shows its outline, its sub-questions with their runs (each
     one a run of its own: `runs show <its run id>`), its checks and its files instead.
     """
-    from dsstar.records.state import liveness
     from dsstar.storage import Store, check_run_id
     from dsstar.views.listing import read_round, run_report
 
@@ -123,8 +128,8 @@ def runs_show(
         )
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
-    if round_number is None and liveness(payload) == "stale":
-        _report_crashed(run_id, payload.get("flow_run_id"))
+    if round_number is None and payload.get("status") == "stale":
+        _settle(payload, "runs show")
     if as_json:
         sys.stdout.write(json_line(payload))
     elif round_number is not None:
@@ -135,11 +140,65 @@ def runs_show(
         _print_run(payload, store.uri(run_folder(run_id)))
 
 
+@runs_app.command("prune-cache")
+def runs_prune_cache(
+    older_than: Annotated[
+        float | None,
+        setting_option(
+            "cache_max_age_days",
+            "Delete cached results older than this many days; 0 deletes none for their age.",
+            "--older-than",
+        ),
+    ] = None,
+    max_mb: Annotated[
+        float | None,
+        setting_option(
+            "cache_max_mb", "Then delete the oldest while cache/ holds more MB.", "--max-mb"
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would go; delete nothing.")
+    ] = False,
+    storage: StorageOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete old results from the storage's cache/ now: Prefect's persisted model calls,
+    script runs and analyses, which only `dsstar resume` (and a retried flow run) reads back.
+    A run does this itself when it starts, at most once a day, with the same settings.
+
+    Example: dsstar runs prune-cache --older-than 7 --dry-run
+    """
+    from dsstar.records.prune import prune_cache
+    from dsstar.storage import Store
+
+    try:
+        settings = load_settings(
+            storage=storage, cache_max_age_days=older_than, cache_max_mb=max_mb
+        )
+        store = Store(settings.storage)
+        pruned = prune_cache(
+            store, settings.cache_max_age_days, settings.cache_max_mb, dry_run=dry_run
+        )
+    except DSStarError as exc:
+        fail_usage(str(exc), as_json)
+    if as_json:
+        sys.stdout.write(json_line({"dry_run": dry_run, **pruned.to_dict()}))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    console().print(
+        f"{verb} {plural(pruned.removed, 'cached result')} ({pruned.freed / (1 << 20):.1f} MB)"
+        f" under {store.uri(CACHE)}; {pruned.kept} kept ({pruned.held / (1 << 20):.1f} MB)",
+        markup=False,
+        highlight=False,
+    )
+
+
 def _print_run(record: dict[str, Any], uri: str) -> None:
 
     out = console()
+    status = _status(record.get("status"))
     out.print(Text.assemble((shown(record["run_id"]), "bold"),
-                            f" · {shown(record.get('status'))} · {shown(uri)}"))  # fmt: skip
+                            f" · {shown(status)} · {shown(uri)}"))  # fmt: skip
     for key in ("question", "data", "guidelines", "answer"):
         if record.get(key):
             out.print(f"{key}: {shown(record[key])}")
@@ -175,7 +234,7 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
         if reply:
             first = " ".join(shown(reply).split())
             out.print(f"verdict {int(number):02d}: {first[:200]}")
-    _print_agents(out, record.get("agents"))
+    _print_agents(out, record.get("agents"), record.get("status"))
     heading(out, "figures")
     for name, value in (record.get("figures") or {}).items():
         out.print(f"{name}: {_figure(name, value)}")
@@ -231,7 +290,7 @@ def _print_report(record: dict[str, Any], uri: str) -> None:
     out.print("citations of no answer, taken out: "
               + (", ".join(f"[{n}]" for n in dropped) if dropped else "none"),
               markup=False, highlight=False)  # fmt: skip
-    _print_agents(out, record.get("agents"))
+    _print_agents(out, record.get("agents"), record.get("status"))
     heading(out, "figures")
     for name, value in (record.get("figures") or {}).items():
         out.print(f"{name}: {_figure(name, value)}")
@@ -246,8 +305,9 @@ def _print_outputs(out: Any, record: dict[str, Any]) -> None:
         line = f"{shown(item['name'])} ({item['bytes']:,} bytes, {item['media_type']})"
         out.print(f"{line} {shown(item['uri'])}", markup=False, highlight=False)
         if item.get("chart"):
-            out.print(f"  chart description: {shown(item['chart'])}", markup=False,
-                      highlight=False)  # fmt: skip
+            where = shown(item["chart"])
+            out.print(f"  chart description (the script's figure hook reported it): {where}",
+                      markup=False, highlight=False)  # fmt: skip
     if record.get("outputs_error"):
         out.print(Text.assemble(("outputs error:", "red"), f" {shown(record['outputs_error'])}"))
     if not record.get("outputs"):
@@ -269,11 +329,15 @@ def _print_files(out: Any, record: dict[str, Any]) -> None:
         out.print(f"figures: {figures} listed above under saved figures")
 
 
-def _print_agents(out: Any, agents: list[dict[str, Any]] | None) -> None:
+def _print_agents(out: Any, agents: list[dict[str, Any]] | None, status: str | None) -> None:
 
     heading(out, "cost per agent")
     if not agents:
-        out.print("(not in the ledger: DSSTAR_DATABASE_URL holds no calls of this run)")
+        out.print(
+            "(none yet: a run's calls reach the ledger when it ends)"
+            if status in ("running", "stale")
+            else "(none: the ledger holds no calls of this run)"
+        )
         return
     rows = [
         [row["agent"], row["calls"], f"{row['input_tokens']:,}", f"{row['output_tokens']:,}",

@@ -16,9 +16,10 @@ def workers(
     heartbeat_timeout: Annotated[
         float,
         typer.Option(
+            min=10,
             help="Seconds without a heartbeat after which a dsstar flow run counts as lost with"
-            " its worker (marked Crashed, then retried on another worker). Must exceed the"
-            " workers' PREFECT_FLOWS_HEARTBEAT_FREQUENCY (30 s at least).",
+            " its process or machine: marked Crashed, then, a deployment's run, retried on"
+            " another worker. Runs beat every third of it, at most every 30 s.",
         ),
     ] = 90.0,
     max_parallel: MaxParallelOpt = None,
@@ -28,11 +29,9 @@ def workers(
     global concurrency limits every worker's runs share (dsstar-exec, dsstar-llm, and
     dsstar-llm-rpm with DSSTAR_LLM_RPM), created or reset to these values, and two
     automations, created or updated by name: a dsstar flow run whose heartbeats stop is
-    marked Crashed, and a crashed dsstar flow run is scheduled again, so that another worker
-    resumes it from its stored work. Running it again changes nothing but the values given.
-
-    Workers must send heartbeats: start them with PREFECT_FLOWS_HEARTBEAT_FREQUENCY set
-    (e.g. 30). See docs/workers.md.
+    marked Crashed, and a crashed run of a dsstar deployment is scheduled again, so that
+    another worker resumes it from its stored work. Running it again changes nothing but the
+    values given. See docs/workers.md.
 
     Example: dsstar workers --heartbeat-timeout 90 --llm-concurrency 8
     """

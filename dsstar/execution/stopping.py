@@ -12,9 +12,9 @@ then:
 
 `finish()` runs the stop hooks once, newest first (mark the run, print the resume hint, stop
 the Prefect server, delete temporary folders) and those added with `last` after them, kills
-every remaining child process and exits with 128 + the signal number: 130 for SIGINT, 143 for
-SIGTERM. Scripts are killed last, so a script killed by the stop is never taken for a finished
-(and cached) execution.
+every remaining child process (but a `spare`d one) and exits with 128 + the signal number:
+130 for SIGINT, 143 for SIGTERM. Scripts are killed last, so a script killed by the stop is
+never taken for a finished (and cached) execution.
 """
 
 from __future__ import annotations
@@ -31,7 +31,16 @@ from typing import NoReturn
 
 from dsstar.errors import Interrupted
 
-__all__ = ["GRACE_S", "at_stop", "finish", "install", "kill_children", "on_stop", "requested"]
+__all__ = [
+    "GRACE_S",
+    "at_stop",
+    "finish",
+    "install",
+    "kill_children",
+    "on_stop",
+    "requested",
+    "spare",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +55,7 @@ _state: dict[str, float | int | bool | None] = {"signum": None, "at": None, "rai
 _state_lock = threading.Lock()
 _finish_lock = threading.Lock()
 _wakeup: list[int] = []  # the signal pipe's write end, made (and watched) once per process
+_spared: set[int] = set()  # children that outlive a stop on purpose
 
 
 def install() -> None:
@@ -111,12 +121,19 @@ def finish() -> NoReturn:
     os._exit(128 + signum)
 
 
+def spare(pid: int) -> None:
+    """Leave the child `pid` alive when stopping: a watcher that settles what this process
+    leaves undone once it is gone (flows/_watcher.py)."""
+    _spared.add(pid)
+
+
 def kill_children() -> None:
-    """SIGKILL every descendant of this process (scripts, servers), deepest first."""
+    """SIGKILL every descendant of this process (scripts, servers), deepest first, but those
+    spared."""
     import psutil
 
     try:
-        children = psutil.Process().children(recursive=True)
+        children = [c for c in psutil.Process().children(recursive=True) if c.pid not in _spared]
     except psutil.Error:
         return
     for child in reversed(children):

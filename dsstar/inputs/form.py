@@ -4,8 +4,8 @@
 and bounds), and what `dsstar run`, `dsstar resume`, the nightly batch and the benchmark build
 to start a run. Its option fields are derived from `Settings`, never written twice: every
 setting except the secrets (`api_key`, `database_url`, read from the worker's environment)
-and the worker's policy over forms (`form_allow`, `data_roots`, and the interpreter scripts
-run in, `script_python`; see `trust.py`),
+and the worker's policy over forms (`form_allow`, `data_roots`, the interpreter scripts run
+in, `script_python`, and how long its storage keeps cached results; see `trust.py`),
 with the same type, bounds and description. An option left unset (None) takes the setting of
 the process that runs the flow (its `DSSTAR_*` variables, then the default), so a deployment's
 form never overrides a worker's environment by accident.
@@ -34,7 +34,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from dsstar.errors import UsageError
-from dsstar.settings import Settings
+from dsstar.settings import Settings, value_range
 
 __all__ = [
     "OPTION_FIELDS",
@@ -55,7 +55,18 @@ __all__ = [
 SECRET_FIELDS = frozenset({"api_key", "database_url"})
 # The worker's policy over forms (see trust.py): a form choosing it would be no policy. The
 # scripts' interpreter is the worker's too: a form naming one would run any program there.
-WORKER_FIELDS = frozenset({"form_allow", "data_roots", "script_python"})
+# So is how long the storage keeps cached results (a form could delete other runs' work), and
+# how long a silent run lives on (the server's, for every run on it).
+WORKER_FIELDS = frozenset(
+    {
+        "form_allow",
+        "data_roots",
+        "script_python",
+        "cache_max_age_days",
+        "cache_max_mb",
+        "heartbeat_timeout",
+    }
+)
 # The form shows these first: what a person starting one run most often changes.
 _FIRST = ("model", "max_rounds", "storage", "reuse", "ask_human")
 OPTION_FIELDS = tuple(
@@ -305,11 +316,17 @@ RunForm = create_model(
 class PreparedRun:
     """A run built and checked in this process, ready to start (`dsstar.api.prepare_run`):
     its form (the flow's parameters, with its run id) validated, its settings built, its
-    question checked and its preflight passed. The flow it starts takes both as they are and
-    checks nothing again; parameters from elsewhere never make one."""
+    question checked and its preflight passed. The flow it starts takes both as they are;
+    parameters from elsewhere never make one.
+
+    `policy` judges its form as a worker judges one (`dsstar.inputs.trust`): None when the
+    form is the local user's own (`dsstar run`, `dsstar.ask`), the Settings of this
+    process's environment and its user's own flags when it was taken from storage
+    (`dsstar resume`, `dsstar replay`: `dsstar.inputs.stored`)."""
 
     form: Any  # a RunForm (a model built at import: no annotation can name it)
     settings: Settings
+    policy: Settings | None
 
 
 def form_parameters(form: type[BaseModel]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -340,15 +357,22 @@ def form_parameters(form: type[BaseModel]) -> Callable[[Callable[..., Any]], Cal
     return decorate
 
 
+_OUT_OF_RANGE = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+
+
 def explain(exc: ValidationError, name: Callable[[str], str] = str) -> str:
     """A validation error as one readable line, e.g. "--max-rounds 0: should be greater than
-    or equal to 1". `name` turns a field name into what the user typed (a flag, a key)."""
+    or equal to 1 (allowed: 1 to 100)". `name` turns a field name into what the user typed (a
+    flag, a key)."""
     parts = []
     for error in exc.errors():
         field = ".".join(str(p) for p in error["loc"])
         message = error["msg"].removeprefix("Value error, ").removeprefix("Input ")
         if error["type"] == "extra_forbidden":
             message = "no such setting"
+        allowed = value_range(field) if error["type"] in _OUT_OF_RANGE else ""
+        if " to " in allowed or ", " in allowed:  # both ends: the message names one
+            message += f" (allowed: {allowed})"
         given = error.get("input")
         shown = "" if error["type"] == "missing" or isinstance(given, dict) else f" {given!r}"
         parts.append(f"{name(field)}{shown}: {message}" if field else message)

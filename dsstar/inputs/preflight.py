@@ -139,12 +139,17 @@ def check_priced(settings: Settings) -> None:
 
 
 def check_isolation(settings: Settings) -> str:
-    """The mode scripts will run in (ConfigError, one line naming the fix, when none works);
-    warns on every run that goes without isolation."""
+    """The mode scripts will run in (ConfigError, one line naming the fix, when none works,
+    or when one that does not isolate would have to run scripts as root); warns on every run
+    that goes without isolation."""
+    from dsstar.execution.sandbox.host import check_dedicated_uid
+    from dsstar.execution.sandbox.interpreter import resolve_python
     from dsstar.execution.sandbox.modes import isolates, resolve_mode
 
     mode = resolve_mode(settings.sandbox)
-    if not isolates(mode):
+    if not isolates(mode):  # as root: the scripts' Python and the profiler's (dsstar's own)
+        pythons = [resolve_python(settings.script_python), resolve_python(None)]
+        check_dedicated_uid(mode, pythons, settings.work_dir)
         log.warning(
             f"sandbox {mode!r}: generated scripts run WITHOUT isolation (limits and a clean"
             " environment only): they can read host files, write outside their folder and"

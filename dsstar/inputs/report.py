@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 from dsstar.errors import UsageError
 from dsstar.inputs.form import options_form
 
-__all__ = ["REPORT_FIELDS", "ReportForm", "report_parameters"]
+__all__ = ["REPORT_FIELDS", "ReportForm", "report_parameters", "stored_bounds"]
 
 
 def _not_empty(cls: type, value: str) -> str:
@@ -104,3 +104,13 @@ ReportForm = options_form(
 def report_parameters(form: Any) -> dict[str, Any]:
     """The flow's keyword arguments of a report form (unset fields left out)."""
     return form.model_dump(mode="json", exclude_none=True)
+
+
+def stored_bounds(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored report's bounds (run.json's `report`), to resume or replay it as it was
+    started: only the report's own fields (a record is anyone's text; the form checks their
+    values, and the settings are judged apart: `dsstar.inputs.stored`)."""
+    bounds = record.get("report")
+    if not isinstance(bounds, dict):
+        return {}
+    return {name: bounds[name] for name in REPORT_FIELDS if bounds.get(name) is not None}

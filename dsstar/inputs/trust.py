@@ -24,8 +24,12 @@ whoever creates a flow run give it a retry policy of its own (`empirical_policy`
 the delay between them, honoured by Prefect's server and engine); `check_retry_policy` refuses
 one wider than the flow's, which would hold a worker's slot in AwaitingRetry for days.
 
-The person at the command line (`dsstar run`, `resume`, `bench run`) started the process
-themselves: the CLI calls `trust_local_user()` and nothing here limits it.
+Who chose a form is an argument of every check, never the state of the process: each takes
+the `worker` Settings that judge it, or None for a form that is the local user's own (what the
+person at the command line or the caller of `dsstar.ask` chose: nothing here limits it).
+Parameters that arrive through Prefect are always judged by the Settings of the worker's own
+environment; a run taken from storage (`dsstar resume`, `replay`) by the resuming process's
+policy (`dsstar.inputs.stored`).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from dsstar.data.lake.root import DataRoot, inside
 from dsstar.errors import DataError, ForbiddenError
 from dsstar.locations import is_remote, local_path, normalize_location
 from dsstar.model.recorded import recorded_location
-from dsstar.settings import Settings
+from dsstar.settings import Settings, value_range
 
 __all__ = [
     "GUARDED",
@@ -50,7 +54,7 @@ __all__ = [
     "check_question_set",
     "check_retry_policy",
     "hold_data_location",
-    "trust_local_user",
+    "refusals",
 ]
 
 # Each guarded setting and what a form choosing it could do with the worker's authority.
@@ -73,46 +77,39 @@ GUARDED = {
 # The job variables a flow run may set: they name and label its process, container or Job.
 RUN_JOB_VARIABLES = frozenset({"name", "labels"})
 
-_LOCAL_USER = False
 
-
-def trust_local_user() -> None:
-    """Mark this process as started by the person who chose its settings (the CLI): forms
-    it builds and runs itself are not limited by the worker's policy."""
-    global _LOCAL_USER
-    _LOCAL_USER = True
-
-
-def check_form(chosen: dict[str, Any], worker: Settings) -> None:
+def check_form(chosen: dict[str, Any], worker: Settings | None) -> None:
     """Refuse (ForbiddenError) the settings of `chosen` (a form's set options) that `worker`
     (the Settings of the worker's own environment) does not allow: a guarded setting other
-    than the worker's own, a cap above the worker's own value."""
-    if _LOCAL_USER:
+    than the worker's own, a cap above the worker's own value. `worker` None: the form is
+    the local user's own, and nothing limits it."""
+    if worker is None:
         return
-    allowed = set(worker.form_allow)
-    asked = {n: v for n, v in chosen.items() if "*" not in allowed and n not in allowed}
-    refused = [
-        (name, f"{name}={_shown(value)} ({GUARDED[name]})")
-        for name, value in asked.items()
-        if name in GUARDED and _differs(name, value, worker)
-    ] + [
-        (name, f"{name}={_shown(value)} (above this worker's own {name}={cap_value(worker, name)})")
-        for name, value in asked.items()
-        if name not in GUARDED and is_cap(name) and _raises(name, value, worker)
-    ]
+    refused = refusals(chosen, worker)
     if refused:
         names = ",".join(name for name, _ in refused)
         raise ForbiddenError(
             "this worker does not let a run form choose "
             + "; ".join(text for _, text in refused)
-            + ". Leave it unset or lower, or allow it where the worker runs:"
-            f" DSSTAR_FORM_ALLOW={names}"
+            + ". Leave it unset (the worker's own) or within what is allowed, or allow it where"
+            f" the worker runs: DSSTAR_FORM_ALLOW={names}"
         )
     # A model the worker lets a form choose may be a recording (recorded/<location>), which
-    # the worker reads and whose scripts it runs: that location is data, under the data roots.
+    # the worker reads and whose scripts it runs: that location is data, under the data roots
+    # (unless it is the worker's own model).
     models = [chosen.get("model"), *dict(chosen.get("agent_models") or {}).values()]
-    for location in filter(None, map(recorded_location, models)):
+    own = {worker.model, *worker.agent_models.values()}
+    for location in filter(None, map(recorded_location, [m for m in models if m not in own])):
         check_data_location(location, worker, "recorded replies")
+
+
+def refusals(chosen: dict[str, Any], worker: Settings) -> list[tuple[str, str]]:
+    """Each setting of `chosen` that `worker` does not let a form choose, by name, with why
+    in words (`name=value (what it would do): allowed ...`); empty when the worker allows
+    them all."""
+    allowed = set(worker.form_allow)
+    asked = {n: v for n, v in chosen.items() if "*" not in allowed and n not in allowed}
+    return [(name, why) for name, value in asked.items() if (why := _refusal(name, value, worker))]
 
 
 def check_job_variables(variables: dict[str, Any] | None) -> None:
@@ -163,17 +160,52 @@ def check_retry_policy(
         )
 
 
+def _refusal(name: str, value: Any, worker: Settings) -> str | None:
+    """Why a form may not set `name` to `value` on this worker, with what it may set; None
+    when it may."""
+    if name in GUARDED:
+        if not _differs(name, value, worker):
+            return None
+        return f"{name}={_shown(value)} ({GUARDED[name]}): allowed {_allowed(name, worker)}"
+    if not is_cap(name) or not _raises(name, value, worker):
+        return None
+    own = cap_value(worker, name)
+    allowed = value_range(name, own)
+    return f"{name}={_shown(value)} (above this worker's own {name}={own}): allowed {allowed}"
+
+
+def _allowed(name: str, worker: Settings) -> str:
+    """What a form may set guarded setting `name` to on this worker, in words. Addresses and
+    folders are not shown: the worker's own is the one value allowed, and leaving it unset
+    gives it."""
+    own = getattr(worker, name)
+    if name == "sandbox":
+        from dsstar.execution.sandbox.modes import isolates
+        from dsstar.sandbox_names import known
+
+        isolating = [m for m in known() if isolates(m)]
+        return f"a mode that isolates ({', '.join(isolating)}) or this worker's own ({own})"
+    if name in {"model", "embedding_model", "agent_models"}:
+        routes = ", ".join(sorted(_routes(worker)))
+        return "this worker's own model" + (f", or another of a provider it uses: {routes}"
+                                            if routes else "")  # fmt: skip
+    if name == "exec_uid_base":
+        return f"only this worker's own, {own}"
+    return f"only this worker's own {name}"
+
+
 def _raises(name: str, value: Any, worker: Settings) -> bool:
     """Whether the form's `value` for cap `name` is above the worker's bound."""
     own = cap_value(worker, name)
     return own is not None and value > own
 
 
-def check_data_location(location: str, worker: Settings, what: str = "data") -> str:
+def check_data_location(location: str, worker: Settings | None, what: str = "data") -> str:
     """The location a form gave, resolved (links followed, so where it really is), when it
-    lies under one of the worker's data roots; ForbiddenError otherwise. From the CLI, the
-    location as given. A run reads its data through `hold_data_location` instead."""
-    if _LOCAL_USER:
+    lies under one of the worker's data roots; ForbiddenError otherwise. The local user's
+    own (`worker` None): the location as given. A run reads its data through
+    `hold_data_location` instead."""
+    if worker is None:
         return location
     checked = hold_data_location(location, worker, what)
     if isinstance(checked, DataRoot):
@@ -182,12 +214,14 @@ def check_data_location(location: str, worker: Settings, what: str = "data") -> 
     return checked
 
 
-def hold_data_location(location: str, worker: Settings, what: str = "data") -> str | DataRoot:
+def hold_data_location(
+    location: str, worker: Settings | None, what: str = "data"
+) -> str | DataRoot:
     """A form's data location as the run will read it: a URL under the worker's data roots,
     or the local folder or file opened and judged by what was opened (its real path under a
-    root). ForbiddenError when it lies elsewhere, DataError when it cannot be opened. From
-    the CLI, a local location is opened as given, unjudged."""
-    if _LOCAL_USER:
+    root). ForbiddenError when it lies elsewhere, DataError when it cannot be opened. The
+    local user's own (`worker` None): a local location is opened as given, unjudged."""
+    if worker is None:
         return location if is_remote(location) else DataRoot.open(location)
     roots = list(worker.data_roots)
     hint = "the worker's DSSTAR_DATA_ROOTS"
@@ -234,10 +268,11 @@ def _resolved(location: str, what: str) -> str:
         ) from None
 
 
-def check_question_set(path: str, worker: Settings) -> str:
+def check_question_set(path: str, worker: Settings | None) -> str:
     """A nightly form's question set, resolved: in the project's deployments/ folder (where
-    `dsstar serve` finds its own) or under the worker's data roots; ForbiddenError otherwise."""
-    if _LOCAL_USER:
+    `dsstar serve` finds its own) or under the worker's data roots; ForbiddenError otherwise.
+    The local user's own (`worker` None): the path as given."""
+    if worker is None:
         return path
     from dsstar.inputs.questions import PROJECT_DIR
 

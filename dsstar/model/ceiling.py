@@ -7,10 +7,11 @@ counts them anew, at what they cost the first time: they are not paid again). Be
 is sent, `Meter.hold` reserves its bound (`dsstar.model.pricing.estimate`) on top of what was
 spent and what calls in flight hold, its output limit lowered to what is left; when even
 the least output worth asking for would pass the ceiling it raises `OverBudget` and the
-call is not sent. The request carries the output limit held, and a reply that passes it
-anyway is cut to it and counted at it (`dsstar.model.llm.complete`), so no reply spends more
-than its bound. Concurrent calls (file analyses) hold their bounds together, so none of them
-can pass the ceiling either.
+call is not sent. The request carries the output limit held, so no reply of a server that
+honours it spends more than its bound. A server that ignores it is counted at the tokens it
+reports (what it bills; its text is cut to the limit, `dsstar.model.llm.complete`): such a
+reply can take a run past its ceiling, and the run's next call is then refused. Concurrent
+calls (file analyses) hold their bounds together, so none of them can pass the ceiling either.
 
 A report's sub-runs count on the report's meter (`share`): one ceiling bounds the report
 with all its sub-runs, however many run at once.

@@ -257,9 +257,10 @@ def complete(
     """Send one chat completion; raise LLMTransientError or LLMFatalError on failure.
 
     With `max_tokens`, the request carries that output limit, and a reply longer than it
-    (a server that ignores the limit) is cut to it and counted at it: a ceiling's check
-    reserved that much for this call, and no more may be spent. The request carries the
-    agent, the run and the call's `label` (its round and agent) as headers."""
+    (a server that ignores the limit) is cut to it, so that no prompt after it grows past
+    what the call was allowed; its tokens and cost are still those the server reports, since
+    they are what was billed. The request carries the agent, the run and the call's `label`
+    (its round and agent) as headers."""
     headers = {"X-DSStar-Agent": agent, "X-DSStar-Run": run_id}
     if label:
         headers[CALL_HEADER] = call_header(label)
@@ -322,27 +323,25 @@ def complete(
 def _within_limit(
     response: Any, model: str, text: str, reasoning: str, limit: int
 ) -> tuple[str, str, int]:
-    """The reply's text, reasoning and output tokens kept to `limit` tokens, its usage (so
-    its cost) set to match. The tokens used are the server's count or, when it gives none,
-    those of what came back. Past the limit, the same share of text and reasoning is kept."""
+    """The reply's text and reasoning kept to `limit` tokens, and the output tokens it used:
+    the server's count (what it bills, left as it is in the usage, so in the cost) or, when it
+    gives none, those of what came back. Past the limit, the same share of text and reasoning
+    is kept."""
     usage = getattr(response, "usage", None)
     used = int(getattr(usage, "completion_tokens", 0) or 0)
     if not used and (text or reasoning):
         used = count_tokens(model, reasoning + text)
-    kept = min(used, limit)
-    if usage is not None:
-        usage.completion_tokens = kept
-        usage.total_tokens = int(getattr(usage, "prompt_tokens", 0) or 0) + kept
     if used <= limit:
         return text, reasoning, used
     log.warning(
         "%s answered with %d output tokens, past the request's limit of %d: the reply is cut"
-        " to the limit and counted at it",
+        " to the limit, and counted and priced at the %d tokens the server reports",
         model,
         used,
         limit,
+        used,
     )
-    return text[: len(text) * limit // used], reasoning[: len(reasoning) * limit // used], kept
+    return text[: len(text) * limit // used], reasoning[: len(reasoning) * limit // used], used
 
 
 def embed(

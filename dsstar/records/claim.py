@@ -11,11 +11,13 @@ pid is dead; another host: no heartbeat for `state.STALE_AFTER_S`) may be follow
 number, which is how a crashed run is resumed. A run that finished with an answer, or was
 stopped by a person, is never run again under its id: what it stored stays as it is.
 
-A claim held by an earlier attempt of the same flow run is taken over at once, on any host:
-the orchestrator runs one attempt of a flow run at a time, so when the flow run starts again
-(retried after its worker died, see docs/workers.md) the earlier attempt is known to be
-over, though its claim was never released and its host cannot be asked. Another flow run,
-or a command, under the same id is still refused while the holder may live.
+A claim held by an earlier attempt of the same flow run is taken over at once on another
+host: the orchestrator runs one attempt of a flow run at a time, so when the flow run starts
+again (retried after its worker died, see docs/workers.md) the earlier attempt is known to be
+over, though its claim was never released and its host cannot be asked. On this host its
+process is asked: `dsstar resume` continues the run's flow run too, and two of them at once
+must not both run it. Another flow run, or a command, under the same id is still refused
+while the holder may live.
 
 A run id continues only its own run (`identity.py`): a claim asked for with another
 question, data or settings than the stored run's is refused, before anything is written.
@@ -77,7 +79,7 @@ def claim_run(
         number = last + 1
         held = _read(store, keys.claim(run_id, last))
         retried = _same_flow_run(held or {}, flow_run_id)  # its earlier attempt is over
-        if held and not held.get("released_at") and not retried and _live(held, record):
+        if held and not held.get("released_at") and _live(held, record, retried):
             raise _in_use(run_id, held)
     mine = {
         **owner(),
@@ -125,12 +127,14 @@ def _same_flow_run(held: dict[str, Any], flow_run_id: str | None) -> bool:
     return flow_run_id is not None and held.get("flow_run_id") == flow_run_id
 
 
-def _live(held: dict[str, Any], record: dict[str, Any]) -> bool:
+def _live(held: dict[str, Any], record: dict[str, Any], retried: bool) -> bool:
     """Whether the claim's process may still run: judged like a running run.json, with the
-    run's own heartbeat when it has one."""
+    run's own heartbeat when it has one. An earlier attempt of the same flow run counts as
+    over unless its process is seen alive here: two `dsstar resume` of one run continue the
+    same flow run, and only one of them may run it."""
     beat = record.get("heartbeat_at") if record.get("pid") == held.get("pid") else None
     state = liveness({"status": "running", **held, "heartbeat_at": beat or held["claimed_at"]})
-    return state != "stale"
+    return state == "alive" or (state == "unknown" and not retried)
 
 
 def _read(store: Store, key: str) -> dict[str, Any] | None:

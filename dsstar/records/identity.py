@@ -20,20 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsstar.errors import RunIdInUse
+from dsstar.settings import ATTEMPT_FIELDS
 
 __all__ = ["CONTINUE_MAY_CHANGE", "RunIdentity", "differences", "refuse_other_run"]
 
-CONTINUE_MAY_CHANGE = frozenset(
-    {
-        # what `dsstar resume` may change
-        "model", "api_base", "max_cost", "max_tokens",
-        # where and how fast an attempt runs: the worker's, not the run's
-        "storage", "work_dir", "embedding_cache_dir", "exec_uid_base", "exec_pool",
-        "max_parallel", "llm_concurrency", "llm_rpm", "slot_wait", "llm_timeout", "llm_retries",
-        "llm_retry_delay", "human_timeout", "max_crash_retries", "task_runner", "dask_address",
-        "ray_address", "task_workers",
-    }
-)  # fmt: skip
+CONTINUE_MAY_CHANGE = (
+    # what `dsstar resume` may change
+    frozenset({"model", "api_base", "max_cost", "max_tokens"})
+    # where and how fast an attempt runs: the worker's, not the run's
+    | ATTEMPT_FIELDS
+)
 
 
 @dataclass(frozen=True)

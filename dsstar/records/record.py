@@ -17,6 +17,8 @@ from dsstar.algorithm.guidance import Choice, Guidance
 from dsstar.algorithm.runtime import Round, Script
 from dsstar.algorithm.verdict import Verdict
 from dsstar.execution.sandbox import ExecResult
+from dsstar.records.files import source
+from dsstar.storage import Stored
 
 __all__ = [
     "analysis_objects",
@@ -72,10 +74,11 @@ def round_objects(round: Round) -> dict[str, Any]:
     } | figure_objects(keys.round_folder(number), round.script.result)
 
 
-def figure_objects(folder: str, result: ExecResult) -> dict[str, bytes]:
+def figure_objects(folder: str, result: ExecResult) -> dict[str, Stored | bytes]:
     """<folder>/figures/<name>: the figure files a round's script saved in its working
-    directory (the final script's are among its outputs, final/outputs/)."""
-    return {keys.figure(folder, f["name"]): base64.b64decode(f["data"]) for f in result.figures}
+    directory (the final script's are among its outputs, final/outputs/), copied from where
+    they were stored when it ran (records/files.py)."""
+    return {keys.figure(folder, f["name"]): source(f) for f in result.figures}
 
 
 def figure_entries(folder: str, result: ExecResult, uri: Callable[[str], str]) -> list[dict]:
@@ -88,11 +91,12 @@ def figure_entries(folder: str, result: ExecResult, uri: Callable[[str], str]) -
 
 
 def output_objects(result: ExecResult) -> dict[str, Any]:
-    """final/outputs/<name>: every file the final script wrote (the run's deliverables), and
-    final/charts/<name>.json: the description of each matplotlib figure among them."""
+    """final/outputs/<name>: every file the final script wrote (the run's deliverables, copied
+    from where they were stored when it ran), and final/charts/<name>.json: the description of
+    each matplotlib figure among them."""
     objects: dict[str, Any] = {}
     for item in result.outputs:
-        objects[keys.output(item["name"])] = base64.b64decode(item["data"])
+        objects[keys.output(item["name"])] = source(item)
         if isinstance(item.get("chart"), dict):
             objects[keys.chart(item["name"])] = item["chart"]
     return objects
@@ -104,13 +108,13 @@ def output_entries(result: ExecResult, uri: Callable[[str], str]) -> list[dict[s
     description (chart)."""
     entries = []
     for item in result.outputs:
-        data = base64.b64decode(item["data"])
+        digest = item.get("sha256") or hashlib.sha256(base64.b64decode(item["data"])).hexdigest()
         entry = {
             "name": item["name"],
             "bytes": item["bytes"],
             "uri": uri(keys.output(item["name"])),
             "media_type": media_type(item["name"]),
-            "sha256": hashlib.sha256(data).hexdigest(),  # tells a changed deliverable
+            "sha256": digest,  # tells a changed deliverable
         }
         if isinstance(item.get("chart"), dict):
             entry["chart"] = uri(keys.chart(item["name"]))

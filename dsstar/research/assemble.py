@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import base64
 import html
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
 from dsstar import keys
-from dsstar.execution.deliverables import table_preview
+from dsstar.errors import DSStarError
+from dsstar.execution.deliverables import TABLE_SUFFIXES
 from dsstar.research.citations import cited, drop_unresolved, unsupported_numbers
 from dsstar.research.document import (
     Block,
@@ -49,6 +51,7 @@ INLINE_IMAGE_BYTES = 1 << 20  # one chart inline up to this size; larger ones ar
 INLINE_TOTAL_BYTES = 8 << 20  # all of a report's inline charts together
 _PER_ANSWER = 3  # charts, and tables, shown per sub-answer
 _TABLE_ROWS = 10
+_TABLE_BYTES = 64 << 20  # a table larger than this is named, not previewed
 _ANSWER_SHOWN = 600  # characters of an answer in its reference
 
 
@@ -63,7 +66,7 @@ class Figure:
     data: bytes = field(repr=False)
     title: str = ""
     media_type: str = ""
-    table: dict[str, Any] | None = None  # table_preview's head, for a table
+    table: dict[str, Any] | None = None  # the table reader's preview, for a table
 
     @property
     def image(self) -> bool:
@@ -72,7 +75,9 @@ class Figure:
 
 def load_figures(store: Store, answers: list[SubAnswer]) -> list[Figure]:
     """The charts (PNG, JPEG) and tables (CSV, Parquet, Excel) each answered sub-run
-    delivered, at most a few of each per sub-run, read from its stored outputs."""
+    delivered, at most a few of each per sub-run, read from its stored outputs: a chart's
+    bytes when it is small enough to show inline, a table's first rows as the bounded table
+    reader previews them (never parsed in this process)."""
     figures = []
     for answer in answers:
         if not answer.answered:
@@ -81,27 +86,59 @@ def load_figures(store: Store, answers: list[SubAnswer]) -> list[Figure]:
         for entry in answer.outputs:
             name = str(entry.get("name") or "")
             kind = _IMAGE_TYPES.get(PurePosixPath(name).suffix.lower())
-            data = _read(store, answer.run_id, name)
-            if data is None:
-                continue
-            table = None if kind else table_preview(name, data, rows=_TABLE_ROWS)
+            uri = str(entry.get("uri") or "")
             if kind and images < _PER_ANSWER:
+                data = _read(store, answer.run_id, name, INLINE_IMAGE_BYTES)
+                if data is None and not _stored(store, answer.run_id, name):
+                    continue
                 images += 1
                 title = _chart_title(store, answer.run_id, name) or name
-                figures.append(Figure(answer.number, answer.run_id, name, entry.get("uri") or "",
-                                      data, title, kind))  # fmt: skip
-            elif table is not None and tables < _PER_ANSWER:
-                tables += 1
-                figures.append(Figure(answer.number, answer.run_id, name, entry.get("uri") or "",
-                                      b"", name, "table", table))  # fmt: skip
+                figures.append(Figure(answer.number, answer.run_id, name, uri, data or b"",
+                                      title, kind))  # fmt: skip
+            elif not kind and tables < _PER_ANSWER:
+                table = _table(store, answer.run_id, name)
+                if table is not None:
+                    tables += 1
+                    figures.append(Figure(answer.number, answer.run_id, name, uri, b"", name,
+                                          "table", table))  # fmt: skip
     return figures
 
 
-def _read(store: Store, run_id: str, name: str) -> bytes | None:
+def _key(run_id: str, name: str) -> str:
+    return keys.in_run(run_id, keys.output(name))
+
+
+def _read(store: Store, run_id: str, name: str, most: int) -> bytes | None:
+    """The output's bytes, or None: gone, larger than `most`, or a name storage refuses."""
     try:
-        return store.fs.cat_file(store._path(keys.in_run(run_id, keys.output(name))))
-    except (OSError, ValueError):  # gone, or a name storage refuses: not shown
+        return store.read_bytes(_key(run_id, name), most=most)
+    except (OSError, ValueError, DSStarError):
         return None
+
+
+def _stored(store: Store, run_id: str, name: str) -> bool:
+    try:
+        return bool(store.fs.exists(store._path(_key(run_id, name))))
+    except (OSError, ValueError):
+        return False
+
+
+def _table(store: Store, run_id: str, name: str) -> dict[str, Any] | None:
+    """The first rows of a stored table output, previewed by the bounded table reader; None
+    for a file that is no table, too large, gone, or past the reader's bounds."""
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        return None
+    data = _read(store, run_id, name, _TABLE_BYTES)
+    if data is None:
+        return None
+    from dsstar.data.previews import preview_file  # the reader's imports: only for a table
+
+    with tempfile.NamedTemporaryFile(prefix="dsstar-report-", suffix=suffix) as handle:
+        handle.write(data)
+        handle.flush()
+        preview = preview_file(Path(handle.name), name, rows=_TABLE_ROWS)
+    return preview if preview is not None and preview.get("shape") else None
 
 
 def _chart_title(store: Store, run_id: str, name: str) -> str:
@@ -127,7 +164,7 @@ def inline_src() -> Callable[[Figure], str | None]:
 
     def src(figure: Figure) -> str | None:
         size = len(figure.data)
-        if size > INLINE_IMAGE_BYTES or spent[0] + size > INLINE_TOTAL_BYTES:
+        if not size or size > INLINE_IMAGE_BYTES or spent[0] + size > INLINE_TOTAL_BYTES:
             return None
         spent[0] += size
         return f"data:{figure.media_type};base64,{base64.b64encode(figure.data).decode()}"

@@ -66,6 +66,7 @@ def run_report(store: Store, run_id: str, database_url: str | None = None) -> di
         if store.exists(keys.in_run(run_id, keys.final_object(name)))
     }
     return record | {
+        "status": _shown_status(record),  # as `runs list` shows it: stale when gone
         "final": final,  # the notebook, solution and answer files, where the run wrote them
         "verdict_replies": {str(n): r for n, r in replies.items()},
         "figures": run_figures(record),
@@ -89,7 +90,7 @@ def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
             "run_id": run_id,
             "question": record.get("question", ""),
             "answer": record.get("answer"),
-            "status": "stale" if liveness(record) == "stale" else record.get("status"),
+            "status": _shown_status(record),
             "rounds": len(record.get("round_table") or []),
             "cost_usd": record.get("cost_usd"),
             "started_at": record.get("started_at"),
@@ -99,6 +100,12 @@ def list_runs(store: Store, limit: int = 20) -> list[dict[str, Any]]:
     with ThreadPoolExecutor(max_workers=8) as pool:  # one read per run: overlap them on S3
         runs = list(pool.map(summary, run_ids))
     return sorted(runs, key=lambda r: r["started_at"] or "", reverse=True)
+
+
+def _shown_status(record: dict[str, Any]) -> str | None:
+    """A run's status as `runs list` and `runs show` tell it: "stale" for a run stored as
+    running whose process is gone."""
+    return "stale" if liveness(record) == "stale" else record.get("status")
 
 
 def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:

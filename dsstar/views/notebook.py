@@ -13,7 +13,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from dsstar.algorithm.verdict import verdict_label
 from dsstar.text import md_text
 
-__all__ = ["build_notebook"]
+__all__ = ["build_notebook", "is_raster"]
 
 
 def build_notebook(
@@ -27,8 +27,9 @@ def build_notebook(
 ) -> str:
     """The notebook as JSON text. `rounds` hold plan, code, output, verdict and route.
     Without a `solution` (a person stopped the run) there is no final section. `figures`
-    (ExecResult.figures of the final script) show under it: png and jpeg inline, the others
-    (svg, html, pdf: untrusted content) named only."""
+    (ExecResult.figures of the final script) show under it: png and jpeg inline (each with
+    its bytes, base64, as 'data'), the others (svg, html, pdf: untrusted content) named
+    only."""
     cells = [
         new_markdown_cell(f"# {md_text(question, line=True)}\n\nStatus: **{md_text(status)}**")
     ]
@@ -69,6 +70,11 @@ _IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 def _kind(name: str) -> str | None:
     return _IMAGES.get("." + name.rsplit(".", 1)[-1].lower())
+
+
+def is_raster(name: str) -> bool:
+    """Whether the figure `name` is shown inline (PNG, JPEG): its bytes are needed."""
+    return _kind(name) is not None
 
 
 def _image(figure: dict[str, Any]) -> Any:

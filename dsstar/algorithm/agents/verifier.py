@@ -27,9 +27,10 @@ def render(
     outputs: str = "",
 ) -> list[Message]:
     """Ask Yes/No: is this plan sufficient, judged by its code and its output? The files
-    open the prompt as they open every agent's (one prefix, cached by the provider).
-    `outputs` says what the files the code wrote hold (tables, charts): the verifier sees no
-    image, so a chart is judged by its description."""
+        open the prompt as they open every agent's (one prefix, cached by the provider).
+        `outputs` says what the files the code wrote hold (tables, charts): the verifier sees no
+        image, so a chart is judged by the description its script's figure hook reported, which the
+    prompt says is the script's word."""
     return _render(
         "verifier",
         files=files or [],

@@ -9,7 +9,12 @@ data, sized before it is read (no pickle):
 - a new file's contract is built in the child (`suites_bounded`), which sends the suites as
   JSON: a run over new files never imports pandas or pyarrow in the dsstar process;
 - a stored contract is checked in the dsstar process (Great Expectations runs there), so
-  `read_tables_bounded` gets each canonical frame back as an Arrow IPC stream.
+  `read_tables_bounded` gets each canonical frame back as an Arrow IPC stream;
+- a table a script wrote is previewed there (`preview_bounded`: shape, columns, first rows,
+  as JSON), its file's own statement of its decoded size checked first (`_preview`).
+
+Each request may spend the time bound in CPU too (`RLIMIT_CPU`, set afresh per request): a
+reader's threads together cannot pass it while the wall clock is still short of it.
 
 One child serves the whole process (pandas is imported once), one file at a time. A run
 starts it early (`warm_reader`), so that its imports overlap the run's own start-up on another
@@ -30,11 +35,18 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dsstar.data.contracts._read import MAX_ROWS, Table, TableSkipped, canonical, read_tables
 from dsstar.data.formats import child_environment
 
-__all__ = ["ReadBounds", "read_tables_bounded", "suites_bounded", "warm_reader"]
+__all__ = [
+    "ReadBounds",
+    "preview_bounded",
+    "read_tables_bounded",
+    "suites_bounded",
+    "warm_reader",
+]
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,9 @@ class ReadBounds:
 # binds first; this guard keeps the bound here too whatever the reader's copies.
 _MAX_SHIPPED_SHARE = 0.25
 _MAX_SUITES_BYTES = 16 << 20  # a file's suites, as JSON: value sets and ranges, never rows
+_MAX_PREVIEW_BYTES = 4 << 20  # a preview, as JSON: at most rows x COLUMNS_SHOWN short cells
+# Of the reader's bound, how many bytes a preview's first rows may decode from.
+_DECODED_SHARE = 0.25
 _LOCK = threading.Lock()
 _CHILD: dict[str, subprocess.Popen] = {}
 
@@ -80,11 +95,28 @@ def suites_bounded(
     return [(t["name"], json.loads(blob)) for t, blob in _ask(request, bounds)]
 
 
+def preview_bounded(
+    path: Path, name: str, rows: int, bounds: ReadBounds | None = None
+) -> dict[str, Any]:
+    """The preview of the table at `path` (`name` says its kind: CSV, TSV, Parquet or
+    Excel), read in the reader: {'shape', 'columns', 'head'}, see `_preview.read_preview`.
+    Its first rows may decode from a quarter of the reader's memory at most. Raises as
+    `read_tables_bounded`."""
+    bounds = bounds or ReadBounds.from_settings()
+    decoded_max = int(_DECODED_SHARE * (bounds.memory_mb << 20))
+    request = {"path": str(path), "preview_of": name, "rows": rows, "decoded_max": decoded_max}
+    [(_, blob)] = _ask(request, bounds)
+    return json.loads(blob)
+
+
 def _ask(request: dict, bounds: ReadBounds | None) -> list[tuple[dict, bytes]]:
     """Send one request to the reader; its tables' headers, each with its blob."""
     bounds = bounds or ReadBounds.from_settings()
+    request = {**request, "cpu_s": bounds.timeout_s}
     if "suites_of" in request:
         what, limit = "its contract takes", _MAX_SUITES_BYTES
+    elif "preview_of" in request:
+        what, limit = "its preview takes", _MAX_PREVIEW_BYTES
     else:
         what, limit = "its tables take", int(_MAX_SHIPPED_SHARE * (bounds.memory_mb << 20))
     with _LOCK:
@@ -107,6 +139,9 @@ def _ask(request: dict, bounds: ReadBounds | None) -> list[tuple[dict, bytes]]:
             code = child.returncode
             if isinstance(exc, TimeoutError):
                 why = f"reading it took longer than {bounds.timeout_s:g} s (DSSTAR_READ_TIMEOUT)"
+            elif code == -signal.SIGXCPU:
+                why = (f"reading it took more than {bounds.timeout_s:g} s of CPU"
+                       " (DSSTAR_READ_TIMEOUT)")  # fmt: skip
             elif code is not None and (code < 0 or code == 3):  # a signal, or MemoryError
                 why = f"reading it needs more than {bounds.memory_mb} MB (DSSTAR_READ_MEMORY_MB)"
             else:
@@ -205,33 +240,18 @@ def _frame(blob: bytes):  # noqa: ANN202 - a pandas DataFrame, imported lazily
 
 
 def _serve() -> None:
-    """The child: one JSON request per line in; a JSON header line and Arrow streams out."""
+    """The child: one JSON request per line in; a JSON header line and its blobs out (Arrow
+    streams, or JSON)."""
     import pandas  # noqa: F401  (every table is read with it: imported before the first request)
-    import pyarrow as pa
-
-    from dsstar.data.contracts._build import build_suite, suite_name
 
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         request = json.loads(line)
-        header: dict = {"tables": []}
-        blobs: list[bytes] = []
+        _limit_cpu(request["cpu_s"])
         try:
-            for table in read_tables(Path(request["path"]), request["fmt"], request["max_rows"]):
-                if "suites_of" in request:
-                    name = suite_name(request["suites_of"], table.name)
-                    suite = build_suite(name, Table(table.name, canonical(table.frame),
-                                                    table.truncated))  # fmt: skip
-                    blobs.append(json.dumps(suite, default=str).encode())  # as stored
-                else:
-                    sink = pa.BufferOutputStream()
-                    arrow = pa.Table.from_pandas(table.frame, preserve_index=False)
-                    with pa.ipc.new_stream(sink, arrow.schema) as writer:
-                        writer.write_table(arrow)
-                    blobs.append(sink.getvalue().to_pybytes())
-                header["tables"].append(
-                    {"name": table.name, "truncated": table.truncated, "size": len(blobs[-1])}
-                )
+            answered = _preview(request) if "preview_of" in request else _tables(request)
+            header = {"tables": [table for table, _ in answered]}
+            blobs = [blob for _, blob in answered]
         except TableSkipped as exc:
             header, blobs = {"skipped": str(exc)}, []
         except MemoryError:
@@ -242,6 +262,47 @@ def _serve() -> None:
         for blob in blobs:
             out.write(blob)
         out.flush()
+
+
+def _tables(request: dict) -> list[tuple[dict, bytes]]:
+    """Each table of the file with its blob: its suites as JSON, or its frame as Arrow."""
+    import pyarrow as pa
+
+    from dsstar.data.contracts._build import build_suite, suite_name
+
+    answered = []
+    for table in read_tables(Path(request["path"]), request["fmt"], request["max_rows"]):
+        if "suites_of" in request:
+            name = suite_name(request["suites_of"], table.name)
+            suite = build_suite(name, Table(table.name, canonical(table.frame), table.truncated))
+            blob = json.dumps(suite, default=str).encode()  # as stored
+        else:
+            sink = pa.BufferOutputStream()
+            arrow = pa.Table.from_pandas(table.frame, preserve_index=False)
+            with pa.ipc.new_stream(sink, arrow.schema) as writer:
+                writer.write_table(arrow)
+            blob = sink.getvalue().to_pybytes()
+        header = {"name": table.name, "truncated": table.truncated, "size": len(blob)}
+        answered.append((header, blob))
+    return answered
+
+
+def _preview(request: dict) -> list[tuple[dict, bytes]]:
+    from dsstar.data.contracts._preview import read_preview
+
+    path, name = Path(request["path"]), request["preview_of"]
+    found = read_preview(path, name, request["rows"], request["decoded_max"])
+    blob = json.dumps(found, default=str).encode()
+    return [({"name": None, "truncated": False, "size": len(blob)}, blob)]
+
+
+def _limit_cpu(seconds: float) -> None:
+    """This request may use `seconds` of CPU beyond what the reader used so far: past that,
+    the kernel sends SIGXCPU, which ends the reader (the parent names the bound)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(used.ru_utime + used.ru_stime + seconds) + 1
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard < 0 else min(soft, hard), hard))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ input files read-only under `data/` (all of them, or only those it is given: `fi
 allowlisted environment, a minimal /etc, no network, and runs as a dedicated unprivileged
 host uid with caps on processes, tree memory, CPU, wall time and output. Modes are backends
 in one table (modes.py): `bwrap` and `unshare` isolate (same layout, same guarantees); `none`
-keeps only the limits, the environment and the uid, and is used only when asked for.
+keeps only the limits, the environment and the uid (as root, scripts still run as a dedicated
+uid, or not at all), and is used only when asked for.
 `register` adds a backend (see backends.Backend).
 
 Scripts start warm (forked from a pool interpreter with pandas imported, see pool.py) when
@@ -24,7 +25,7 @@ from pathlib import Path
 from dsstar.execution import stopping
 from dsstar.execution.sandbox import pool
 from dsstar.execution.sandbox.backends import Backend
-from dsstar.execution.sandbox.host import PRELUDE, environment, interpreter_reachable
+from dsstar.execution.sandbox.host import PRELUDE, check_dedicated_uid, environment
 from dsstar.execution.sandbox.interpreter import resolve_python, stage_fonts
 from dsstar.execution.sandbox.modes import (
     MODES,
@@ -106,6 +107,8 @@ def _run_once(
 ) -> ExecResult:
     mode = resolve_mode(mode)
     isolated = backend(mode).isolates
+    if not isolated:  # as root, never a script as root: refused before it is staged
+        check_dedicated_uid(mode, [python], work_root)
     sweep_once(work_root)
     data_dir = Path(data_dir).resolve()
     code = code.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be run
@@ -149,8 +152,6 @@ def _cold(
             spec["files"] = files
         cwd, env = None, environment("/sandbox", "/tmp")
         if not isolated:
-            uid = uid if interpreter_reachable(python) else None
-            spec["uid"] = uid
             cwd = _plain_workdir(stage, code, data_dir, work_root, uid, files)
             env = environment(str(cwd), str(_private_tmp(stage, uid)))
             _seed_fonts(stage / "fonts", Path(env["MPLCONFIGDIR"]), uid)

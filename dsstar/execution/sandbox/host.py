@@ -6,14 +6,20 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+
+from dsstar.errors import ConfigError
 
 __all__ = [
     "PRELUDE",
     "boot_python",
+    "check_dedicated_uid",
+    "closed_interpreter",
+    "closed_to_others",
     "environment",
-    "interpreter_reachable",
     "is_root",
     "kill_with_parent",
 ]
@@ -34,22 +40,59 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-@cache
-def interpreter_reachable(python: str | None = None) -> bool:
-    """Whether an unprivileged uid can run this Python (or `python`, the scripts' own)
-    without namespaces (mode 'none').
+def closed_to_others(path: str | os.PathLike[str]) -> Path | None:
+    """The outermost folder on the way to `path` (links resolved) that other users may not
+    enter (no search permission for them), as /root; None when each one lets them."""
+    for folder in reversed(Path(os.path.realpath(path)).parents):
+        try:
+            if not os.stat(folder).st_mode & 0o001:
+                return folder
+        except FileNotFoundError:  # made later, as the umask says (for its owner, root)
+            return None
+    return None
 
-    Not so when it lives under /root, as pyenv puts it; mode 'none' then keeps root's uid.
-    """
+
+@cache
+def closed_interpreter(python: str | None = None) -> Path | None:
+    """What keeps an unprivileged uid from running this Python (or `python`, the scripts'
+    own) without namespaces (mode 'none'): a folder on the way to it or to its environment
+    that others may not enter, as /root is where pyenv puts it; None when there is none."""
     if python is None:
-        here = [sys.executable, sys.prefix]
+        executable, prefix = sys.executable, sys.prefix
     else:  # the interpreter and its environment's folder (a venv's bin/..)
-        here = [python, os.path.dirname(os.path.dirname(python))]
-    for path in map(os.path.realpath, here):
-        for parent in Path(path).parents:
-            if not os.stat(parent).st_mode & 0o001:
-                return False
-    return True
+        executable, prefix = python, os.path.dirname(os.path.dirname(python))
+    return closed_to_others(executable) or closed_to_others(Path(prefix) / "x")
+
+
+def check_dedicated_uid(mode: str, pythons: Iterable[str], work_root: Path | None) -> None:
+    """As root, a mode that does not isolate runs each script as a dedicated unprivileged
+    uid, never as root: ConfigError, naming the folder and the fix, when that uid could not
+    run one of the interpreters `pythons` (the scripts', dsstar's own for the offline
+    profiler) or enter the work root. Nothing to check when dsstar is not root (scripts then
+    run as its own uid)."""
+    if not is_root():
+        return
+    root = Path(work_root or tempfile.gettempdir())
+    for python in pythons:
+        closed = closed_interpreter(python)
+        if closed is not None:
+            fix = (
+                f"run dsstar from a Python every user may run (its own, {python}, runs the"
+                " offline profiler, and scripts unless DSSTAR_SCRIPT_PYTHON names another)"
+                if os.path.realpath(python) == os.path.realpath(sys.executable)
+                else f"set DSSTAR_SCRIPT_PYTHON to a Python every user may run (the scripts'"
+                f" Python is {python}; a virtual environment made outside {closed}, say)"
+            )
+            break
+    else:
+        closed = closed_to_others(root / "x")
+        fix = f"set DSSTAR_WORK_DIR to a folder every user may enter (the work folder is {root})"
+    if closed is not None:
+        raise ConfigError(
+            f"sandbox mode {mode!r} runs scripts as a dedicated unprivileged uid when dsstar"
+            f" runs as root, never as root itself, and that uid may not enter {closed}: {fix};"
+            " or use a mode that isolates (bwrap, unshare)."
+        )
 
 
 def boot_python(python: str | None = None) -> list[str]:

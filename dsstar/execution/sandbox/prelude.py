@@ -3,8 +3,13 @@
 The chart hook: when (and only when) the script imports matplotlib, `Figure.savefig` is
 wrapped so that each saved figure is also described from the figure object itself (type,
 title, axis labels, legend, tick labels, colours and the plotted values), one JSON line per
-save in `.dsstar-charts.jsonl` of the working directory. keep.py attaches each description
-to the file it names; the verifier reads it, since it cannot see the image.
+save in `.dsstar-charts.jsonl` of the working directory, with the SHA-256 of the bytes just
+saved. keep.py attaches each description to the file it names when the file is still those
+bytes; the verifier reads it, since it cannot see the image.
+
+The hook runs in the script's own process, so nothing it writes is beyond the script's reach:
+a script can write such lines itself, or draw one figure and describe another. A description
+is therefore the script's report, and is shown as such (deliverables.chart_text).
 
 host.py puts this source before boot.py's (a warm start calls `install_chart_hook` in the
 forked child), and a cold start runs it as `python -I -u -c <this source + run_cold()>
@@ -12,6 +17,7 @@ script.py`: the script then runs as `__main__` exactly as a warm start runs it.
 """
 
 import functools
+import hashlib
 import json
 import math
 import os
@@ -21,6 +27,7 @@ __all__ = ["CHARTS_FILE", "describe", "install_chart_hook", "run_cold"]
 
 CHARTS_FILE = ".dsstar-charts.jsonl"
 _MOST_VALUES, _MOST_SERIES = 10_000, 64  # a description stays small whatever is plotted
+_HASHED_BYTES = 256 << 20  # a larger saved figure is not described (nor kept: outputs_mb)
 
 
 def install_chart_hook():
@@ -73,11 +80,13 @@ def _wrap(figure_class, where):
     def savefig(self, fname, *args, **kwargs):
         done = original(self, fname, *args, **kwargs)
         try:
-            name = _saved_name(fname, kwargs.get("format"), os.path.dirname(where))
-            if name is not None:
-                line = json.dumps({"name": name, "chart": describe(self)}, allow_nan=False)
+            workdir = os.path.dirname(where)
+            name = _saved_name(fname, kwargs.get("format"), workdir)
+            digest = None if name is None else _digest(os.path.join(workdir, name))
+            if digest is not None:
+                item = {"name": name, "sha256": digest, "chart": describe(self)}
                 with open(where, "a", encoding="utf-8") as handle:
-                    handle.write(line + "\n")
+                    handle.write(json.dumps(item, allow_nan=False) + "\n")
         except Exception:  # noqa: BLE001 - a description is a help, never the script's failure
             pass
         return done
@@ -98,6 +107,20 @@ def _saved_name(fname, fmt, workdir):
         path += "." + (fmt or rcParams["savefig.format"])
     name = os.path.relpath(path, workdir)
     return None if name.startswith("..") else name.replace(os.sep, "/")
+
+
+def _digest(path):
+    """SHA-256 of the file just saved at `path`; None when it is not a regular file within
+    _HASHED_BYTES."""
+    if not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size > _HASHED_BYTES:
+            return None
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def describe(fig):

@@ -20,7 +20,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dsstar.execution.sandbox.keep import OVER_BOUNDS, name_problem
 from dsstar.execution.sandbox.shared import held_bytes
+from dsstar.execution.sandbox.treecpu import Sample, TreeCpu, read_stat
 from dsstar.execution.sandbox.types import ExecResult, Limits
 
 __all__ = [
@@ -30,15 +32,17 @@ __all__ = [
     "kill_uid",
     "result",
     "scan",
+    "shown_name",
     "watch",
 ]
 
 _TICK_S = 0.1
+_NAMED = 10  # files left out named in the error, per reason; the rest counted
 
 
-def scan(uid: int, pids: list[int] | None = None) -> tuple[int, int]:
+def scan(uid: int, pids: list[int] | None = None, cpu: Sample | None = None) -> tuple[int, int]:
     """(tasks, proportional resident bytes) of every process running as `uid`; their pids
-    are appended to `pids` when given.
+    are appended to `pids`, and their CPU times put in `cpu` (treecpu.py), when given.
 
     Proportional (Pss) rather than resident: pages a forked child shares with its parent or
     with the pool interpreter count once, not once per process.
@@ -51,7 +55,7 @@ def scan(uid: int, pids: list[int] | None = None) -> tuple[int, int]:
             if os.stat(f"/proc/{name}").st_uid != uid:
                 continue
             with open(f"/proc/{name}/stat", "rb") as handle:
-                tasks += int(handle.read().rsplit(b")", 1)[1].split()[17])
+                tasks += read_stat(handle.read(), int(name), {} if cpu is None else cpu)
             with open(f"/proc/{name}/smaps_rollup", "rb") as handle:
                 for line in handle:
                     if line.startswith(b"Pss:"):
@@ -127,7 +131,8 @@ class _Capture:
 
 class _Watchdog(threading.Thread):
     """Samples the uid's processes: kills the tree over the memory cap (resident memory plus
-    what it holds in tmpfs, memfds and SysV segments: shared.py), notes the nproc cap."""
+    what it holds in tmpfs, memfds and SysV segments: shared.py) or over the CPU cap (the
+    CPU time of its processes together: treecpu.py), notes the nproc cap."""
 
     def __init__(self, uid: int | None, limits: Limits, isolated: bool) -> None:
         super().__init__(daemon=True)
@@ -139,17 +144,20 @@ class _Watchdog(threading.Thread):
         if self.uid is None:
             return
         memory = self.limits.memory_mb * 1024 * 1024
+        tree = TreeCpu()
         pause = _TICK_S
         while not self.done.wait(pause):
             began = time.monotonic()
             pids: list[int] = []
-            tasks, rss = scan(self.uid, pids)
+            cpu: Sample = {}
+            tasks, rss = scan(self.uid, pids, cpu)
             rss += held_bytes(pids, self.isolated)
             pause = max(_TICK_S, 2 * (time.monotonic() - began))  # at most a third of a core
             if tasks >= self.limits.processes:
                 self.hits.add("processes")
-            if rss > memory:
-                self.hits.add("memory")
+            over = {"memory": rss > memory, "cpu": tree.seconds(cpu) > self.limits.cpu_seconds}
+            if any(over.values()):
+                self.hits.update(cap for cap, hit in over.items() if hit)
                 kill_uid(self.uid)
 
 
@@ -236,6 +244,8 @@ def result(
     output += "".join(_message(hit, limits) for hit in sorted(hits))
     outputs = kept_outputs(report, limits)
     outputs_error = left_out_error(report.get("left_out"), limits)
+    if report.get("outputs_error"):  # collecting failed: boot.py's `_outputs`
+        outputs_error = f"the files the script wrote could not be read: {report['outputs_error']}"
     if outputs_error:
         output += f"\n[dsstar] {outputs_error}"
     if exit_code is not None and exit_code < 0 and not hits:
@@ -262,25 +272,57 @@ def result(
 
 
 def left_out_error(left_out: Any, limits: Limits) -> str:
-    """The error that names the bound which left files out ('' when none was)."""
+    """The error that names each file left out (keep.collect's `left_out`) under the reason
+    it was, the first `_NAMED` of each reason by name and the rest counted; '' when none was."""
     if not left_out or not isinstance(left_out, list):
         return ""
-    names = ", ".join(str(n)[:100] for n in left_out[:5]) + (", ..." if len(left_out) > 5 else "")
-    return (
-        f"{len(left_out)} file(s) the script wrote were not kept ({names}): at most"
-        f" {limits.outputs} files (DSSTAR_EXEC_OUTPUTS) and {limits.outputs_mb:g} MB"
-        " (DSSTAR_EXEC_OUTPUTS_MB) are kept, regular files with one link only."
-    )
+    reasons: dict[str, list[Any]] = {}
+    for item in left_out:
+        name, why = _named(item)
+        reasons.setdefault(why, []).append(name)
+    parts = []
+    for why, names in reasons.items():
+        more = f" and {len(names) - _NAMED} more" if len(names) > _NAMED else ""
+        parts.append(f"{why}: {', '.join(map(shown_name, names[:_NAMED]))}{more}")
+    text = f"{len(left_out)} file(s) the script wrote were not kept, {'; '.join(parts)}."
+    if OVER_BOUNDS in reasons:
+        text += (
+            f" The bounds: at most {limits.outputs} files (DSSTAR_EXEC_OUTPUTS) and"
+            f" {limits.outputs_mb:g} MB (DSSTAR_EXEC_OUTPUTS_MB) are kept."
+        )
+    return text
+
+
+def _named(item: Any) -> tuple[Any, str]:
+    """(name, why) of one entry of `left_out`."""
+    if isinstance(item, list) and len(item) == 2 and isinstance(item[1], str):
+        return item[0], item[1][:100]
+    return item, OVER_BOUNDS
+
+
+def shown_name(name: Any) -> str:
+    """A file name as one line of printable text: as it is when it is printable UTF-8, else
+    as Python writes it (`b'caf\\xe9.csv'` for bytes that are not UTF-8, `'a\\nb.csv'`);
+    at most 100 characters."""
+    text = str(name)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes, as os.scandir gives them
+        text = repr(text.encode("utf-8", "surrogateescape"))
+    else:
+        text = text if text.isprintable() else repr(text)
+    return text if len(text) <= 100 else text[:99] + "…"
 
 
 def kept_outputs(report: dict[str, Any], limits: Limits) -> list[dict[str, Any]]:
     """The files the supervisor reported, checked again here: safe relative names, valid
-    base64, within the count and the byte budget; a chart description only as a JSON object."""
+    base64, within the count and the byte budget; a chart description only as a JSON object.
+    The supervisor applied the same rules, and named in `left_out` what it did not keep."""
     kept: list[dict[str, Any]] = []
     budget = limits.outputs_bytes
     for item in report.get("outputs") or []:
         name = item.get("name") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not name.isprintable() or len(name) > 200:
+        if not isinstance(name, str) or name_problem(name) is not None:
             continue
         if len(kept) >= limits.outputs:
             continue
@@ -307,7 +349,8 @@ def _message(hit: str, limits: Limits) -> str:
         " forks failed (exec process limit)",
         "disk": f"ran out of its {limits.disk_mb} MB for /tmp and the working directory"
         " (exec disk limit)",
-        "cpu": f"used more than {limits.cpu_seconds} s of CPU time (exec CPU limit)",
+        "cpu": f"used more than {limits.cpu_seconds} s of CPU time, its processes together"
+        " (exec CPU limit)",
         "output": f"printed more than {limits.output_bytes} bytes; the middle was left out"
         " (exec output limit)",
     }[hit]

@@ -15,14 +15,16 @@ __all__ = ["ExecResult", "Limits"]
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on one script run. Every cap holds for the script's whole process tree."""
+    """Bounds on one script run. Every cap holds for the script's whole process tree (memory
+    and CPU time are summed over the tree by the watchdog of the script's own uid, so when
+    dsstar runs as root; else they bound each process)."""
 
     timeout_s: float = _default("exec_timeout")  # wall clock
     memory_mb: int = _default("exec_memory_mb")  # of each process, and resident of the tree
     output_bytes: int = _default("exec_output_bytes")  # of stdout and stderr, head and tail kept
     processes: int = _default("exec_processes")  # processes and threads of the script at once
     disk_mb: int = _default("exec_disk_mb")  # /tmp plus the working directory
-    cpu_s: float | None = _default("exec_cpu_seconds")  # per process; None: the timeout + 2
+    cpu_s: float | None = _default("exec_cpu_seconds")  # of the tree; None: the timeout + 2
     warm: bool = _default("exec_pool")  # start from the warm interpreter pool when it can
     outputs: int = _default("exec_outputs")  # files kept from the working directory
     outputs_mb: float = _default("exec_outputs_mb")  # their bytes together
@@ -92,7 +94,9 @@ class ExecResult:
     note: str = ""  # why a cold start was used although the pool was asked for
     # Files the script wrote in its working directory: {'name' (relative), 'bytes', 'data'
     # (base64), 'chart' (the description of a matplotlib figure, when it is one)}, bounded by
-    # Limits.outputs and outputs_mb.
+    # Limits.outputs and outputs_mb. A runtime adds a table's 'preview' (dsstar.data.previews)
+    # and may store the files, leaving 'sha256' and 'key' where 'data' was
+    # (dsstar.records.files).
     outputs: list[dict[str, Any]] = field(default_factory=list)
     outputs_error: str = ""  # which bound left which files out; empty when all were kept
 

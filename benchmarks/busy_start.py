@@ -35,7 +35,7 @@ def environment(root: Path, llm: FakeLLM) -> dict[str, str]:
         DSSTAR_STORAGE=str(root / "storage"), DSSTAR_WORK_DIR=str(root / "work"),
         DSSTAR_DATABASE_URL=f"sqlite:///{root / 'ledger.db'}", PREFECT_HOME=str(root / "prefect"),
         PREFECT_SERVER_ANALYTICS_ENABLED="false", LITELLM_LOCAL_MODEL_COST_MAP="True",
-        DSSTAR_PARALLEL_ROUNDS="false", PYTHONPATH=str(REPO),
+        PYTHONPATH=str(REPO),
     )  # fmt: skip
     return env
 

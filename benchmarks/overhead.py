@@ -90,9 +90,9 @@ def start_prefect(home: Path) -> tuple[subprocess.Popen, str]:
 
 
 def scripted(llm) -> None:
-    """The retail question in two rounds: verifier No, router Add Step, verifier Yes. Rounds
-    are asked at once (the default), so the router and the planner are asked again beside
-    the verifier's Yes: those replies are discarded, but they must come, as a model's would."""
+    """The retail question in two rounds: verifier No, router Add Step, verifier Yes. The
+    router's and the planner's replies beside the verifier's Yes are scripted too: a run that
+    asks ahead (`DSSTAR_ASK_AHEAD=true`) asks for them and discards them, as a model's would be."""
     from scenarios import FINAL_ONLY_ANSWER, fence, two_rounds
 
     llm.reset()

@@ -8,7 +8,7 @@ started Prefect server, and the retail question over examples/sales for --rounds
 rounds: verifier "No" until the last; router "Add Step", except "Step 2 is wrong!" in round 02
 (a backtrack); every round's script loads and aggregates the orders. For each delay:
 
-- dsstar, parallel_rounds on, then off: the ds-star flow in this process, per-round seconds
+- dsstar, ask_ahead on, then off: the ds-star flow in this process, per-round seconds
   from its run.json (round NN: from round NN-1 recorded to round NN recorded);
 - plain: the very requests of the sequential run (bodies and headers, replayed with httpx in
   order: router, planner, coder, verifier) and the same round script run with `subprocess`.
@@ -74,7 +74,7 @@ def dsstar_run(llm: Any, rounds: int, delay: float, parallel: bool, work: Path) 
     run_id = f"speed-{'together' if parallel else 'in-turn'}-{delay:g}s-{time.time_ns()}"
     started = time.perf_counter()
     result = ds_star(question=QUESTION, data=str(SALES), max_rounds=rounds + 1, run_id=run_id,
-                     options={"reuse": False, "parallel_rounds": parallel})  # fmt: skip
+                     options={"reuse": False, "ask_ahead": parallel})  # fmt: skip
     wall = time.perf_counter() - started
     record = json.loads((work / "storage" / "runs" / run_id / "run.json").read_text())
     loop = [r for r in llm.requests if r["agent"] != "analyzer"]

@@ -281,9 +281,7 @@ def _prepared(
     from dsstar.storage import new_run_id
 
     preflight(built, data)
-    return PreparedRun(
-        form.model_copy(update={"run_id": form.run_id or new_run_id()}), built, policy
-    )
+    return PreparedRun(form.with_run_id(form.run_id or new_run_id()), built, policy)
 
 
 @_refusing_kept

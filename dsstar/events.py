@@ -29,6 +29,7 @@ __all__ = [
     "HumanAnswered",
     "HumanAsked",
     "LLMCall",
+    "LLMFailed",
     "LLMReplied",
     "Retrieved",
     "Reused",
@@ -141,6 +142,16 @@ class LLMReplied(Event):
             output_tokens=reply["output_tokens"],
             cost_usd=reply.get("cost_usd"),
         )
+
+
+@dataclass(frozen=True)
+class LLMFailed(Event):
+    """A model call ended without a reply (`error`: why, in one line): it is no longer in
+    flight."""
+
+    agent: str
+    label: str
+    error: str
 
 
 @dataclass(frozen=True)

@@ -120,19 +120,28 @@ class Settings(BaseSettings):
         " continue, continue with guidance, accept the current answer, or stop (a form in the"
         " Prefect UI; a terminal prompt for `dsstar run` on a TTY).",
     )
-    parallel_rounds: bool = Field(
-        True,
+    ask_ahead: bool = Field(
+        False,
         description="After a round's script has run, and when no person is to be asked, ask"
-        " the verifier, the router and (for Add Step) the planner at once: a refinement round"
-        " waits for two model latencies instead of four. Decisions are the paper's; a reply"
-        " they make unneeded is kept and marked unused (at most one router and one planner"
-        " call more per run, and one planner call more per backtrack). False: one after"
-        " another.",
+        " the verifier, the router and (for Add Step) the planner at once, before the"
+        " verifier has said whether the others are needed: a refinement round waits for two"
+        " model latencies instead of four, for people waiting on an answer. It costs the"
+        " replies it then discards (kept and marked unused): a router and a planner call on"
+        " the round the verifier accepts (a question answered in round 00 pays 2 calls more,"
+        " about a third of its loop's calls), and a planner call per backtrack. Off: one call"
+        " after another, and no reply is paid for that is not read.",
     )
     human_timeout: float = Field(
         3600.0,
         gt=0,
         description="Seconds to wait for a person's answer; then the run continues unguided.",
+    )
+    progress_interval: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds between the progress lines a run writes to stderr where it is no"
+        " terminal (a log, CI) while nothing else happens, e.g. while a model call is in"
+        " flight: each says which call, and for how long.",
     )
     top_k: int = Field(
         100, ge=1, json_schema_extra=CAP, description="Most file descriptions shown to the agents."

@@ -15,6 +15,8 @@
     ensure_alerts       the nightly alerts' automations, created or updated by name (with
                         find_notification_blocks, ALERT_NAMES, api_configured)
     ensure_worker_recovery  the automations that retry a run whose worker died elsewhere
+    close_forms         the run forms of the deployments `prefect deploy` made, closed: no
+                        parameter outside the form is stored
     settle_run          the flow run of a run whose process is gone, ended as run.json says
                         (Crashed with how to continue, Completed when it was answered)
 
@@ -27,6 +29,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names below are, for readers and tools
+    from flows._forms import close_forms
     from flows._guidance import answer_in_terminal
     from flows._settle import settle as settle_run
     from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
@@ -45,6 +48,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
 # them all costs about half a second of the CLI's start).
 _HOMES = {
     "answer_in_terminal": ("flows._guidance", "answer_in_terminal"),
+    "close_forms": ("flows._forms", "close_forms"),
     "ds_star_bench": ("flows.bench", "ds_star_bench"),
     "own_bench": ("flows.bench", "own_bench"),
     "task_dicts": ("flows.bench", "task_dicts"),
@@ -77,6 +81,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ALERT_NAMES",
     "api_configured",
+    "close_forms",
     "ensure_alerts",
     "ensure_worker_recovery",
     "find_notification_blocks",

@@ -26,7 +26,7 @@ from dsstar.algorithm.verdict import Status
 from dsstar.errors import DSStarError
 from dsstar.inputs.form import SECRET_FIELDS, RunForm
 from dsstar.keys import critique, draft, run_folder, run_record
-from dsstar.model.ceiling import Ceiling, meter, share
+from dsstar.model.ceiling import Ceiling, call_id, meter, share
 from dsstar.model.llm import Message
 from dsstar.records.record import total_cost
 from dsstar.research.subs import SubAnswer, SubQuestion, sub_run_id
@@ -41,6 +41,8 @@ from tasks.agents import TaskCalls
 
 __all__ = ["ReportRun", "ReportRuntime"]
 
+# The agents a report asks itself; its sub-runs ask the others (they reuse its analysis).
+_OWN = frozenset({"analyzer", "decomposer", "writer", "critic"})
 # A failure outside dsstar (the Prefect API busy) is tried again this often, resuming the run.
 _ORCHESTRATION_RETRIES = 2
 
@@ -51,6 +53,16 @@ class ReportRun(Run):
     totals, those of its sub-runs (by run id): one budget, one bill."""
 
     sub_totals: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def _spent(self) -> list[dict[str, Any]]:
+        """The report's own replies: those recorded, and those of its file analysis that the
+        meter counted but the analysis did not record (cut short). The meter is shared with
+        the sub-runs, whose calls are theirs (their run.json, their ledger rows) and count in
+        `totals` through `sub_totals`."""
+        recorded = self._calls()
+        seen = {call_id(call) for call in recorded}
+        counted = meter(self.run_id).calls()
+        return recorded + [c for c in counted if c.get("agent") in _OWN and call_id(c) not in seen]
 
     def totals(self) -> dict[str, Any]:
         own = super().totals()
@@ -168,7 +180,7 @@ def _stored(store: Store, run_id: str) -> dict[str, Any] | None:
 
 def _spent(run_id: str, result: dict[str, Any]) -> dict[str, Any]:
     """A finished sub-run's spending as one call the meter counts once."""
-    return {"label": f"sub-run {run_id}", "model": "", "request": run_id,
+    return {"agent": "sub-run", "label": f"sub-run {run_id}", "model": "", "request": run_id,
             "cost_usd": result.get("cost_usd") or 0.0,
             "input_tokens": result.get("input_tokens") or 0,
             "output_tokens": result.get("output_tokens") or 0}  # fmt: skip

@@ -17,6 +17,7 @@ from prefect import get_client
 from prefect.client.schemas.objects import FlowRun
 
 from dsstar.errors import DSStarError
+from dsstar.inputs.form import run_id_in
 from dsstar.keys import run_record
 from dsstar.records.state import FINISHED, liveness
 from dsstar.settings import Settings
@@ -24,7 +25,7 @@ from dsstar.storage import Store
 from flows._settle import settle
 from tasks.slots import server_url
 
-__all__ = ["earlier_flow_run", "take_up"]
+__all__ = ["derived_run_id", "earlier_flow_run", "take_up"]
 
 
 def earlier_flow_run(settings: Settings, run_id: str) -> FlowRun | None:
@@ -45,7 +46,7 @@ def earlier_flow_run(settings: Settings, run_id: str) -> FlowRun | None:
             flow_run = client.read_flow_run(UUID(str(record["flow_run_id"])))
     except Exception:  # not on this server (ObjectNotFound), or unreachable
         return None
-    if run_id not in (flow_run.name, flow_run.parameters.get("run_id")):
+    if run_id != (run_id_in(flow_run.parameters) or derived_run_id(flow_run)):
         return None  # the id names another run there: never continued in it
     if flow_run.state is not None and flow_run.state.is_completed():
         return None
@@ -53,6 +54,11 @@ def earlier_flow_run(settings: Settings, run_id: str) -> FlowRun | None:
     settle(record, f"its process ({where}) is gone; found by the run that continues it")
     with get_client(sync_client=True) as client:
         return client.read_flow_run(flow_run.id)
+
+
+def derived_run_id(run: FlowRun) -> str:
+    """The run id of a flow run whose parameters name none: its creation time and id."""
+    return f"{run.created:%Y%m%d-%H%M%S}-{str(run.id)[:6]}"
 
 
 def take_up(flow_run: FlowRun, parameters: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@ calls with their totals, and its row in the ledger when it ends."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from collections.abc import Collection
@@ -20,7 +21,7 @@ from dsstar.execution.failure import exception_line
 from dsstar.execution.scratch import owner
 from dsstar.inputs.form import SECRET_FIELDS
 from dsstar.inputs.preflight import used_models
-from dsstar.model.ceiling import Ceiling, spent_line
+from dsstar.model.ceiling import Ceiling, call_id, meter, spent_line
 from dsstar.model.recorded import replies_source
 from dsstar.records.claim import Claim, claim_run
 from dsstar.records.identity import RunIdentity
@@ -38,9 +39,11 @@ from dsstar.settings import Settings
 from dsstar.storage import Store, check_run_id
 from dsstar.views.report import run_result
 from flows._settle import settle
-from tasks.record import storage_writer
+from tasks.record import publish_ending, storage_writer
 
 __all__ = ["Run"]
+
+_log = logging.getLogger("dsstar.flows")
 
 
 def _now() -> str:
@@ -83,7 +86,9 @@ class Run:
         if held.get("flow_run_id") not in (None, this_flow_run):  # its attempt died unseen
             dead = {"run_id": run_id, "flow_run_id": held["flow_run_id"], "status": "running"}
             cause = f"its process (pid {held.get('pid')} on {held.get('host')}) is gone"
-            settle(dead, cause, next_step=f"run {run_id} continues in flow run {this_flow_run}")
+            # Its card comes from its run.json: settled before this attempt writes its own.
+            continues = f"run {run_id} continues in flow run {this_flow_run}"
+            settle(dead, cause, next_step=continues, storage=store.url)
         record = {
             "run_id": run_id,
             **params,
@@ -205,6 +210,7 @@ class Run:
             self.close()
         except Exception:  # storage itself may be what failed; the flow still reports exc
             pass
+        self.show_ending()
 
     def over_budget(self, exc: OverBudget, ceiling: Ceiling) -> dict[str, Any]:
         """The next model call would have passed `ceiling`: the run stops with what it has
@@ -212,7 +218,9 @@ class Run:
         self.note(**self.totals())
         line = spent_line(self.record, ceiling, exc.need)
         self.note(status=Status.OVER_BUDGET.value, error=line)
-        return self.close()
+        result = self.close()
+        self.show_ending()
+        return result
 
     def interrupt(self, exc: BaseException) -> None:
         """SIGINT or SIGTERM stopped the run: `dsstar resume` continues it."""
@@ -223,6 +231,16 @@ class Run:
             self.close()
         except Exception:  # the stop goes on; the CLI marks run.json itself if this failed
             pass
+        self.show_ending()
+
+    def show_ending(self) -> None:
+        """The card of a run that ended without an answer, in the flow run's Artifacts tab:
+        why, where it stopped, what it spent, where it is stored, how to continue. A card
+        is a view: a server that cannot take it never changes how the run ends."""
+        try:
+            publish_ending(self.run_id, self.record, self.store.uri(self.prefix))
+        except Exception as exc:
+            _log.warning("the ending card of run %s was not published: %s", self.run_id, exc)
 
     def close(self, solution: str | None = None) -> dict[str, Any]:
         """Final totals into run.json and the run into the ledger; returns the result."""
@@ -231,7 +249,7 @@ class Run:
         self.save({keys.RUN_RECORD: self.record}, "run")
         if self.ledger:
             ledger_record = {**self.result(), **self.record, "solution": solution}
-            self.ledger.record(ledger_record, self.record.get("round_table") or [], self._calls())
+            self.ledger.record(ledger_record, self.record.get("round_table") or [], self._spent())
         return self.result()
 
     def result(self) -> dict[str, Any]:
@@ -239,10 +257,21 @@ class Run:
         return run_result(self.record, self.store.uri(self.prefix))
 
     def totals(self) -> dict[str, Any]:
-        return {"llm_calls": self._call_count(), **usage(self._calls())}
+        """Calls, tokens and cost of every reply this run received so far."""
+        spent = self._spent()
+        return {"llm_calls": len(spent), **usage(spent)}
 
     def _calls(self) -> list[dict[str, Any]]:
+        """The replies recorded with the analyses and rounds they belong to."""
         return self.analysis_calls + self.calls
+
+    def _spent(self) -> list[dict[str, Any]]:
+        """Every reply received: those recorded, and those of file analyses not finished
+        (still running, or cut short by a stop or a failure), which the run's meter counted
+        as they came: paid for all the same."""
+        recorded = self._calls()
+        seen = {call_id(call) for call in recorded}
+        return recorded + [c for c in meter(self.run_id).calls() if call_id(c) not in seen]
 
     def _call_count(self) -> int:
         return len(self._calls())

@@ -50,6 +50,7 @@ class FlowRuntime(TaskCalls):
         super().__init__(spec, replies=run.calls)
         self.run = run
         self.run_id = run.run_id
+        self._route_replies: dict[int, str] = {}  # the router's reasoning, by round it opened
 
     # -- steps 0 to 2 ------------------------------------------------------------------------
 
@@ -85,7 +86,8 @@ class FlowRuntime(TaskCalls):
 
     def record_round(self, round: Round) -> None:
         item, uris = self.run.add_round(round)
-        publish_round(self.run_id, item, uris[1])  # uris[1]: the round's code.py
+        reasons = {"reply": round.reply, "route_reply": self._route_replies.get(round.number)}
+        publish_round(self.run_id, item | reasons, uris[1])  # uris[1]: the round's code.py
         publish_rounds_table(self.run_id, self.run.rounds)
         story.round_done(round.number, round.plan, round.verdict.sufficient, round.script.result.ok)
         progress.emit(RoundDone(round.number, round.verdict.sufficient, **self.run.totals()))
@@ -93,6 +95,7 @@ class FlowRuntime(TaskCalls):
     def record_route(self, number: int, route: Route) -> None:
         plan = self.run.rounds[-1]["plan"] if self.run.rounds else []
         story.route(number, route.label, len(plan))
+        self._route_replies[number] = route.reply
         self.run.save(route_objects(number, route), f"route {round_key(number)}")
 
     def record_guidance(self, number: int, guidance: Guidance) -> None:

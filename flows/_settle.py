@@ -7,8 +7,10 @@ Whoever learns that a run's process is gone settles it: the watcher of that proc
 dead one. The heartbeat automation (flows/workers.py) marks a silent flow run Crashed when
 nothing else did, but it cannot reach task runs; the next of these does.
 
-A run whose answer was stored ends Completed, whoever marked it Crashed before: the answer is
-what the run stands for, and `runs show` says so too.
+A run whose answer was stored ends Completed (named for its outcome, as the flow names it),
+whoever marked it Crashed before: the answer is what the run stands for, and `runs show` says
+so too. A run left Crashed gets the card of a crashed run (flows/_crash_card.py), once per
+crash, from whoever settles it first: it cannot write its own.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from prefect.client.schemas.objects import FlowRun, State, StateType
 from prefect.states import Cancelled, Completed, Crashed, Failed
 
 from dsstar.algorithm.verdict import ANSWERED, Status
-from flows._states import OVER_BUDGET_STATE, one_line, resume_hint
+from flows._crash_card import publish_crash_card
+from flows._states import ANSWERED_STATES, OVER_BUDGET_STATE, one_line, resume_hint
 
 __all__ = [
     "crash_earlier_attempts",
@@ -75,7 +78,8 @@ def ended_state(record: dict[str, Any], cause: str, next_step: str | None = None
     error = one_line(record.get("error"), f"the run ended {status}")
     next_step = next_step or resume_hint(run_id)
     if status in ANSWERED:
-        return Completed(message=f"answered ({status}); its process ended before it said so")
+        message = f"answered ({status}); its process ended before it said so"
+        return Completed(name=ANSWERED_STATES[status], message=message)
     if status == Status.STOPPED:
         return Cancelled(message="stopped by a person")
     if status == Status.OVER_BUDGET:
@@ -88,21 +92,28 @@ def ended_state(record: dict[str, Any], cause: str, next_step: str | None = None
 
 
 def settle(
-    record: dict[str, Any], cause: str, attempt: int | None = None, next_step: str | None = None
+    record: dict[str, Any],
+    cause: str,
+    attempt: int | None = None,
+    next_step: str | None = None,
+    storage: str | None = None,
 ) -> None:
     """Settle the flow run of `record` (run.json of a run whose process is gone): end it in
     `ended_state` unless it ended already (a Crashed one becomes Completed when the answer was
-    stored), and crash the task runs its dead attempt left running. `attempt`: the flow run's
-    run count when that process ran it; a flow run another attempt took up since (a retry)
-    keeps its state. Never raises: the flow run may live on another Prefect server (a
-    command's temporary one), or none."""
+    stored), crash the task runs its dead attempt left running, and give it the card of a
+    crashed run when it is left Crashed without one since (written from the run.json in
+    `storage`, by default the storage `record` names). `attempt`: the flow run's run count
+    when that process ran it; a flow run another attempt took up since (a retry) keeps its
+    state. Never raises: the flow run may live on another Prefect server (a command's
+    temporary one), or none."""
     flow_run_id = record.get("flow_run_id")
     if not flow_run_id:
         return
     try:
         with get_client(sync_client=True) as client:
             flow_run = client.read_flow_run(UUID(str(flow_run_id)))
-            if attempt is None or flow_run.run_count <= attempt:
+            taken_up = attempt is not None and flow_run.run_count > attempt  # by a retry
+            if not taken_up:
                 _end(client, flow_run, ended_state(record, cause, next_step))
             _crash_task_runs(
                 client,
@@ -112,6 +123,10 @@ def settle(
             )
     except Exception as exc:  # unreachable API, unknown flow run: it stays as it was
         _log.debug("flow run %s not settled: %s", flow_run_id, exc)
+        return
+    if not taken_up:  # why it crashed: run.json's reason for a stop dsstar caught (a signal)
+        why = record.get("error") if record.get("status") == Status.INTERRUPTED else None
+        publish_crash_card(record, str(why or cause), storage)
 
 
 def crash_earlier_attempts(flow_run_id: str | UUID, run_count: int) -> None:

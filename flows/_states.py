@@ -1,8 +1,9 @@
 """The Prefect state a ds-star flow run ends in, and Crashed for a run whose process died.
 
 What the UI, automations and dashboards see follows the run's outcome (`status` in
-run.json): an answer is Completed; `failed` is Failed with its reason; `over_budget` is
-Failed under its own name (OverBudget) with what was spent; a person's stop is Cancelled.
+run.json): an answer is Completed, named for how it was answered (Verified, MaxRounds,
+Accepted, NotApplicable); `failed` is Failed with its reason; `over_budget` is Failed under
+its own name (OverBudget) with what was spent; a person's stop is Cancelled.
 Each of these states carries the run's result (`dsstar run --json`) as its data (in a
 `RunEnded` error for Failed and Cancelled, which calling the flow raises), so the CLI, the
 nightly batch and the benchmark read it from any of them. A Failed state's message ends
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefect.client.schemas.objects import State
-from prefect.states import Cancelled, Crashed, Failed
+from prefect.states import Cancelled, Completed, Crashed, Failed
 
 from dsstar.algorithm.verdict import ANSWERED, Status
 from dsstar.errors import RunEnded
@@ -26,6 +27,7 @@ from dsstar.execution.failure import exception_line
 from dsstar.text import log_text
 
 __all__ = [
+    "ANSWERED_STATES",
     "OVER_BUDGET_STATE",
     "failed_state",
     "final_state",
@@ -35,6 +37,15 @@ __all__ = [
 ]
 
 OVER_BUDGET_STATE = "OverBudget"  # a Failed state's name: resumable with a higher ceiling
+# A Completed state's name says how the run answered, so the UI's run list tells a verified
+# answer from one the rounds ran out on.
+ANSWERED_STATES = {
+    Status.VERIFIED: "Verified",
+    Status.MAX_ROUNDS: "MaxRounds",
+    Status.ACCEPTED: "Accepted",
+    Status.NOT_APPLICABLE: "NotApplicable",
+    Status.REPORTED: "Reported",  # a report's (flows/report.py)
+}
 
 _MOST = 500  # a state message is one line of at most this many characters
 
@@ -48,12 +59,16 @@ def one_line(text: str | None, fallback: str) -> str:
     return log_text(line if len(line) <= _MOST else line[: _MOST - 3] + "...")
 
 
-def final_state(result: dict[str, Any]) -> dict[str, Any] | State:
-    """What the ds-star flow returns for a run that ended with `result`: the result itself
-    (Completed) for an answer, else a state that says what happened and carries it."""
+def final_state(result: dict[str, Any]) -> State:
+    """What the ds-star flow returns for a run that ended with `result`: a state that says
+    what happened and carries it (Completed, named for the outcome, for an answer)."""
     status = result["status"]
     if status in ANSWERED:
-        return result
+        rounds = result.get("rounds") or 0
+        message = f"{status} after {rounds} round{'' if rounds == 1 else 's'}"
+        if status == Status.REPORTED:  # a report's "plan" is its sub-questions
+            message = f"reported from {len(result.get('plan') or [])} sub-questions"
+        return Completed(name=ANSWERED_STATES[status], message=message, data=result)
     if status == Status.STOPPED:
         rounds = result.get("rounds") or 0
         message = f"stopped by a person after round {rounds - 1:02d}" if rounds else "stopped"

@@ -6,8 +6,9 @@ first such run. It reads the process's runs from a pipe: a line when a run start
 when it ends. The dying process's end of the pipe is closed by the kernel, however it died,
 so the watcher reads the end of the pipe at once; it then settles every run still started
 (flows/_settle.py: the flow run Crashed with the reason and the command that continues it,
-or Completed when the answer was stored; the task runs it left running crashed) and exits.
-When the process exits normally its runs have ended and the watcher exits with nothing to do.
+and a card that says so, or Completed when the answer was stored; the task runs it left
+running crashed) and exits. When the process exits normally its runs have ended and the
+watcher exits with nothing to do.
 
 The watcher imports only the standard library until it has work, and leaves the terminal's
 Ctrl-C and hang-up to the process it watches, in whose process group it stays: whoever ends
@@ -168,7 +169,7 @@ def _settle(run: dict[str, Any]) -> None:
         " SIGKILL (kill -9, or the kernel when out of memory), or crashed"
     )
     with temporary_settings({PREFECT_API_URL: run["api"]}):  # the run's, as it talked to
-        settle(record, cause, attempt=run["attempt"])
+        settle(record, cause, attempt=run["attempt"], storage=run["storage"])
 
 
 if __name__ == "__main__":

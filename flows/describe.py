@@ -20,13 +20,14 @@ __all__ = ["describe", "describe_files"]
 
 
 @flow(name="ds-star-describe", task_runner=default_task_runner())
-def describe(data: str, options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def describe(data: str, options: RunOptions | None = None) -> list[dict[str, Any]]:
     """Analyze every file under `data` with the analyzer agent. The descriptions land in the
     same content-keyed cache that runs use, so a later run over these files reuses them.
-    `options` are run settings by name, checked as a run form's: a secret or the worker's
-    policy is refused (the flow run's parameters are recorded), so is a name that is none."""
+    `options` are run settings (by name, or grouped as the run form groups them), checked as
+    a run form's: a secret or the worker's policy is refused (the flow run's parameters are
+    recorded), so is a name that is none."""
     try:
-        settings = RunOptions.model_validate(options or {}).settings()
+        settings = (options or RunOptions()).settings()
     except ValidationError as exc:
         raise UsageError(explain(exc)) from exc
     require_model(settings)

@@ -10,13 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 from prefect import Flow, get_client
-from prefect.client.schemas.objects import FlowRun, State
+from prefect.client.schemas.objects import State
 from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
 from prefect.task_runners import TaskRunner
 from prefect.utilities.callables import get_call_parameters
 from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 
 from dsstar.algorithm import steps
 from dsstar.algorithm.context_budget import check_question
@@ -25,7 +24,8 @@ from dsstar.data.sources import DataRoot
 from dsstar.errors import Interrupted, OverBudget, RunEnded, StorageError, UsageError
 from dsstar.execution import scratch, stopping
 from dsstar.execution.failure import exception_line
-from dsstar.inputs.form import PreparedRun, RunForm, explain
+from dsstar.execution.sandbox import resolve_mode
+from dsstar.inputs.form import PreparedRun, RunForm, explain, run_id_in
 from dsstar.inputs.preflight import preflight, unreadable_warning
 from dsstar.inputs.spec import data_source, run_spec
 from dsstar.inputs.trust import check_form, hold_data_location
@@ -35,17 +35,20 @@ from dsstar.model.ceiling import forget
 from dsstar.records.prune import prune_when_due
 from dsstar.settings import Settings
 from dsstar.storage import Store
+from dsstar.text import clean
+from dsstar.views.cards import short
 from flows import _story as story
 from flows._alive import kept_alive
 from flows._finish import finish
-from flows._forms import form_flow
-from flows._resume import earlier_flow_run, take_up
+from flows._forms import form_flow, given_name
+from flows._resume import derived_run_id, earlier_flow_run, take_up
 from flows._run import Run
 from flows._runners import build_task_runner, default_task_runner
 from flows._runtime import FlowRuntime
 from flows._settle import crash_earlier_attempts
 from flows._states import failed_state, final_state, interrupted_state
 from flows.workers import check_crash_loop
+from tasks.record import publish_ending
 
 __all__ = [
     "completed_result",
@@ -53,6 +56,7 @@ __all__ = [
     "derived_run_id",
     "ds_star",
     "own_flow",
+    "run_name",
     "run_question",
 ]
 
@@ -64,13 +68,23 @@ def default_run_id() -> str:
         return derived_run_id(client.read_flow_run(flow_run.id))
 
 
-def derived_run_id(run: FlowRun) -> str:
-    """The run id of a flow run whose parameters name none: its creation time and id."""
-    return f"{run.created:%Y%m%d-%H%M%S}-{str(run.id)[:6]}"
-
-
 def _flow_run_name() -> str:
-    return flow_run.parameters.get("run_id") or default_run_id()
+    """The flow run's name: the name a person gave it when creating it (the Run Name of the
+    UI's form), kept; else its run id (the form's, else derived from the flow run) and the
+    question, shortened (`run_name`)."""
+    parameters = flow_run.parameters
+    run_id = run_id_in(parameters) or default_run_id()
+    return given_name() or run_name(run_id, parameters.get("question"))
+
+
+def run_name(run_id: str, question: Any) -> str:
+    """A ds-star flow run's name: the run id, then the question, shortened, so that the UI's
+    list of runs tells them apart (a flow run has no description to show it in)."""
+    asked = short(clean(str(question or "")), _QUESTION_CHARS)
+    return f"{run_id} · {asked}" if asked else run_id
+
+
+_QUESTION_CHARS = 60  # of the question, in a flow run's name
 
 
 # What every ds-star flow is, whoever starts it: one name, one run name, one form.
@@ -83,8 +97,9 @@ def ds_star(**fields: Any) -> dict[str, Any] | State:
 
     The parameters are the fields of `dsstar.inputs.form.RunForm` (the run form of the Prefect UI):
     the question, its data, the answer's guidelines, the run id, and every run setting.
-    The flow run ends Completed with an answer, Failed when the run failed or went over
-    budget (state OverBudget), Cancelled when a person stopped it (flows/_states.py).
+    The flow run ends Completed with an answer (its state named Verified, MaxRounds, Accepted
+    or NotApplicable), Failed when the run failed or went over budget (state OverBudget),
+    Cancelled when a person stopped it (flows/_states.py).
     """
     # Parameters come from whoever reaches the Prefect API: the Settings of this worker's own
     # environment judge what they may choose, and where their data may lie.
@@ -156,10 +171,14 @@ def _validated(fields: dict[str, Any]) -> tuple[RunForm, Settings]:
         raise UsageError(explain(exc)) from exc
 
 
-def _given(fields: dict[str, Any]) -> dict[str, Any]:
-    """The parameters as `RunForm.parameters` writes them: unset fields left out, values as
-    JSON has them (a folder setting arrives as a Path: a resumed run's form sets them all)."""
-    return {k: to_jsonable_python(v) for k, v in fields.items() if v is not None}
+def _given(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """The parameters as `RunForm.parameters` writes them: unset fields left out, grouped in
+    their sections, values as JSON has them (a folder setting arrives as a Path: a resumed
+    run's form sets them all). None when they make no form."""
+    try:
+        return RunForm.model_validate(fields).parameters()
+    except ValidationError:
+        return None
 
 
 def _checked_run(
@@ -174,8 +193,12 @@ def _checked_run(
     where = normalize_location(data) if isinstance(data, str) else data.path
     question, guidelines, run_id = form.question, form.guidelines, form.run_id
     if not checked:
-        check_question(question, guidelines, settings.max_question_chars)
-        preflight(settings, where)  # model, keys, isolation, data, storage: before any stored run
+        try:
+            check_question(question, guidelines, settings.max_question_chars)
+            preflight(settings, where)  # model, keys, isolation, data, storage: before any run
+        except Exception as exc:  # refused before it started: its card says why, all the same
+            _refused(run_id or default_run_id(), question, exc)
+            raise
     scratch.sweep(settings.work_dir)  # temporary folders of processes that died
     run = Run.start(
         run_id=run_id or default_run_id(),
@@ -211,6 +234,18 @@ def _checked_run(
         scratch.release(run.run_id)  # this run's data snapshot or staged file
         forget(run.run_id)  # a resume counts what it spent afresh, from its caches
         run.release()  # after run.json holds the outcome: the id may be resumed now
+
+
+def _refused(run_id: str, question: str, exc: Exception) -> None:
+    """The card of a run refused by its checks, before it stored anything: why, and that
+    nothing was spent. A card is a view: a server that cannot take it changes nothing."""
+    record = {"run_id": run_id, "question": question, "status": Status.FAILED.value,
+              "error": exception_line(exc)}  # fmt: skip
+    try:
+        publish_ending(run_id, record, "")
+    except Exception as failed:
+        story.say("the card of run %s was not published: %s", run_id, failed,
+                  level=logging.WARNING)  # fmt: skip
 
 
 def _prune_cache(store: Store, settings: Settings) -> None:
@@ -258,7 +293,8 @@ def solve(
     # run.json keeps the spec the run runs under (saved with its next write), which the
     # report reads. A resumed run builds its own from the resuming worker's settings (a
     # higher ceiling goes on past an over_budget stop) and writes it over the earlier one.
-    run.note(spec=spec.to_dict())
+    # And the sandbox its scripts run in, as this worker resolves the setting ('auto').
+    run.note(spec=spec.to_dict(), sandbox=resolve_mode(spec.sandbox))
     runtime = FlowRuntime(run, spec)
     try:
         solution = steps.solve(runtime, question, guidelines, source, spec)
@@ -316,7 +352,7 @@ def run_question(prepared: PreparedRun) -> tuple[dict[str, Any] | None, BaseExce
         state = flow(**form.parameters(), return_state=True)
     else:  # the stored run's own flow run, run again: one flow run per run
         parameters = get_call_parameters(flow.fn, (), form.parameters())
-        take_up(earlier, parameters)
+        take_up(earlier, flow.serialize_parameters(parameters))  # as a flow run records them
         state = run_flow(flow, flow_run=earlier, parameters=parameters, return_type="state")
     try:
         return completed_result(state, settings.storage, form.run_id), None

@@ -6,17 +6,18 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import tags, task
 from prefect.runtime import flow_run
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
-from pydantic import Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 
 from dsstar.algorithm.verdict import Status
 from dsstar.errors import DSStarError, OverBudget, UsageError
+from dsstar.inputs.fields import VALUE_CHARS
 from dsstar.inputs.form import SECRET_FIELDS, RunForm, explain, options_form
 from dsstar.inputs.questions import Question, load_questions
 from dsstar.inputs.spec import data_source, run_spec, spend_ceiling
@@ -34,7 +35,7 @@ from flows import _story as story
 from flows._alert_events import announce_night
 from flows._analysis import analyze_files
 from flows._dispatch import dispatch_questions
-from flows._forms import form_flow
+from flows._forms import form_flow, given_name
 from flows._runners import default_task_runner
 from flows.alerts import QUESTION_TAG
 from flows.ds_star import completed_result, default_run_id, ds_star
@@ -81,17 +82,19 @@ NightlyForm = options_form(
         Field(
             "deployments/questions.yaml",
             min_length=1,
+            max_length=VALUE_CHARS,
             description="YAML list of {question, data, guidelines}; relative data paths are"
             " relative to the file.",
         ),
     ),
     question_deployment=(
-        str | None,
+        Annotated[str, BeforeValidator(lambda value: value or "")],
         Field(
-            None,
+            "",
+            max_length=VALUE_CHARS,
             description="Run each question as its own flow run of this deployment of the"
             " ds-star flow (e.g. ds-star/on-demand), so that every worker of its pool takes a"
-            " share. Unset: the questions run as subflows in the batch's own process.",
+            " share. Empty: the questions run as subflows in the batch's own process.",
         ),
     ),
 )
@@ -99,7 +102,10 @@ NightlyForm = options_form(
 
 def nightly_run_name() -> str:
     """The batch's flow run name: its question set and the day it was scheduled for, e.g.
-    `questions 2026-11-23`, instead of Prefect's random one."""
+    `questions 2026-11-23`, instead of Prefect's random one (a name a person gave it stays)."""
+    given = given_name()  # a name typed in the UI's form is kept
+    if given:
+        return given
     name = flow_run.parameters.get("questions_file") or "deployments/questions.yaml"
     return f"{Path(str(name)).stem} {flow_run.scheduled_start_time:%Y-%m-%d}"
 

@@ -25,7 +25,6 @@ from prefect.flow_engine import run_flow
 from prefect.runtime import flow_run
 from prefect.utilities.callables import get_call_parameters
 from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 
 from dsstar.algorithm.context_budget import check_question
 from dsstar.algorithm.verdict import Status
@@ -49,13 +48,13 @@ from dsstar.settings import Settings
 from flows import _story as story
 from flows._alert_events import announce_report
 from flows._alive import kept_alive
-from flows._forms import form_flow
+from flows._forms import form_flow, given_name
 from flows._report import ReportRun, ReportRuntime
 from flows._resume import earlier_flow_run, take_up
 from flows._runners import build_task_runner, default_task_runner
 from flows._settle import crash_earlier_attempts
 from flows._states import failed_state, final_state, interrupted_state
-from flows.ds_star import default_run_id
+from flows.ds_star import default_run_id, run_name
 from flows.workers import check_crash_loop
 from tasks.record import publish_report
 
@@ -63,7 +62,11 @@ __all__ = ["ds_star_report", "own_report_flow", "run_report"]
 
 
 def _flow_run_name() -> str:
-    return flow_run.parameters.get("run_id") or default_run_id()
+    """As a ds-star flow run's (`flows.ds_star.run_name`): the name a person gave it, else
+    its run id and the question, shortened."""
+    parameters = flow_run.parameters
+    run_id = parameters.get("run_id") or default_run_id()
+    return given_name() or run_name(run_id, parameters.get("question"))
 
 
 _FLOW = {"name": "ds-star-report", "flow_run_name": _flow_run_name, "log_prints": False}
@@ -132,8 +135,7 @@ def _report(
     """The flow's body (see `flows.ds_star._answer`, which this mirrors): `policy` judges the
     form (None: the local user's own); parameters that are not the prepared report's are
     judged by this worker's environment."""
-    given = {k: to_jsonable_python(v) for k, v in fields.items() if v is not None}
-    checked = prepared is not None and report_parameters(prepared.form) == given
+    checked = prepared is not None and report_parameters(prepared.form) == _given(fields)
     if checked:
         form, settings = prepared.form, prepared.settings
     else:
@@ -151,6 +153,15 @@ def _report(
     finally:
         if isinstance(data, DataRoot):
             data.close()
+
+
+def _given(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """The parameters as `report_parameters` writes them (see `flows.ds_star._given`); None
+    when they make no form."""
+    try:
+        return report_parameters(ReportForm.model_validate(fields))
+    except ValidationError:
+        return None
 
 
 def _checked_report(

@@ -68,7 +68,8 @@ def silent_run_automation(timeout_s: float) -> AutomationCore:
     """Mark Crashed a ds-star flow run whose heartbeats stopped for `timeout_s` seconds.
     Any event of the flow run (a heartbeat, a state: its end, whatever it is named) within
     the timeout keeps it alive. Prefect renders no template in a state's message, so it names
-    the command by the flow run's name, which is the run id."""
+    the command by the flow run's name, whose first word is the run id unless a person named
+    the run in the run form (then its log names the id)."""
     return AutomationCore(
         name=SILENT_RUN,
         description="A ds-star flow run that stopped sending heartbeats is marked Crashed.",
@@ -87,7 +88,9 @@ def silent_run_automation(timeout_s: float) -> AutomationCore:
                 state=StateType.CRASHED,
                 message=f"no heartbeat for {timeout_s:g} s: the process running it died unseen"
                 " (killed, out of memory, or its machine stopped); continue with: dsstar"
-                " resume RUN_ID, the run id being this flow run's name",
+                " resume RUN_ID, the run id being the first word of this flow run's name (for a"
+                " run named in the run form: the id its log names, `run ID: question`), or"
+                " Retry a deployment's run",
             )
         ],
     )

@@ -8,7 +8,8 @@ from typing import Any
 
 from dsstar import progress
 from dsstar.algorithm.spec import RunSpec
-from dsstar.events import Executing, LLMCall, LLMReplied
+from dsstar.events import Executing, LLMCall, LLMFailed, LLMReplied
+from dsstar.execution.failure import exception_line
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.ceiling import meter
 from dsstar.model.llm import Message
@@ -50,18 +51,22 @@ class TaskCalls:
     def ask(self, agent: str, label: str, messages: list[Message]) -> str:
         label = clean(label)  # it names a task run; a file name in it may not be valid UTF-8
         progress.emit(LLMCall(agent, label))
-        reply = self._ask(
-            label=label,
-            agent=agent,
-            messages=messages,
-            config=self.spec.llm[agent],
-            run_id=self.spec.run_id,
-            storage=self.spec.storage,
-            concurrency=self.spec.llm_concurrency,
-            rpm=self.spec.llm_rpm,
-            slot_wait=self.spec.slot_wait,
-            ceiling=self.spec.ceiling,
-        )
+        try:
+            reply = self._ask(
+                label=label,
+                agent=agent,
+                messages=messages,
+                config=self.spec.llm[agent],
+                run_id=self.spec.run_id,
+                storage=self.spec.storage,
+                concurrency=self.spec.llm_concurrency,
+                rpm=self.spec.llm_rpm,
+                slot_wait=self.spec.slot_wait,
+                ceiling=self.spec.ceiling,
+            )
+        except BaseException as exc:  # whoever shows the call in flight learns it ended
+            progress.emit(LLMFailed(agent, label, exception_line(exc)))
+            raise
         meter(self.spec.run_id).charge(reply)
         self.replies.append(reply)
         progress.emit(LLMReplied.from_reply(reply))

@@ -11,7 +11,7 @@ from typing import Any
 from prefect import task
 from prefect.context import TaskRunContext
 
-from dsstar.algorithm.repair import delivers
+from dsstar.algorithm.repair import keeps_files
 from dsstar.data.previews import with_previews
 from dsstar.execution.sandbox import Limits, run_script
 from dsstar.records.files import store_outputs
@@ -67,5 +67,6 @@ def execute(
         )
     result = with_previews(result, Path(work_dir) if work_dir else None)
     if storage is not None:
-        result = store_outputs(result, Store(storage), run_id, everything=delivers(label))
+        everything = keeps_files(label, result.stdout)  # else its figures only
+        result = store_outputs(result, Store(storage), run_id, everything=everything)
     return result.to_dict()

@@ -10,20 +10,25 @@ from __future__ import annotations
 import base64
 from pathlib import PurePosixPath
 from typing import Any
+from uuid import UUID
 
 from prefect import Task, task
+from prefect.context import FlowRunContext
 
-from dsstar.algorithm.verdict import verdict_label
+from dsstar.algorithm.verdict import ANSWERED, verdict_label
 from dsstar.execution.deliverables import chart_text
+from dsstar.keys import round_object
 from dsstar.records.files import read_output
 from dsstar.storage import Store, Stored
 from dsstar.text import fenced, md_code, md_text, money
+from dsstar.views.cards import ending_card, ending_title, reasoning, short, stored_at
 from tasks._common import is_storage_error
 from tasks.cards import publish_markdown, publish_table
 from tasks.keys import artifact_key
 
 __all__ = [
     "publish_deliverables",
+    "publish_ending",
     "publish_report",
     "publish_round",
     "publish_rounds_table",
@@ -63,18 +68,31 @@ def storage_writer(first_delay: float) -> Task:
 
 
 def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
-    """A markdown artifact for one round: plan, code, head of the output, verdict and route.
+    """A markdown artifact for one round: the route that opened it and the router's
+    reasoning, the plan, code, head of the output, the verdict and the verifier's reasoning
+    (`item`'s `route_reply` and `reply`, each bounded; the whole in the round's folder).
     What a model or a script wrote shows as text (`md_text`) or code, never as markdown."""
+    number = f"{item['number']:02d}"
     plan = "\n".join(f"{i}. {md_text(step, line=True)}" for i, step in enumerate(item["plan"], 1))
     output = item["output"][:3000]
+    verdict = verdict_label(item.get("verdict"))
+    route = item.get("route")
+    opened = (
+        f"**Opened by the router:** {md_text(route, line=True)}\n\n"
+        f"{reasoning(item.get('route_reply'), round_object(item['number'], 'route.json'))}\n\n"
+        if route
+        else "**Opened by:** the initial plan\n\n"
+    )
     markdown = (
-        f"### Round {item['number']:02d}\n\n"
-        f"**Route that opened it:** {md_text(item.get('route') or '(initial plan)')}  \n"
-        f"**Verdict:** {verdict_label(item.get('verdict'))}  \n"
-        f"**Tokens:** {item['input_tokens']} in / {item['output_tokens']} out · "
-        f"**Seconds:** {item['seconds']:.1f}\n\n"
+        f"### Round {number}\n\n"
+        f"**Verdict:** {verdict} · **Tokens:** {item['input_tokens']:,} in /"
+        f" {item['output_tokens']:,} out · **Cost:** {money(item.get('cost_usd'))} ·"
+        f" **Seconds:** {item['seconds']:.1f}\n\n{opened}"
         f"**Plan**\n\n{plan}\n\n**Code**\n\n{fenced(item['code'], 'python')}\n\n"
-        f"**Output (head)**\n\n{fenced(output)}\n\nStored at {md_code(uri)}\n"
+        f"**Output (head)**\n\n{fenced(output)}\n\n"
+        f"**Verifier: {verdict}**\n\n"
+        f"{reasoning(item.get('reply'), round_object(item['number'], 'verdict.json'))}\n\n"
+        f"Stored at {stored_at(uri)}\n"
     )
     for figure in item.get("figures") or []:
         markdown += (
@@ -82,24 +100,23 @@ def publish_round(run_id: str, item: dict[str, Any], uri: str) -> None:
             f" {md_code(figure['uri'])}"
         )
     publish_markdown(
-        artifact_key(f"{run_id}-round-{item['number']:02d}"),
-        markdown,
-        f"DS-STAR {run_id} round {item['number']:02d}",
+        artifact_key(f"{run_id}-round-{number}"), markdown, f"DS-STAR {run_id} round {number}"
     )
 
 
 def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
-    """The run's table of every round so far: one card, rewritten after each round (its text
-    cells are escaped by `publish_table`)."""
+    """The run's table of every round so far: one card, rewritten after each round. Narrow
+    enough for the page: the step shortened (the whole on the round's card), the verdict
+    and route in a word or two (its text cells are escaped by `publish_table`)."""
     table = [
         {
             "round": f"{item['number']:02d}",
-            "step": item["plan"][-1] if item["plan"] else "",
-            "route": item.get("route") or "",
-            "verdict": verdict_label(item.get("verdict")),
-            "tokens": item["input_tokens"] + item["output_tokens"],
-            "cost_usd": item["cost_usd"],
-            "seconds": round(item["seconds"], 1),
+            "step": short(item["plan"][-1], 60) if item["plan"] else "",
+            "route": item.get("route") or "start",
+            "sufficient": {True: "yes", False: "no"}.get(item.get("verdict"), "-"),
+            "tokens": f"{item['input_tokens'] + item['output_tokens']:,}",
+            "cost": money(item.get("cost_usd")),
+            "s": f"{item['seconds']:.0f}",
         }
         for item in rounds
     ]
@@ -107,16 +124,23 @@ def publish_rounds_table(run_id: str, rounds: list[dict[str, Any]]) -> None:
 
 
 def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -> None:
-    """A markdown artifact with the answer, the totals and where every object is stored.
+    """A markdown artifact with the answer, the totals and where every object is stored; for
+    a run without an answer, its ending card (`publish_ending`) with the stored objects.
     The question, the answer, file names and URIs show as text (`md_text`) or code."""
+    if record.get("status") not in ANSWERED:
+        publish_ending(run_id, record, uris.get("run folder") or "", links=uris)
+        return
     links = "\n".join(f"- {md_text(name, line=True)}: {md_code(uri)}" for name, uri in uris.items())
     reused = record.get("reused_from")
     origin = f"**Reused the verified solution of run** {md_code(reused)}\n\n" if reused else ""
     if record.get("replies") in ("recorded", "mixed"):  # never to pass for a model's answer
+        which = "recorded" if record["replies"] == "recorded" else "some recorded"
         origin += (
-            f"**Replies: recorded** ({md_text(record['replies'])}), from"
-            f" {md_code(record.get('recorded_from'))}: no model was asked\n\n"
+            f"**Replies: {which}**, from {md_code(record.get('recorded_from'))}:"
+            f" no model was asked{' for them' if which != 'recorded' else ''}\n\n"
         )
+    if record.get("sandbox"):
+        origin += f"**Scripts ran in:** {md_text(record['sandbox'])}\n\n"
     # The one-line reason (run.json's error), in a block as output is: it may hold markdown.
     # The whole output of a failed script is among the stored objects.
     error = f"**Error**\n\n{fenced(record['error'])}\n\n" if record.get("error") else ""
@@ -133,6 +157,32 @@ def publish_summary(run_id: str, record: dict[str, Any], uris: dict[str, str]) -
             f"**Stored objects**\n\n{links}\n"
         ),
         f"DS-STAR {run_id}: answer and stored objects",
+    )
+
+
+def publish_ending(
+    run_id: str,
+    record: dict[str, Any],
+    folder_uri: str,
+    *,
+    links: dict[str, str] | None = None,
+    retry: bool | None = None,
+    flow_run_id: UUID | None = None,
+) -> None:
+    """The card of a run that ended without an answer (`dsstar.views.cards.ending_card`):
+    failed, over budget, stopped, interrupted or crashed. It takes the answer card's key, so
+    a run resumed later in the same flow run replaces it with its answer. `retry`: whether
+    the UI's Retry resumes the run (a deployment's flow run); by default, this flow run's
+    own. `flow_run_id`: the flow run to publish it on from outside (a crashed run's)."""
+    if retry is None:
+        context = FlowRunContext.get()
+        retry = bool(context and context.flow_run and context.flow_run.deployment_id)
+    status = str(record.get("status") or "crashed")
+    publish_markdown(
+        artifact_key(f"{run_id}-answer"),
+        ending_card(record, folder_uri, retry=retry, links=links),
+        f"{ending_title(status)}: why, and how to continue",  # the UI shows the key beside
+        flow_run_id=flow_run_id,
     )
 
 

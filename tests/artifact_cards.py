@@ -10,11 +10,21 @@ from pathlib import Path
 
 from conftest import require_binary
 from prefect import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+)
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync"]  # fmt: skip
+
+
+def run_id_of(flow_run) -> str:
+    """The dsstar run id of a ds-star flow run: its `run_id` parameter, else (derived from
+    the flow run) what its name starts with, before the question."""
+    return flow_run.parameters.get("run_id") or flow_run.name.split(" · ")[0]
 
 
 def artifact_keys(flow_run_id) -> Counter:
@@ -23,6 +33,46 @@ def artifact_keys(flow_run_id) -> Counter:
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
         )
     return Counter(a.key for a in artifacts)
+
+
+def card(flow_run_id, key: str) -> str:
+    """The markdown of the flow run's one card under `key` (e.g. `<run_id>-answer`: its
+    answer, or how it ended without one)."""
+    return _card(flow_run_id, key).data
+
+
+def _card(flow_run_id, key: str):
+    with get_client(sync_client=True) as client:
+        [found] = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+                key=ArtifactFilterKey(any_=[key]),
+            )
+        )
+    return found
+
+
+def clicked_card(flow_run_id, key: str, path: Path, wait_for: str) -> tuple[str, str]:
+    """The flow run's card under `key` as a person finds it in headless Chromium: in the
+    Artifacts tab (its text), then clicked open, rendered (its text, once `wait_for` shows;
+    a screenshot to `path`)."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = require_binary(shutil.which("chromium"), "chromium")
+    ui = os.environ["PREFECT_API_URL"].removesuffix("/api")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
+        page.get_by_text("Artifacts", exact=True).first.click(timeout=60_000)
+        page.get_by_text(key, exact=True).first.wait_for(timeout=60_000)
+        tab = page.inner_text("body")
+        page.get_by_text(key, exact=True).first.click()
+        page.get_by_text(wait_for).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(path), full_page=True)
+        text = page.inner_text("body")
+        browser.close()
+    return tab, text
 
 
 def artifacts_tab(flow_run_id, path: Path) -> str:

@@ -44,9 +44,6 @@ os.environ.update(
 )
 for _name in [k for k in os.environ if k.startswith("DSSTAR_")]:
     del os.environ[_name]
-# The scripted scenarios (scenarios.py) queue each agent's replies in the order calls made one
-# after another ask for them; tests of rounds asked at once (test_together*.py) turn it on.
-os.environ["DSSTAR_PARALLEL_ROUNDS"] = "false"
 
 import forked_cli  # noqa: E402
 from fake_llm import FakeLLM  # noqa: E402

@@ -24,9 +24,10 @@ from processes import start, stop
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("DSSTAR_TEST_CACHE", Path.home() / ".cache" / "dsstar-test"))
-# What the Containerfile needs of its base: Python 3.11 with venv, and the sandbox's bubblewrap
-# (the public python images get it from the Containerfile's apt-get instead).
-BASE_PACKAGES = ("python3", "python3-venv", "bubblewrap", "ca-certificates")
+# What the Containerfile needs of its base: Python 3.11 with venv, the sandbox's bubblewrap and
+# LightGBM's OpenMP runtime (the public python images get the last two from the Containerfile's
+# apt-get instead; the test build has no network).
+BASE_PACKAGES = ("python3", "python3-venv", "bubblewrap", "libgomp1", "ca-certificates")
 BASE_TAG = (
     "localhost/dsstar-test-base:"
     + hashlib.sha256(",".join(BASE_PACKAGES).encode()).hexdigest()[:12]

@@ -11,6 +11,7 @@ import sys
 
 import forked_cli
 import pytest
+from artifact_cards import card
 from fake_llm import Error
 from scenarios import ANSWER, always_first_time, two_rounds
 
@@ -171,6 +172,11 @@ def test_a_flow_run_from_parameters_checks_everything_itself(env, llm, sales, co
     assert counted == {"settings": 1, "question": 1, "probe": 1}
     state = ds_star(question="x" * 100_000, data=str(sales), run_id="too-long", return_state=True)
     assert state.is_failed() and "more than the" in str(state.result(raise_on_failure=False))
+    # Refused before it started, it has a card all the same: why, and nothing spent.
+    ended = card(state.state_details.flow_run_id, "too-long-answer")
+    assert ended.startswith("### Failed: " + "x" * 199 + "…\n") and "more than the" in ended
+    assert "**Where it stopped:** before it started: its checks refused it" in ended
+    assert "**Stored:** nothing" in ended and "then run it again." in ended
 
 
 def test_after_an_ask_a_form_through_the_api_is_still_the_worker_s_to_judge(env, llm, sales):

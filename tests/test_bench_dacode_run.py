@@ -143,6 +143,13 @@ def test_bench_run_dacode_slice_with_chat_style_replies(env, llm, tmp_path):
     assert json.loads((out / "answers" / "dm-csv-010" / "dabench" / "result.json").read_text())[
         "result"] == "avg_units_sold.csv"  # fmt: skip
 
+    # Each task's final script is its round's own (tests/dacode_replies): that round's run,
+    # its files kept, is the final run, and no script is run twice.
+    records = [json.loads(path.read_text())
+               for path in Path(env["DSSTAR_STORAGE"]).glob("runs/*/run.json")]  # fmt: skip
+    finished = [record for record in records if record.get("outputs") is not None]
+    assert len(finished) == 13 and all(r.get("final_reused_run") for r in finished)
+
     # `bench score` scores the answer folder the run laid out as the run did.
     again = forked_cli.run([sys.executable, "-m", "dsstar", "bench", "score", "--suite", "dacode",
                             "--answers", str(out / "answers"), "--truth", str(DACODE), "--json"],

@@ -159,3 +159,19 @@ def test_the_stop_line_says_what_was_spent_what_remains_and_how_to_go_on() -> No
     tokens = spent_line(record, Ceiling(max_tokens=12_000), "why")
     assert "used 10,000 of --max-tokens 12,000 tokens (2,000 left)" in tokens
     assert tokens.endswith("--max-tokens N")
+
+
+def test_the_meter_keeps_each_reply_it_counted_once_without_its_text() -> None:
+    """What a run received, however far it got: a stop during the file analysis counts the
+    replies of analyses not yet recorded from here."""
+    meter = Meter()
+    reply = {"agent": "analyzer", "label": "analyzer a.csv", "model": "m", "request": "h1",
+             "text": "a long script...", "input_tokens": 900, "output_tokens": 100,
+             "cost_usd": 0.001}  # fmt: skip
+    meter.charge(reply)
+    meter.charge(dict(reply))  # read back from a cache: the same call
+    meter.charge(reply | {"label": "analyzer b.csv"})
+    calls = meter.calls()
+    assert [c["label"] for c in calls] == ["analyzer a.csv", "analyzer b.csv"]
+    assert "text" not in calls[0] and calls[0]["input_tokens"] == 900
+    assert meter.tokens == 2000

@@ -14,6 +14,7 @@ from uuid import UUID
 
 import forked_cli
 import pytest
+from artifact_cards import card
 from prefect import get_client
 from scenarios import ANSWER, always_first_time, answered, asked, two_rounds
 
@@ -54,6 +55,11 @@ def test_a_run_stops_at_its_ceiling_keeps_its_artifacts_and_resumes_with_a_highe
         state = client.read_flow_run(UUID(result["flow_run_id"])).state
     assert state.is_failed() and state.name == "OverBudget", state
     assert state.message == result["error"]
+    ended = card(UUID(result["flow_run_id"]), "capped-answer")  # what it spent, how to go on
+    assert ended.startswith("### Over budget: ") and result["error"] in ended
+    assert f"**LLM calls:** {result['llm_calls']} · " in ended
+    assert f"**cost:** ${result['cost_usd']:.4f}" in ended
+    assert "`dsstar resume capped --max-cost N` (with a ceiling N above what it spent)" in ended
     run = Path(env["DSSTAR_STORAGE"]) / "runs" / "capped"
     stored = json.loads((run / "run.json").read_text())
     assert stored["status"] == "over_budget"

@@ -325,6 +325,22 @@ def test_damaged_archive_is_skipped_with_a_reason(tmp_path):
     assert reasons(src)["bad.gz"].startswith("archive not expanded: damaged or unreadable")
 
 
+def test_a_damaged_workbook_is_said_to_be_an_unreadable_workbook_not_an_archive(tmp_path):
+    root = tmp_path / "books"
+    root.mkdir()
+    book = io.BytesIO()
+    with zipfile.ZipFile(book, "w") as zf:
+        zf.writestr("[Content_Types].xml", "<Types/>")
+        zf.writestr("xl/workbook.xml", "<workbook/>" * 100)
+    (root / "sales.xlsx").write_bytes(book.getvalue()[:60])  # cut short: its directory is gone
+    (root / "ok.txt").write_text("fine")
+    src = source(root, tmp_path)
+    assert listing(src) == {"ok.txt": "text"}
+    why = reasons(src)["sales.xlsx"]
+    assert why.startswith("the workbook is unreadable (BadZipFile"), why
+    assert "archive" not in why
+
+
 def test_expansions_are_cached_by_content(tmp_path):
     root = tmp_path / "cached"
     root.mkdir()

@@ -16,8 +16,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import forked_cli
+import httpx
 import pytest
-from artifact_cards import artifacts_tab
+from artifact_cards import artifacts_tab, run_id_of
 from conftest import EXAMPLE, REPO, require_binary
 from fake_llm import Error, FakeLLM, text_of
 from prefect import get_client
@@ -29,6 +30,8 @@ from processes import stop
 from rendered import cells_shown
 from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, two_rounds
 
+from dsstar.inputs.form import SECTIONS
+from dsstar.inputs.questions import load_questions
 from dsstar.records.ledger import Ledger, question_key
 
 pytestmark = pytest.mark.slow
@@ -53,8 +56,8 @@ def served(prefect_server, tmp_path_factory):
         DSSTAR_WORK_DIR=str(root),
         DSSTAR_LLM_RETRY_DELAY="0.05",
         DSSTAR_DATA_ROOTS=str(tmp_path_factory.getbasetemp()),  # the tests' data folders
-        DSSTAR_FORM_ALLOW="storage",  # nightly tests give each batch a storage of its own
-        DSSTAR_PARALLEL_ROUNDS="false",  # the scenarios' replies come in the order of one by one
+        # Nightly tests give each batch a storage of its own; the demo's form names its model.
+        DSSTAR_FORM_ALLOW="storage,model",
         PREFECT_RUNNER_POLL_FREQUENCY="1",
         PREFECT_LOGGING_LEVEL="INFO",  # the default outside tests: dsstar's lines reach the UI
     )
@@ -154,11 +157,17 @@ def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
     assert on_demand.entrypoint == "flows/ds_star.py:ds_star"
     schema = on_demand.parameter_openapi_schema
     assert schema["required"] == ["question", "data"]
-    for name in ("question", "data", "guidelines", "model", "max_rounds", "storage"):
+    # The question first, the other settings in sections; nothing else is taken.
+    assert list(schema["properties"]) == ["question", "data", "guidelines", "model", *SECTIONS]
+    assert schema["additionalProperties"] is False and on_demand.enforce_parameter_schema
+    for name in ("question", "data", "guidelines", "model"):
         assert schema["properties"][name]["description"]
     # The typed run form: a bound, and unset means the worker's DSSTAR_MAX_ROUNDS, else 20.
-    assert {"type": "integer", "minimum": 1} in schema["properties"]["max_rounds"]["anyOf"]
-    assert "else 20" in schema["properties"]["max_rounds"]["description"]
+    max_rounds = schema["definitions"]["Limits"]["properties"]["max_rounds"]
+    assert (max_rounds["type"], max_rounds["minimum"]) == ("integer", 1)
+    assert "else 20" in max_rounds["description"]
+    assert "storage" in schema["definitions"]["AdvancedRun"]["properties"]
+    assert nightly.parameter_openapi_schema["additionalProperties"] is False
     [schedule] = nightly.schedules
     assert schedule.schedule.cron == "0 2 * * *"
     assert schedule.schedule.timezone == "Europe/Paris"
@@ -168,15 +177,17 @@ def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
         report = client.read_deployment_by_name("ds-star-report/report-on-demand")
     assert report.entrypoint == "flows/report.py:ds_star_report" and not report.schedules
     fields = report.parameter_openapi_schema["properties"]
-    for name in ("question", "data", "guidelines", "sub_questions", "refinements", "max_cost"):
+    for name in ("question", "data", "guidelines", "sub_questions", "refinements"):
         assert fields[name]["description"]
+    assert set(SECTIONS) <= set(fields)  # the run's settings, in the run form's sections
+    assert report.parameter_openapi_schema["additionalProperties"] is False  # closed
 
 
 def test_on_demand_run_from_the_api_stores_artifacts_and_ledger_rows(served, on_demand, tmp_path):
     flow_run = on_demand.flow_run
     assert flow_run.state.is_completed(), flow_run.state
 
-    run_id = flow_run.name
+    run_id = run_id_of(flow_run)
     run = json.loads((served.root / "storage" / "runs" / run_id / "run.json").read_text())
     assert run["status"] == "verified" and run["answer"] == ANSWER
     assert run["flow_run_id"] == str(flow_run.id)
@@ -244,7 +255,10 @@ def test_the_ui_shows_dsstars_lines_and_the_nightly_questions(
     questions = tmp_path / "questions.yaml"
     questions.write_text("".join(f"- question: {q}\n  data: {data.name}\n" for q in NIGHT))
     # A storage of its own: its analysis cache starts empty (the other tests filled theirs).
-    parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
+    parameters = {
+        "questions_file": str(questions),
+        "advanced": {"storage": str(tmp_path / "storage")},
+    }
     first = trigger(parameters, "ds-star-nightly/nightly")
     assert first.state.is_completed(), first.state
     files = sorted(p.name for p in data.iterdir())
@@ -306,7 +320,7 @@ def test_retry_of_a_failed_run_resumes_without_repeating_answers(served, llm, da
     assert state.is_completed(), state
     retried = llm.requests[len(before) :]
     assert retried and answered(before) & asked(retried) == set()
-    run = json.loads((served.root / "storage/runs" / flow_run.name / "run.json").read_text())
+    run = json.loads((served.root / "storage/runs" / run_id_of(flow_run) / "run.json").read_text())
     assert run["status"] == "verified" and run["answer"] == ANSWER
 
 
@@ -323,7 +337,10 @@ def test_a_retried_batch_answers_again_only_the_failed_question_and_repeats_noth
     questions = tmp_path / "questions.yaml"
     questions.write_text(f"- question: {fine}\n  data: {data.name}\n"
                          f"- question: {doomed}\n  data: {data}\n")  # fmt: skip
-    parameters = {"questions_file": str(questions), "storage": str(tmp_path / "storage")}
+    parameters = {
+        "questions_file": str(questions),
+        "advanced": {"storage": str(tmp_path / "storage")},
+    }
     flow_run = trigger(parameters, "ds-star-nightly/nightly")
     assert flow_run.state.is_failed() and "1 of 2 questions failed" in flow_run.state.message
     before = list(llm.requests)
@@ -340,3 +357,96 @@ def test_a_retried_batch_answers_again_only_the_failed_question_and_repeats_noth
     records = [json.loads(p.read_text()) for p in (tmp_path / "storage").glob("runs/*/run.json")]
     outcomes = {(record["question"], record["status"], record["answer"]) for record in records}
     assert outcomes == {(fine, "verified", ANSWER), (doomed, "verified", ANSWER)}
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_a_form_too_deep_for_prefect_neither_is_stored_nor_stops_serve(served):
+    """Issue 47's form: `options` holding 300 levels of lists, 699 bytes. Prefect's server
+    stored it, answered 500 to every read of it (the run list, serve's poll) and serve
+    stopped. The served deployment's schema refuses it now, with nothing stored; and a flow
+    run stored anyway (its creator turned the schema check off) is made readable by serve,
+    which goes on serving."""
+    body = {"parameters": {"question": "q", "data": "d", "options": {"x": _nested(300)}}}
+    assert len(json.dumps(body)) < 700
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("ds-star/on-demand")
+        create = f"deployments/{deployment.id}/create_flow_run"
+        before = runs_of(client, deployment.id)
+        refused = api_post(create, body)
+        assert refused.status_code == 409 and "options" in refused.text
+        assert runs_of(client, deployment.id) == before  # nothing stored
+        assert api_post("flow_runs/filter", {"limit": 50}).status_code == 200
+
+        # The check turned off for one flow run: Prefect stores it and cannot read it back.
+        body |= {"enforce_parameter_schema": False, "name": "too-deep"}
+        for _ in range(10):  # 503: the server's SQLite was busy, nothing was stored
+            created = api_post(create, body)
+            if created.status_code != 503:
+                break
+            time.sleep(2)
+        assert created.status_code == 500  # stored, and its answer could not be written
+        deadline = time.monotonic() + 120
+        while api_post("flow_runs/filter", {"limit": 50}).status_code != 200:
+            assert time.monotonic() < deadline, "serve left the flow run unreadable"
+            time.sleep(1)
+        [bad] = [r for r in runs_of(client, deployment.id) if r.name == "too-deep"]
+        while not bad.state.is_failed():  # readable once cleared, then marked Failed
+            assert time.monotonic() < deadline, bad
+            time.sleep(1)
+            bad = client.read_flow_run(bad.id)
+    assert bad.state.is_failed() and "could not be read back" in bad.state.message
+    assert bad.parameters == {}
+    log = (served.root / "serve.log").read_text()
+    assert f"flow run {bad.id} could not be read back: cleared and marked Failed" in log
+    # Serve goes on: a run after it completes.
+    two_rounds(served.llm.reset())
+    data = served.root / "after-deep" / "sales"
+    shutil.copytree(EXAMPLE, data)
+    assert trigger({"question": QUESTION, "data": str(data)}).state.is_completed()
+
+
+def api_post(path: str, body: dict) -> httpx.Response:
+    """A POST to the Prefect API on a connection of its own (the server drops one after a
+    500), answered whatever its status."""
+    return httpx.post(f"{os.environ['PREFECT_API_URL']}/{path}", json=body, timeout=60)
+
+
+def runs_of(client, deployment_id) -> list:
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    found = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+    return client.read_flow_runs(deployment_filter=found)
+
+
+def test_the_demo_question_from_the_run_form_completes_with_the_recorded_replies(served, tmp_path):
+    """The demo (`dsstar demo`) from the Prefect UI's form: its question and data, the
+    model of its recorded replies, every other field as the form leaves it (reuse on).
+    Asked twice, the second run reuses the first's verified solution, which the recording
+    answers too; a name typed for the run is kept."""
+    demo = load_questions(REPO / "examples" / "sales-questions.yaml")[0]
+    shutil.copytree(EXAMPLE, tmp_path / "sales")  # under the worker's data roots
+    replies = tmp_path / "sales-replies.yaml"
+    shutil.copy(REPO / "examples" / "sales-replies.yaml", replies)
+    untouched = {"guidelines": demo.guidelines, **dict.fromkeys(SECTIONS, {})}  # as sent
+    form = {"question": demo.question, "data": str(tmp_path / "sales"),
+            "model": f"recorded/{replies}", **untouched}  # fmt: skip
+    first = run_deployment("ds-star/on-demand", parameters=form, flow_run_name="demo from the form",
+                           timeout=300, poll_interval=1)  # fmt: skip
+    second = trigger(form)
+    for flow_run in (first, second):
+        assert flow_run.state.is_completed(), flow_run.state
+    assert first.name == "demo from the form"  # kept, not the run id
+    stored = [json.loads(p.read_text()) for p in (served.root / "storage").glob("runs/*/run.json")]
+    by_flow_run = {record.get("flow_run_id"): record for record in stored}
+    records = [by_flow_run[str(flow_run.id)] for flow_run in (first, second)]
+    assert [r["status"] for r in records] == ["verified", "verified"]
+    assert [r["replies"] for r in records] == ["recorded", "recorded"]
+    assert records[0]["answer"] == records[1]["answer"]
+    assert records[1]["reused_from"] == records[0]["run_id"]
+    assert second.name == records[1]["run_id"]  # no name given: the run id

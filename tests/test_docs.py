@@ -132,6 +132,14 @@ def test_no_generated_page_is_committed():
     assert not [p for p in tracked if p.startswith("docs/reference/")]
 
 
+def test_the_readme_fits_on_a_page_and_starts_with_the_two_commands():
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, "the rest belongs in docs/, linked from the README"
+    first = lines[lines.index("```bash") + 1 : lines.index("```bash") + 3]
+    assert first[0].endswith("dsstar demo") and first[1] == "bash scripts/test"
+    assert (REPO / ".ci" / "run").read_text().strip().endswith("exec bash scripts/test")
+
+
 def test_the_readme_links_to_pages_that_exist():
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", (REPO / "README.md").read_text())
     local = [link for link in links if "://" not in link]

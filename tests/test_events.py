@@ -8,6 +8,7 @@ import dataclasses
 import inspect
 import logging
 import threading
+import time
 from contextlib import nullcontext
 
 import pytest
@@ -20,6 +21,7 @@ from dsstar.events import (
     Analyzed,
     Event,
     LLMCall,
+    LLMFailed,
     LLMReplied,
     Retrieved,
     RoundDone,
@@ -52,9 +54,34 @@ def test_the_live_line_passes_over_the_story():
         progress.emit(Retrieved(paths=["data/a.csv"], total=1))
         assert live.line().startswith("starting · - ·")
         progress.emit(LLMCall("planner", "planner r00"))
+        progress.emit(LLMReplied("planner", "planner r00", "m", 1, 1, None))
         progress.emit(RoundDone(0, False, llm_calls=1, input_tokens=1, output_tokens=1,
                                 cost_usd=None))  # fmt: skip
         assert live.line().startswith("round 00 not sufficient · planner r00 ·")
+
+
+def test_a_call_in_flight_is_named_with_its_time_and_said_again_in_a_log(capsys):
+    """A slow model is not a hang: the line names the call in flight longest and for how
+    long, and where stderr is a log the line is written again each interval (a setting,
+    DSSTAR_PROGRESS_INTERVAL: a minute by default) while nothing else is said."""
+    with LiveProgress(enabled=False, interval=0.2) as live:
+        progress.emit(AnalysisStarted(total=3))
+        progress.emit(LLMCall("analyzer", "analyzer orders.csv"))
+        progress.emit(LLMCall("analyzer", "analyzer regions.json"))
+        said: list[str] = []
+        deadline = time.monotonic() + 60
+        while len([line for line in said if "in flight 00:01" in line]) < 2:
+            assert time.monotonic() < deadline, said
+            time.sleep(0.2)
+            said += capsys.readouterr().err.splitlines()
+        flying = [line for line in said if "in flight 00:01" in line]
+        assert flying[0].startswith(
+            "analyzing 3 files · analyzer orders.csv in flight 00:01 (+1 more) · 00:0"
+        ), flying
+        progress.emit(LLMReplied("analyzer", "analyzer orders.csv", "m", 900, 100, None))
+        progress.emit(LLMFailed("analyzer", "analyzer regions.json", "Timeout: 300 s"))
+        assert live.line().startswith("analyzing 3 files · analyzer regions.json · ")
+        assert "1,000 tokens" in live.line()
 
 
 def test_files_without_an_offline_profile_are_said_on_a_line_of_their_own(capsys):

@@ -43,10 +43,14 @@ def worker(monkeypatch):
 
 
 def numeric_fields(flow: Flow) -> dict[str, dict[str, Any]]:
-    """The flow's numeric parameters, each with its schema branch (type and bounds)."""
+    """The flow's numeric parameters, in whichever section of its form, each with its schema
+    branch (type and bounds)."""
     schema = parameter_schema(flow).model_dump_for_openapi()
+    fields = dict(schema["properties"])
+    for definition in schema["definitions"].values():
+        fields |= definition.get("properties", {})
     found = {}
-    for name, prop in schema["properties"].items():
+    for name, prop in fields.items():
         numbers = [b for b in prop.get("anyOf", [prop]) if b.get("type") in ("integer", "number")]
         if numbers:
             [found[name]] = numbers

@@ -232,7 +232,8 @@ def test_fuzzed_runs_end_cleanly(env, llm, tmp_path, replies, name, content) -> 
         max_rounds=3,
         reuse=False,
         run_id=run_id,
-        options={"max_debug_attempts": 1, "exec_timeout": 20},
+        max_debug_attempts=1,
+        exec_timeout=20,
         return_state=True,
     )
 

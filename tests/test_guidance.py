@@ -66,9 +66,10 @@ def test_the_nightly_deployment_has_an_ask_human_parameter():
     from flows.nightly import ds_star_nightly
 
     schema = parameter_schema(ds_star_nightly).model_dump()
-    # Unset by default: the worker's DSSTAR_ASK_HUMAN decides, a tick in the form overrides it.
-    assert schema["properties"]["ask_human"].get("default") is None
-    assert "person" in schema["properties"]["ask_human"]["description"]
+    ask_human = schema["definitions"]["Advanced"]["properties"]["ask_human"]
+    # Unset by default: the worker's DSSTAR_ASK_HUMAN decides, a choice in the form overrides it.
+    assert "default" not in ask_human and ask_human["enum"] == [True, False]
+    assert "person" in ask_human["description"]
 
 
 def _terminal(lines: bytes, timeout_s: float = 5.0):
@@ -144,7 +145,7 @@ def in_thread(run_id: str, data: Path, **options):
 
     def target() -> None:
         result["value"] = ds_star(
-            question=QUESTION, data=str(data), run_id=run_id, options={"ask_human": True, **options}
+            question=QUESTION, data=str(data), run_id=run_id, ask_human=True, **options
         )
 
     thread = threading.Thread(target=target, daemon=True)

@@ -73,6 +73,16 @@ def test_at_80_columns_variables_and_defaults_have_lines_of_their_own():
     assert len(out.splitlines()) < 130
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_flag_shows_no_type_as_if_it_took_a_value(width):
+    out = rendered(("run",), width)
+    assert "<bool>" not in out
+    lines = [" ".join(line.strip(" │").split()) for line in out.splitlines()]
+    assert any(line.startswith("--data <str>") or "--data <str>" in line for line in lines)
+    flags = [line for line in lines if "--json" in line or "--reuse" in line]
+    assert flags and not any("<" in line.split("--json")[-1][:12] for line in flags), flags
+
+
 def test_a_commands_description_is_wrapped_to_the_width():
     lines = [line.strip() for line in rendered(("bench", "run"), 80).splitlines()]
     # The docstring breaks after "DA-Code": rewrapped, the sentence goes on on the same line.

@@ -1,11 +1,12 @@
 """The DS-STAR loop of the core, run without Prefect: the local runtime asks the scripted
 model server through litellm (dsstar.model.llm) and runs scripts in the real sandbox. Calls
-are made one after another (`parallel_rounds=False`), in the order the scenarios script their
+are made one after another (as by default), in the order the scenarios script their
 replies; test_together.py asks a round's calls at once."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from dsstar.algorithm import loop
 from dsstar.algorithm.agents import FileInfo
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
 from dsstar.algorithm.local import LocalRuntime
-from dsstar.algorithm.runtime import Budget, Script
+from dsstar.algorithm.runtime import NO_CODE, Budget, Script
 from dsstar.algorithm.verdict import Status, Verdict
 from dsstar.data.sources import DataSource
 from dsstar.execution import scratch
@@ -66,7 +67,7 @@ def answering(*answers: Guidance) -> Callable[[Checkpoint], Guidance | None]:
 
 
 def solve(rt: LocalRuntime, budget: Budget | None = None) -> tuple[loop.Outcome, Script | None]:
-    budget = budget or Budget(parallel_rounds=False)
+    budget = budget or Budget()
     outcome = loop.rounds(rt, PROBLEM, budget)
     if outcome.status is Status.STOPPED:
         return outcome, None
@@ -89,6 +90,34 @@ def test_verified_in_round_0(llm, runtime) -> None:
     assert runtime.labels == [
         "planner r00", "coder r00", "execute r00", "verifier r00", "finalyzer", "execute final"
     ]  # fmt: skip
+
+
+def test_a_final_script_that_is_the_rounds_own_is_not_run_again(llm, runtime) -> None:
+    """The round's script already states the answer and the finalyzer replies with it, its
+    comments and blank lines changed: the same program, so the round's run is the final
+    run (a model in it would be fitted once)."""
+    always_first_time(llm)
+    llm.default("coder", lambda req: fence(FINAL_ONLY_ANSWER))
+    same = "# The answer, as round 00 computed it.\n" + FINAL_ONLY_ANSWER.replace("\n", "\n\n")
+    llm.default("finalyzer", lambda req: "It already prints the answer; unchanged:\n" + fence(same))
+    outcome, final = solve(runtime)
+
+    assert runtime.labels[-3:] == ["execute r00", "verifier r00", "finalyzer"]  # run once
+    assert final.code == same.strip() and final.result is runtime.rounds[0].script.result
+    assert final.result.stdout.strip() == ANSWER and runtime.notes["final_reused_run"] is True
+    # Another program, a round whose script failed, or one whose files are not at hand (a
+    # runtime that stores files kept only its figures), is run as ever.
+    failed = Script(FINAL_ONLY_ANSWER, NO_CODE)
+    loop.finalize(runtime, PROBLEM, Budget(), outcome.plan, failed, Status.MAX_ROUNDS)
+    assert runtime.labels[-2:] == ["finalyzer", "execute final"]
+    table = {"name": "t.csv", "bytes": 4, "sha256": "0" * 64}  # a reference without its bytes
+    unheld = replace(final.result, outputs=(table,))
+    again = loop.finalize(runtime, PROBLEM, Budget(), outcome.plan,
+                          Script(FINAL_ONLY_ANSWER, unheld), Status.VERIFIED)  # fmt: skip
+    assert runtime.labels[-2:] == ["finalyzer", "execute final"] and again.result.ok
+    assert loop.same_program("x = 1  # one\n\nprint(x)", "x = 1\nprint( x )")
+    assert not loop.same_program("x = 1\nprint(x)", "x = 2\nprint(x)")
+    assert not loop.same_program("x = (", "x = (")  # no program
 
 
 def test_two_rounds_add_a_step_on_the_base_code(llm, runtime) -> None:
@@ -125,7 +154,7 @@ def test_step_1_wrong_starts_afresh_from_the_last_result(llm, runtime) -> None:
     llm.script("coder", fence("print('orders: 12')"), fence(LOAD))
     llm.script("verifier", "No", "Yes")
     llm.script("router", "Step 1 is wrong!")
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False))
+    outcome = loop.rounds(runtime, PROBLEM, Budget())
 
     assert outcome.plan == ["Load the orders and compute revenue per region."]
     assert "orders: 12" in text_of(llm.calls("planner")[1])  # the planner still sees r
@@ -135,7 +164,7 @@ def test_step_1_wrong_starts_afresh_from_the_last_result(llm, runtime) -> None:
 
 def test_max_rounds_ends_the_loop_and_finalizes_anyway(llm, runtime) -> None:
     never_satisfied(llm)
-    outcome, final = solve(runtime, Budget(parallel_rounds=False, max_rounds=3))
+    outcome, final = solve(runtime, Budget(max_rounds=3))
 
     assert outcome.status is Status.MAX_ROUNDS
     # M = 3 refinements (rounds 01..03) after round 00, as in the paper; each one judged.
@@ -152,7 +181,7 @@ def test_a_failing_script_is_repaired_from_its_summarized_error(llm, runtime) ->
     llm.script("summarizer", "FileNotFoundError: data/no_such_file.csv does not exist.")
     llm.script("debugger", "I could not fix it.", fence(JOIN))  # no code first, then a fix
     llm.script("verifier", "Yes")
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False, summarize_over_chars=100))
+    outcome = loop.rounds(runtime, PROBLEM, Budget(summarize_over_chars=100))
 
     script = outcome.script
     assert script.result.ok and "best region: Northeast" in script.result.output
@@ -172,7 +201,7 @@ def test_a_failing_script_is_repaired_from_its_summarized_error(llm, runtime) ->
 def test_an_empty_planner_reply_is_asked_again(llm, runtime) -> None:
     always_first_time(llm)
     llm.script("planner", "   ", "Compute revenue per region.")
-    loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False))
+    loop.rounds(runtime, PROBLEM, Budget())
     assert runtime.labels[:2] == ["planner r00", "planner r00 #1"]
 
 
@@ -244,17 +273,11 @@ def test_stop_ends_the_run_without_finalizing(llm, runtime) -> None:
 def test_a_previous_solution_is_reused_or_rejected(llm, runtime) -> None:
     llm.script("verifier", "Yes", "No")
     plan = ["Compute revenue per region and find its manager."]
-    script = loop.reuse(runtime, QUESTION, plan, FINAL_ONLY_ANSWER, Budget(parallel_rounds=False))
+    script = loop.reuse(runtime, QUESTION, plan, FINAL_ONLY_ANSWER, Budget())
     assert script is not None and script.result.stdout.strip() == ANSWER
     assert runtime.rounds[0].number == 0 and runtime.rounds[0].plan == plan
 
-    assert (
-        loop.reuse(runtime, QUESTION, plan, FINAL_ONLY_ANSWER, Budget(parallel_rounds=False))
-        is None
-    )
+    assert loop.reuse(runtime, QUESTION, plan, FINAL_ONLY_ANSWER, Budget()) is None
     assert runtime.reuses[0][1] is Verdict.NOT_SUFFICIENT and runtime.reuses[0][2] == "No"
-    assert (
-        loop.reuse(runtime, QUESTION, plan, "raise SystemExit(3)", Budget(parallel_rounds=False))
-        is None
-    )
+    assert loop.reuse(runtime, QUESTION, plan, "raise SystemExit(3)", Budget()) is None
     assert len(llm.calls("verifier")) == 2  # a failing script is not judged

@@ -32,9 +32,7 @@ def test_stored_guidance_reaches_the_flows_planner_and_router(env, llm, sales):
     text = "Take the manager's name from regions.json."
     folder = answered(env, "t-guided", "guide", text)
     two_rounds(llm)
-    result = ds_star(
-        question=QUESTION, data=str(sales), run_id="t-guided", options={"ask_human": True}
-    )
+    result = ds_star(question=QUESTION, data=str(sales), run_id="t-guided", ask_human=True)
 
     assert result["status"] == "verified" and result["answer"] == ANSWER
     assert text in text_of(llm.calls("router")[0]) and text in text_of(llm.calls("planner")[1])
@@ -45,9 +43,7 @@ def test_stored_guidance_reaches_the_flows_planner_and_router(env, llm, sales):
 def test_accept_finalizes_the_current_plan(env, llm, sales):
     answered(env, "t-accepted", "accept")
     two_rounds(llm)
-    result = ds_star(
-        question=QUESTION, data=str(sales), run_id="t-accepted", options={"ask_human": True}
-    )
+    result = ds_star(question=QUESTION, data=str(sales), run_id="t-accepted", ask_human=True)
 
     assert result["status"] == "accepted" and result["answer"] == ANSWER
     assert result["rounds"] == 1 and llm.calls("router") == []
@@ -57,7 +53,7 @@ def test_stop_ends_the_run_without_an_answer_keeping_its_rounds(env, llm, sales)
     folder = answered(env, "t-stopped", "stop")
     two_rounds(llm)
     with pytest.raises(RunEnded, match="stopped by a person after round 00") as ended:
-        ds_star(question=QUESTION, data=str(sales), run_id="t-stopped", options={"ask_human": True})
+        ds_star(question=QUESTION, data=str(sales), run_id="t-stopped", ask_human=True)
     result = ended.value.result
 
     assert result["status"] == "stopped" and result["answer"] is None

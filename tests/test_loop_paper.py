@@ -35,7 +35,7 @@ def test_a_debugger_reply_without_code_keeps_the_real_error(llm, runtime) -> Non
     llm.script("coder", fence(BROKEN))
     llm.default("debugger", lambda req: "The file name looks wrong; check the data folder.")
     llm.script("verifier", "Yes")
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False, max_debug_attempts=2))
+    outcome = loop.rounds(runtime, PROBLEM, Budget(max_debug_attempts=2))
 
     result = outcome.script.result
     assert not result.ok and "FileNotFoundError" in result.output  # the round's real result
@@ -52,7 +52,7 @@ def test_a_coder_reply_without_code_is_asked_again(llm, runtime) -> None:
     llm.script("coder", "I will load the orders, group them by region and join the managers.")
     llm.script("coder", fence(JOIN))
     llm.script("verifier", "Yes")
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False))
+    outcome = loop.rounds(runtime, PROBLEM, Budget())
 
     assert outcome.status is Status.VERIFIED and outcome.script.result.ok
     assert runtime.labels[:4] == ["planner r00", "coder r00", "coder r00 #1", "execute r00"]
@@ -74,7 +74,7 @@ def test_without_code_the_debugger_writes_the_script_from_the_plan_and_base_code
     llm.script("debugger", fence(JOIN))
     llm.script("verifier", "No", "Yes")
     llm.script("router", "Add Step")
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False))
+    outcome = loop.rounds(runtime, PROBLEM, Budget())
 
     assert outcome.status is Status.VERIFIED and outcome.script.result.ok
     request = text_of(llm.calls("debugger")[0])
@@ -85,14 +85,14 @@ def test_without_code_the_debugger_writes_the_script_from_the_plan_and_base_code
 
 def test_max_rounds_means_m_refinements(llm, runtime) -> None:
     never_satisfied(llm)
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False, max_rounds=1))
+    outcome = loop.rounds(runtime, PROBLEM, Budget(max_rounds=1))
     assert outcome.status is Status.MAX_ROUNDS
     assert len(llm.calls("verifier")) == 2 and len(llm.calls("coder")) == 2
 
 
 def test_the_finalyzer_is_told_how_the_rounds_ended(llm, runtime) -> None:
     never_satisfied(llm)
-    outcome, final = solve(runtime, Budget(parallel_rounds=False, max_rounds=1))
+    outcome, final = solve(runtime, Budget(max_rounds=1))
     told = text_of(llm.calls("finalyzer")[0])
     assert "ran out before a reviewer judged the plan sufficient" in told
     assert "FINAL ANSWER:" in told and PROBLEM.guidelines in told
@@ -116,7 +116,7 @@ def test_an_unclear_verdict_is_asked_again_once(llm, runtime) -> None:
     llm.script("planner", "Compute revenue per region and find its manager.")
     llm.script("coder", fence(JOIN))
     llm.script("verifier", "It depends on whether the manager's title matters.", "**Yes**")
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False))
+    outcome = loop.rounds(runtime, PROBLEM, Budget())
 
     assert outcome.status is Status.VERIFIED
     assert runtime.labels[-2:] == ["verifier r00", "verifier r00 #1"]
@@ -131,7 +131,7 @@ def test_a_verdict_after_reasoning_ends_the_loop(llm, runtime) -> None:
         "<think>The output names Northeast and Ada Park.</think>\n\nThe plan answers both"
         " parts of the question.\n\n**Verdict:** Yes",
     )
-    outcome = loop.rounds(runtime, PROBLEM, Budget(parallel_rounds=False))
+    outcome = loop.rounds(runtime, PROBLEM, Budget())
     assert outcome.status is Status.VERIFIED and len(llm.calls("verifier")) == 1
 
 

@@ -153,13 +153,16 @@ def the_demo_answers_and_says_where_to_look(done: subprocess.CompletedProcess, s
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert shown.returncode == 0 and "replies: recorded, from " in shown.stdout
+    assert "models: replies recorded at" in shown.stdout and "recorded//" not in shown.stdout
+    assert f"sandbox: {record['sandbox']}" in shown.stdout  # the one its scripts ran in
 
     # The Prefect UI: the answer card and the Logs tab say so too.
     key = ArtifactFilterKey(any_=[artifact_key(f"{run_id}-answer")])
     only_this_run = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[record["flow_run_id"]]))
     with get_client(sync_client=True) as client:
         (card,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=key))
-        assert "**Replies: recorded**" in card.data
+        assert "**Replies: recorded**, from " in card.data  # said once, not "(recorded)"
+        assert "(recorded)" not in card.data
         flow_run = client.read_flow_run(record["flow_run_id"])
         assert flow_run.state.is_completed() and "recorded-replies" in flow_run.tags
         # Every call the run made had its reply recorded, those asked beside a verdict too:

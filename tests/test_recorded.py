@@ -89,6 +89,8 @@ def test_the_shipped_demo_recording_answers_every_agent_of_a_two_round_run():
     for agent in ("planner", "coder", "verifier"):
         assert {f"{agent} r00", f"{agent} r01"} <= set(recording)
     assert "router r00" in recording and "finalyzer" in recording
+    # A run with reuse on (a run form's default) over a question answered before asks this.
+    assert "Yes" in recording["verifier reuse"]
     assert all("```python" in recording[label] for label in recording if "coder" in label)
 
 

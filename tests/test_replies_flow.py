@@ -144,7 +144,8 @@ def test_prompts_stay_bounded_with_megabyte_outputs(env, llm, sales, monkeypatch
         data=str(sales),
         max_rounds=3,
         run_id="t-bounded",
-        options={"exec_output_bytes": 4_000_000, "max_output_chars": 5000},
+        exec_output_bytes=4_000_000,
+        max_output_chars=5000,
     )
 
     assert result["status"] == "max_rounds"

@@ -11,7 +11,8 @@ from dsstar.views.report import run_bounds
 
 
 def _stored(**settings) -> dict:
-    spec = run_spec(Settings(model="openai/m", **settings), "r1", "/tmp/s", Path("/tmp/d"))
+    settings.setdefault("model", "openai/m")
+    spec = run_spec(Settings(**settings), "r1", "/tmp/s", Path("/tmp/d"))
     return {"run_id": "r1", "spec": json.loads(json.dumps(spec.to_dict()))}
 
 
@@ -25,7 +26,15 @@ def test_the_bounds_come_from_the_stored_spec():
         "ceiling": "$0.5000 and 2,000 tokens",
         "a script": f"45 s, 512 MB, {Settings().exec_outputs} output files",
         "asks a person": "no",
+        "sandbox": "auto",  # a run stored before it kept the one its scripts ran in
     }
+
+
+def test_the_bounds_name_the_sandbox_that_ran_and_a_recording_as_one():
+    record = _stored(model="recorded//srv/runs/r0") | {"sandbox": "bwrap"}
+    bounds = run_bounds(record)
+    assert bounds["sandbox"] == "bwrap"
+    assert bounds["models"] == "replies recorded at /srv/runs/r0"
 
 
 def test_a_run_without_a_ceiling_says_none():

@@ -313,9 +313,14 @@ def test_a_sub_run_counts_on_its_reports_meter():
         call = {"label": "planner r00", "model": "m", "request": "1", "cost_usd": 0.5,
                 "input_tokens": 10, "output_tokens": 5}  # fmt: skip
         meter("rep-q01").charge(call)
-        assert meter("rep").cost_usd == 0.5 and meter("rep") is meter("rep-q01")
+        assert meter("rep").cost_usd == 0.5 == meter("rep-q01").cost_usd
+        meter("rep").charge(call | {"label": "writer 0", "agent": "writer"})
+        # One ceiling for both; the sub-run's own calls are its own (its record, its ledger).
+        assert meter("rep-q01").cost_usd == 1.0 and len(meter("rep").calls()) == 2
+        assert [c["label"] for c in meter("rep-q01").calls()] == ["planner r00"]
         forget("rep-q01")  # the sub-run ended: the report's meter stays
-        assert meter("rep").cost_usd == 0.5 and meter("rep-q01") is not meter("rep")
+        assert meter("rep").cost_usd == 1.0
+        assert meter("rep-q01") is not meter("rep") and meter("rep-q01").cost_usd == 0
     finally:
         forget("rep-q01")
         forget("rep")

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import forked_cli
 import pytest
-from artifact_cards import artifact_keys, artifacts_tab, cards
+from artifact_cards import artifact_keys, artifacts_tab, card, cards, run_id_of
 from conftest import EXAMPLE, REPO
 from fake_llm import FakeLLM
 from prefect import get_client
@@ -116,16 +116,20 @@ def test_an_over_budget_run_retried_by_a_worker_with_a_higher_ceiling_goes_on(se
     state = flow_run.state
     assert state.is_failed() and state.name == "OverBudget", state
     assert state.message.startswith("over budget: spent $")
-    run_id = flow_run.name
+    run_id = run_id_of(flow_run)
     run = root / "storage" / "runs" / run_id
     assert json.loads((run / "run.json").read_text())["status"] == "over_budget"
+    ended = card(flow_run.id, f"{run_id}-answer")  # the card says how to go on, Retry too
+    assert ended.startswith("### Over budget: ") and state.message in ended
+    assert f"`dsstar resume {run_id} --max-cost N`" in ended
+    assert "Or Retry it in the Prefect UI for a worker with a higher ceiling." in ended
     before = list(llm.requests)
     assert before
 
     with serving(root, llm, DSSTAR_MAX_COST="1"):  # the worker that picks the retry up
         retried = retry_from_the_ui(flow_run.id)
     assert retried.state.is_completed(), retried.state
-    assert retried.run_count > flow_run.run_count and retried.name == run_id
+    assert retried.run_count > flow_run.run_count and retried.name == flow_run.name
     after = llm.requests[len(before) :]
     assert after and answered(before) & asked(after) == set()  # nothing paid for twice
     assert {r["run"] for r in llm.requests} == {run_id}  # one run id, from first to last
@@ -160,5 +164,5 @@ def test_a_failed_run_retried_continues_its_run_and_repeats_nothing(served):
     assert retried.state.is_failed() and retried.state.message == state.message
     assert retried.name == flow_run.name and retried.run_count > flow_run.run_count
     assert answered(before) & asked(llm.requests[len(before) :]) == set()
-    assert {r["run"] for r in llm.requests} == {flow_run.name}
-    assert run_folders(root) == [flow_run.name]
+    assert {r["run"] for r in llm.requests} == {run_id_of(flow_run)}
+    assert run_folders(root) == [run_id_of(flow_run)]

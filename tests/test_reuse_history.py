@@ -11,7 +11,7 @@ from pathlib import Path
 import forked_cli
 import pytest
 from fake_llm import text_of
-from scenarios import ANSWER, FINAL_ONLY_ANSWER, fence, two_rounds
+from scenarios import ANSWER, FINAL_ONLY_ANSWER, describe_script, fence, two_rounds
 
 from dsstar.records.ledger import Ledger, question_key
 from flows.ds_star import ds_star
@@ -63,6 +63,37 @@ def test_reuse_answers_refreshed_data_with_one_call(env, llm, sales):
         (ANSWER, False),
         ("Southwest, Luis Ortega", True),
     ]
+
+
+TABLE_AND_ANSWER = FINAL_ONLY_ANSWER + (
+    'orders.groupby("region_code")["revenue"].sum().to_csv("revenue.csv")\n'
+)
+
+
+def test_a_reused_solution_delivers_the_files_it_writes_from_todays_data(env, llm, sales):
+    """The verified solution writes a table beside its answer. Run again on refreshed data
+    and accepted, it is the new run's final script: its table is the new run's deliverable,
+    made from today's data. (Its round states its answer on a single line, no `FINAL
+    ANSWER:`, so the first run kept that round's figures only and ran the final script.)"""
+    llm.default("analyzer", describe_script)
+    llm.script("planner", "Keep revenue per region as revenue.csv; name the best region's manager.")
+    llm.script("coder", fence(TABLE_AND_ANSWER))
+    llm.script("verifier", "Yes", "The output names the region and its manager.\n\nYes")
+    llm.script("finalyzer", fence(TABLE_AND_ANSWER))
+    first = ds_star(question=QUESTION, data=str(sales), run_id="table-1")
+    assert first["status"] == "verified"
+    assert [o["name"] for o in first["outputs"]] == ["revenue.csv"]
+    runs = Path(env["DSSTAR_STORAGE"]) / "runs"
+    assert "final_reused_run" not in json.loads((runs / "table-1" / "run.json").read_text())
+
+    with (sales / "orders_2024.csv").open("a") as csv:
+        csv.write(NEW_ROWS)
+    second = ds_star(question=QUESTION, data=str(sales), run_id="table-2")
+    assert second["reused_solution"] is True and second["answer"] == "Southwest, Luis Ortega"
+    assert [o["name"] for o in second["outputs"]] == ["revenue.csv"]
+    before, today = (runs / r / "final" / "outputs" / "revenue.csv" for r in ("table-1", "table-2"))
+    assert "SW,130.0" in before.read_text() and "SW,460.0" in today.read_text()
+    assert not (runs / "table-2" / "files").exists()  # copied where it belongs, then gone
 
 
 def test_no_reuse_forces_the_full_loop_and_a_renamed_column_runs_it_seeded_with_the_old_plan(

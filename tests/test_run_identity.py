@@ -19,6 +19,8 @@ from prefect.deployments import run_deployment
 from scenarios import ANSWER, FINAL_ONLY_ANSWER, LOAD, describe_script, fence
 from test_trust import serving
 
+from dsstar.inputs.form import RunForm, grouped
+
 pytestmark = pytest.mark.slow
 
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
@@ -85,9 +87,10 @@ def test_run_id_from_the_cli_continues_only_its_own_run(env, llm, sales, tmp_pat
 
 
 def form_run(**parameters: object):
-    """A flow run of the served deployment from a run form; its final state."""
+    """A flow run of the served deployment from a run form (its settings in their
+    sections); its final state."""
     flow_run = run_deployment(
-        "ds-star/on-demand", parameters=parameters, timeout=240, poll_interval=1
+        "ds-star/on-demand", parameters=grouped(parameters, RunForm), timeout=240, poll_interval=1
     )
     return flow_run.state
 

@@ -21,7 +21,7 @@ from uuid import UUID
 
 import forked_cli
 import pytest
-from artifact_cards import artifact_keys, artifacts_tab, cards, flow_run_page
+from artifact_cards import artifact_keys, artifacts_tab, card, cards, clicked_card, flow_run_page
 from conftest import REPO, prefect_api
 from prefect import get_client
 from prefect.client.schemas.filters import (
@@ -59,7 +59,7 @@ def run_json(env: dict, run_id: str) -> dict:
     return json.loads((Path(env["DSSTAR_STORAGE"]) / "runs" / run_id / "run.json").read_text())
 
 
-def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales):
+def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales, tmp_path):
     """(A run with an answer is Completed: the resumed run of the next test.)"""
     always_first_time(llm)
     llm.default("finalyzer", lambda req: fence("print('table ready')\nprint('chart ready')"))
@@ -78,6 +78,35 @@ def test_a_run_without_an_answer_is_failed_with_its_reason(env, llm, sales):
     # is then the one the run stored, not Prefect's bare error.
     lost = completed_result(Failed(message=state.message), env["DSSTAR_STORAGE"], "no-answer")
     assert lost == result
+
+    # Its card says why, where it stopped, what it spent, where it is and how to go on.
+    ended = answer_card(result["flow_run_id"], "no-answer")
+    assert ended.startswith("### Failed: Which region had the highest revenue"), ended
+    assert f"**Error**\n\n```\n{result['error']}\n```" in ended
+    assert "**Where it stopped:** in the final script, after round 00 (sufficient; step 1:" in ended
+    assert f"**LLM calls:** {result['llm_calls']} · **tokens:** " in ended
+    assert "**Scripts ran in:** " in ended and run_json(env, "no-answer")["sandbox"] in ended
+    assert f"**Stored:** `{result['artifacts_uri']}`" in ended
+    assert "**Continue:** `dsstar resume no-answer`" in ended and "Retry" not in ended
+    # As a person sees it in the UI (headless Chromium): listed in the Artifacts tab, and
+    # rendered once clicked, its text as it was written (no markdown read in it).
+    title = "Failed: Which region had the highest revenue in 2024 H1, and who manages it?"
+    tab, text = clicked_card(result["flow_run_id"], "no-answer-answer", tmp_path / "failed.png",
+                             title)  # fmt: skip
+    assert "Failed: why, and how to continue" in tab, tab
+    for shown in ("Where it stopped: in the final script, after round 00 (sufficient; step 1:",
+                  f"LLM calls: {result['llm_calls']} · tokens:",
+                  "Continue: dsstar resume no-answer", result["error"],
+                  result["artifacts_uri"]):  # fmt: skip
+        assert shown in text, text
+
+
+def answer_card(flow_run_id: str, run_id: str) -> str:
+    return card(UUID(flow_run_id), f"{run_id}-answer")
+
+
+def has_card(flow_run_id: str, run_id: str) -> bool:
+    return f"{run_id}-answer" in artifact_keys(UUID(flow_run_id))
 
 
 @pytest.fixture
@@ -162,10 +191,18 @@ def test_a_killed_run_ends_crashed_unwatched_and_resumes_in_its_own_flow_run(
             assert "died without a word: killed by SIGKILL" in state.message, state
             assert state.message.endswith("continue with: dsstar resume killed"), state
             wait_for(lambda: not unfinished_task_runs(flow_runs["killed"]), "task runs")
+            # and its card, which the watcher writes after the state: why, and how to go on
+            wait_for(lambda: has_card(flow_runs["killed"], "killed"), "its card")
+            crashed = answer_card(flow_runs["killed"], "killed")
+            assert crashed.startswith("### Crashed: Which region"), crashed
+            assert "died without a word: killed by SIGKILL" in crashed, crashed
+            assert "**Continue:** `dsstar resume killed`" in crashed, crashed
         else:  # the automation: no template reaches a state's message
             assert state.message.startswith(f"no heartbeat for {HEARTBEAT_TIMEOUT_S} s"), state
-            assert "dsstar resume RUN_ID, the run id being this flow run's name" in state.message
+            hint = "dsstar resume RUN_ID, the run id being the first word of this flow run's name"
+            assert hint in state.message, state
             assert unfinished_task_runs(flow_runs[run_id]) == ["execute r00 (RUNNING)"]
+            assert not has_card(flow_runs[run_id], run_id)  # nobody saw it dead yet
             page = flow_run_page(flow_runs[run_id], tmp_path / "crashed.png")  # as users see it
             assert "Crashed" in page and f"no heartbeat for {HEARTBEAT_TIMEOUT_S} s" in page
     (sales / "hold.txt").unlink()
@@ -173,6 +210,17 @@ def test_a_killed_run_ends_crashed_unwatched_and_resumes_in_its_own_flow_run(
     listed = dsstar("runs", "list")
     assert listed.stdout.count("stale (process gone)") == 2, listed.stdout
     assert unfinished_task_runs(flow_runs["killed-group"]) == []
+    # Its card, written by the command that found it dead: what it did and spent, counted
+    # from the replies its store kept (its run.json had no totals yet), and how to go on.
+    ended = answer_card(flow_runs["killed-group"], "killed-group")
+    kept = list((Path(env["DSSTAR_STORAGE"]) / "runs" / "killed-group" / "replies").iterdir())
+    assert ended.startswith("### Crashed: Which region"), ended
+    assert "found stale by dsstar runs list" in ended, ended
+    stopped = "after the file analysis (4 files), in round 00"  # hold.txt is one of them
+    assert f"**Where it stopped:** {stopped}" in ended, ended
+    # Its plan and code at least (the files' analyses are the first killed run's, reused).
+    assert f"**LLM calls:** {len(kept)} · " in ended and len(kept) >= 2
+    assert "**Continue:** `dsstar resume killed-group`" in ended
     shown = dsstar("runs", "show", "killed-group")
     assert "killed-group · stale (process gone)" in shown.stdout, shown.stdout  # as listed
     assert "(none yet: a run's calls reach the ledger when it ends)" in shown.stdout
@@ -189,16 +237,19 @@ def test_a_killed_run_ends_crashed_unwatched_and_resumes_in_its_own_flow_run(
     with get_client(sync_client=True) as client:
         flow_run = client.read_flow_run(UUID(flow_runs["killed"]))
         history = [s.type.value for s in client.read_flow_run_states(flow_run.id)]
-        named = client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["killed"]))
+        named = client.read_flow_runs(  # named by its run id, then its question
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_="killed · "))
         )
     assert flow_run.state.is_completed() and flow_run.run_count == 2, flow_run
+    assert flow_run.state.name == "Verified", flow_run.state
     assert history[-3:] == ["CRASHED", "RUNNING", "COMPLETED"], history
     assert [f.id for f in named] == [flow_run.id]  # one flow run of that name
     assert unfinished_task_runs(flow_runs["killed"]) == []
+    # Its answer card replaced the card of its crash.
+    assert card(flow_run.id, "killed-answer").startswith("### Which region"), flow_run
 
     page = flow_run_page(flow_runs["killed"], tmp_path / "resumed.png")
-    assert "Completed" in page and "Run Count\n2" in page, page
+    assert "Verified" in page and "Run Count\n2" in page, page
 
 
 def wait_for(check, what: str, deadline_s: float = 60) -> None:
@@ -227,8 +278,11 @@ def test_three_rounds_under_a_lost_reply_show_one_table_and_one_card_per_round(
     finally:
         proxy.close()
     assert proxy.lost == 1  # the create was sent again
-    assert state.is_completed(), state
+    assert state.is_completed() and state.name == "MaxRounds", state  # not Verified
     flow_run_id = state.state_details.flow_run_id
+    with get_client(sync_client=True) as client:
+        name = client.read_flow_run(flow_run_id).name
+    assert name == "three · Which region had the highest revenue in 2024 H1, and who ma…"
     expected = {"three-rounds", "three-answer", "three-round-00", "three-round-01",
                 "three-round-02"}  # fmt: skip
     assert artifact_keys(flow_run_id) == Counter(expected)

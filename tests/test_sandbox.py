@@ -407,7 +407,8 @@ def test_a_script_killed_from_outside_runs_again(data, tmp_path, own_uids):
 
     killer = threading.Thread(target=kill_once)
     killer.start()
-    result = run("import time\ntime.sleep(2)\nprint('finished')\n", data, "auto", tmp_path,
+    # Long enough for the killer's scan to find it on a loaded machine.
+    result = run("import time\ntime.sleep(6)\nprint('finished')\n", data, "auto", tmp_path,
                  warm=False)  # fmt: skip
     killer.join()
     assert killed and result.ok and result.stdout.strip() == "finished", result.output

@@ -28,7 +28,8 @@ LIMITS = Limits(timeout_s=120, memory_mb=2048, output_bytes=50_000, disk_mb=256)
 # module each distribution of the stack is imported as
 MODULES = {"numpy": "numpy", "pandas": "pandas", "scipy": "scipy", "scikit-learn": "sklearn",
            "statsmodels": "statsmodels.api", "matplotlib": "matplotlib", "seaborn": "seaborn",
-           "pyarrow": "pyarrow", "openpyxl": "openpyxl", "duckdb": "duckdb"}  # fmt: skip
+           "pyarrow": "pyarrow", "openpyxl": "openpyxl", "duckdb": "duckdb",
+           "lightgbm": "lightgbm", "xgboost-cpu": "xgboost"}  # fmt: skip
 
 DRAW = """\
 import importlib, logging, os, sys
@@ -95,7 +96,8 @@ def test_the_stack_is_pinned_in_the_project():
 def test_the_prompts_name_what_the_scripts_interpreter_has(tmp_path):
     spec = run_spec(Settings(model="openai/m"), "r1", str(tmp_path), tmp_path)
     named = {item.split()[0].lower() for item in spec.libraries}
-    assert set(probe.SCRIPT_STACK) <= named  # all of them are installed here
+    # all of them are installed here; xgboost-cpu is named as what scripts import
+    assert set(probe.SCRIPT_STACK) - {"xgboost-cpu"} | {"xgboost"} <= named
     assert not named & {"prefect", "litellm", "dsstar", "pytest", "pip", "moto", "ruff"}
     import pandas
 
@@ -200,6 +202,61 @@ def test_every_library_imports_and_pyplot_draws_a_png(data, mode, warm, tmp_path
     assert "generated new fontManager" not in result.output  # the shipped font list served
     assert [f["name"] for f in result.figures] == ["chart.png"]
     assert list(home.iterdir()) == []
+
+
+SILENTLY_WRONG = """\
+import warnings
+import pandas as pd
+warnings.filterwarnings("ignore")  # as notebooks often start: it must not hide what did nothing
+orders = pd.read_csv("data/sales.csv")
+north = orders[orders["region"] == "N"]
+north["revenue"].fillna(0, inplace=True)
+print("total", north["revenue"].sum())
+"""
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_line_that_does_nothing_fails_and_names_itself(data, warm, tmp_path):
+    """pandas 3 (Copy-on-Write) only warns that a chained assignment changed a copy: in the
+    sandbox the script fails there, and its traceback names the line for the debugger. A
+    warning of another kind stays a warning, and a copy changed on purpose is no error."""
+    result = run(SILENTLY_WRONG, data, MODES[0], tmp_path, warm=warm)
+    assert not result.ok and "total" not in result.stdout
+    assert 'line 6, in <module>\n    north["revenue"].fillna(0, inplace=True)' in result.output
+    assert "ChainedAssignmentError: A value is being set on a copy" in result.output
+    attribute = "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\ndf.double = df.a * 2\n"
+    result = run(attribute, data, MODES[0], tmp_path, warm=warm)
+    assert not result.ok and "line 3" in result.output
+    assert "created via a new attribute" in result.output
+    fine = (
+        "import warnings\nimport pandas as pd\nwarnings.warn('only a warning', FutureWarning)\n"
+        "orders = pd.read_csv('data/sales.csv')\nnorth = orders[orders.region == 'N'].copy()\n"
+        "north['revenue'] = north['revenue'].fillna(0)\nsub = orders[orders.revenue > 1]\n"
+        "sub['revenue'] = 0\nprint('total', north['revenue'].sum(), sub['revenue'].sum())\n"
+    )
+    result = run(fine, data, MODES[0], tmp_path, warm=warm)
+    assert result.ok and "total 1 0" in result.stdout and "FutureWarning" in result.output
+
+
+BOOSTED = """\
+import lightgbm as lgb
+import numpy as np
+import xgboost as xgb
+rng = np.random.default_rng(0)
+x = rng.normal(size=(400, 4))
+y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(int)
+light = lgb.LGBMClassifier(n_estimators=30, verbose=-1).fit(x, y)
+boost = xgb.XGBClassifier(n_estimators=30, max_depth=3).fit(x, y)
+print("accuracy", (light.predict(x) == y).mean(), (boost.predict(x) == y).mean())
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lightgbm_and_xgboost_fit_in_the_sandbox(data, mode, tmp_path):
+    result = run(BOOSTED, data, mode, tmp_path)
+    assert result.ok, result.output
+    scores = result.stdout.split()[1:]
+    assert all(float(score) > 0.9 for score in scores), result.stdout
 
 
 @pytest.mark.parametrize("mode", ISOLATED)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,10 +20,12 @@ import psutil
 import pytest
 from fake_llm import Error
 from prefect import get_client
+from prefect.artifacts import Artifact
 from scenarios import ANSWER, answered, asked, describe_script, two_rounds
 from sqlmodel import Session
 
 from dsstar.records.ledger import Ledger, RunRow
+from tasks.keys import artifact_key
 
 pytestmark = pytest.mark.slow
 
@@ -144,6 +147,63 @@ def test_signal_during_a_run_marks_it_interrupted_and_resume_repeats_nothing(
     assert answered(before) & asked(after) == set()  # 0 repeated LLM calls
     assert run_json(env, run_id)["status"] == "verified"
     assert ledger_status(env, run_id) == "verified"
+
+
+def test_a_stop_during_the_file_analysis_counts_every_reply_received(env, llm, sales):
+    """A slow model is neither a hang nor free: while the third file's analyzer call is in
+    flight the log says so, each interval (DSSTAR_PROGRESS_INTERVAL, a minute by default),
+    and SIGTERM during it leaves a run whose --json result, run.json, `runs show` and card
+    count the two replies received, though no file analysis had been recorded yet."""
+    run_id = "stopped-analyzing"
+    proc = forked_cli.popen(
+        [sys.executable, "-m", "dsstar", "run", "--data", str(sales), "--question", QUESTION,
+         "--json", "--run-id", run_id, "--llm-concurrency", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "DSSTAR_PROGRESS_INTERVAL": "0.5"},
+    )  # fmt: skip
+    asked = []
+
+    def slow_third_file(request):
+        if request["agent"] != "analyzer":
+            return None
+        asked.append(request)
+        if len(asked) < 3:
+            return describe_script(request)
+        time.sleep(3)  # a slow model, in flight: the log says so
+        os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(2)  # the reply would come late; the run stops before it
+        return Error(503, "gone")
+
+    llm.intercept(slow_third_file)
+    out, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 143, err
+    in_flight = re.compile(r"analyzer \S+ in flight 00:0[1-9]")
+    flying = [line for line in err.splitlines() if in_flight.search(line)]
+    assert flying and " · 0 tokens · " not in flying[-1], err  # the two replies count
+    kept = [json.loads(p.read_text()) for p in
+            (Path(env["DSSTAR_STORAGE"]) / "runs" / run_id / "replies").iterdir()]  # fmt: skip
+    assert len(kept) == 2  # the replies received: paid for, whatever came after
+    spent = {"llm_calls": 2, "input_tokens": sum(r["input_tokens"] for r in kept),
+             "output_tokens": sum(r["output_tokens"] for r in kept)}  # fmt: skip
+    assert spent["input_tokens"] > 0 and spent["output_tokens"] > 0
+    result = json.loads(out)
+    assert result["status"] == "interrupted"
+    assert {k: result[k] for k in spent} == spent
+    assert {k: run_json(env, run_id)[k] for k in spent} == spent
+    shown = json.loads(dsstar("runs", "show", run_id, "--json").stdout)
+    assert (shown["figures"]["LLM calls"], shown["figures"]["input tokens"]) == (
+        2, spent["input_tokens"],
+    )  # fmt: skip
+    assert [(a["agent"], a["calls"]) for a in shown["agents"]] == [("analyzer", 2)]
+    assert "LLM calls: 2" in dsstar("runs", "show", run_id).stdout
+    found = Artifact.get(artifact_key(f"{run_id}-answer"))
+    assert found is not None, err
+    ended = found.data
+    assert ended.startswith("### Interrupted: ") and "interrupted by SIGTERM" in ended
+    assert f"**LLM calls:** 2 · **tokens:** {spent['input_tokens']:,} in" in ended
+    assert "**Where it stopped:** in the file analysis, before round 00" in ended
+    assert f"**Continue:** `dsstar resume {run_id}`" in ended
 
 
 @pytest.mark.parametrize(("signum", "code"), CODES)

@@ -24,9 +24,9 @@ def _spec(**settings) -> RunSpec:
 
 
 def test_the_spec_holds_typed_bounds_built_from_the_settings():
-    spec = _spec(max_rounds=7, max_cost=0.5, exec_timeout=9, parallel_rounds=False)
+    spec = _spec(max_rounds=7, max_cost=0.5, exec_timeout=9, ask_ahead=True)
     assert isinstance(spec.budget, Budget) and spec.budget.max_rounds == 7
-    assert spec.budget.parallel_rounds is False
+    assert spec.budget.ask_ahead is True
     assert spec.ceiling == Ceiling(max_cost=0.5, max_tokens=None) and spec.ceiling
     assert isinstance(spec.limits, Limits) and spec.limits.timeout_s == 9
 

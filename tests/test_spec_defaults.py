@@ -27,7 +27,7 @@ CHOSEN_BY_A_SETTING = {
     ("dsstar/algorithm/runtime.py", "Budget", "max_debug_attempts"): "max_debug_attempts",
     ("dsstar/algorithm/runtime.py", "Budget", "summarize_over_chars"): "summarize_over_chars",
     ("dsstar/algorithm/runtime.py", "Budget", "max_output_chars"): "max_output_chars",
-    ("dsstar/algorithm/runtime.py", "Budget", "parallel_rounds"): "parallel_rounds",
+    ("dsstar/algorithm/runtime.py", "Budget", "ask_ahead"): "ask_ahead",
     ("dsstar/execution/sandbox/types.py", "Limits", "timeout_s"): "exec_timeout",
     ("dsstar/execution/sandbox/types.py", "Limits", "memory_mb"): "exec_memory_mb",
     ("dsstar/data/profiler/isolated.py", "ProfileLimits", "file_timeout_s"): "profile_timeout",

@@ -1,7 +1,8 @@
 """Adding a cap (a setting that bounds a run) touches the setting, the typed part of the run
 spec that carries it, the one place that uses it, and the CLI's list of flags: in a copy of
 the tree, a new `max_plan_steps` added that way reaches the run form, the `dsstar run`
-flag, the ds-star flow's parameters and the loop, which stops there."""
+flag, the ds-star flow's parameters (in the form's limits, where a cap goes) and the loop,
+which stops there."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ from dsstar.inputs.form import RunForm
 from dsstar.inputs.spec import run_spec
 
 form = RunForm(question="q", data=sys.argv[2], model="openai/m", max_plan_steps=2,
-               parallel_rounds=False)
+               ask_ahead=False)
 spec = run_spec(form.settings(), "cap", sys.argv[2], sys.argv[2])
 rt = Scripted({"planner": [f"Do thing {n}." for n in range(9)],
                "coder": [code(n) for n in range(9)],
@@ -94,10 +95,11 @@ def test_a_new_cap_reaches_the_form_the_flag_the_flow_and_the_loop(tmp_path):
         "import json\n"
         "from dsstar.inputs.form import RunForm\n"
         "from flows.ds_star import ds_star\n"
-        "print(json.dumps([RunForm.model_fields['max_plan_steps'].default,"
-        " 'max_plan_steps' in ds_star.parameters.properties]))"
+        "limits = ds_star.parameters.definitions['Limits']['properties']\n"
+        "print(json.dumps([RunForm(question='q', data='d').limits.max_plan_steps,"
+        " 'max_plan_steps' in limits]))"
     ))  # fmt: skip
-    assert json.loads(shown) == [None, True]  # a form field (unset: the setting's 50)
+    assert json.loads(shown) == [None, True]  # a field of limits (unset: the setting's 50)
 
     usage = _python(tree, "-m", "dsstar", "run", "--help")
     assert "--max-plan-steps" in usage

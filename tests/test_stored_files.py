@@ -23,7 +23,7 @@ from fake_llm import Error
 from scenarios import answered, asked, describe_script
 
 from dsstar import keys
-from dsstar.algorithm.repair import delivers
+from dsstar.algorithm.repair import delivers, holds_files, keeps_files
 from dsstar.errors import StorageError
 from dsstar.execution.sandbox import ExecResult
 from dsstar.records.files import forget_files, read_output, store_outputs
@@ -92,6 +92,23 @@ def test_the_final_script_and_its_repairs_deliver_and_no_other():
     assert delivers("execute final") and delivers("execute final #2")
     assert not delivers("execute r03") and not delivers("execute final-ish")
     assert not delivers("execute reuse") and not delivers("execute r01 #1")
+
+
+def test_files_that_may_be_delivered_are_kept_whole(tmp_path):
+    """Besides the final script's: an earlier solution run again (accepted, it is the final
+    script) and a round whose script states the answer already (the finalyzer may return it
+    unchanged, its run then the final run); a round that states none keeps its figures."""
+    stated = "rows: 12\nFINAL ANSWER: 12\n"
+    assert keeps_files("execute final", "") and keeps_files("execute reuse", "12\n")
+    assert keeps_files("execute r00", stated) and keeps_files("execute r02 #1", stated)
+    assert keeps_files("execute r01", "**FINAL ANSWER:** Northeast\n")
+    assert not keeps_files("execute r01", "rows: 12\n") and not keeps_files("execute r01", "12")
+    assert not keeps_files("execute analysis", stated)
+    table = item("t.csv", b"a\n1\n")
+    assert holds_files(result_of(table))  # in memory: a local run's result
+    store = Store(str(tmp_path / "store"))
+    assert holds_files(store_outputs(result_of(table), store, "r1", everything=True))
+    assert not holds_files(store_outputs(result_of(table), store, "r1", everything=False))
 
 
 def test_copies_and_bounded_reads_on_s3(s3):
@@ -168,7 +185,7 @@ def coder(seed: int) -> str:
 
 def scripted_rounds(llm, run_rss: list[int], pid: list[int]) -> None:
     llm.default("analyzer", describe_script)
-    # One router and one planner reply more: asked with the last verdict, and unused.
+    # One router and one planner reply more, which only a run that asks ahead would ask for.
     llm.script("planner", *[f"Step {n}: draw the samples and save rows.parquet (take {n})."
                             for n in range(ROUNDS + 1)])  # fmt: skip
     llm.script("coder", *[coder(n) for n in range(ROUNDS)])

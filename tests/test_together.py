@@ -25,6 +25,7 @@ from dsstar.model.pricing import Estimate
 
 PROBLEM = loop.Problem("Which region sold most?", "a region name")
 STEPS = ["Load the orders.", "Average the prices.", "Sum revenue per region."]
+AHEAD = Budget(ask_ahead=True)
 
 
 def code(n: int) -> str:
@@ -159,7 +160,7 @@ def add_step_then_yes() -> dict[str, list[str]]:
 
 def test_the_three_are_asked_at_once_and_a_yes_leaves_router_and_planner_unused() -> None:
     rt = Scripted(add_step_then_yes(), meet=True)
-    outcome = loop.rounds(rt, PROBLEM, Budget())
+    outcome = loop.rounds(rt, PROBLEM, AHEAD)
 
     assert outcome.status is Status.VERIFIED and outcome.plan == [STEPS[0], STEPS[2]]
     assert rt.labels("planner") == ["planner r00", "planner r01", "planner r02"]
@@ -181,7 +182,7 @@ def test_a_backtrack_discards_the_planner_reply_and_asks_again_with_what_was_dro
         "router": ["Add Step", "Step 2 is wrong!", "Add Step"],
     }
     rt = Scripted(replies, meet=True)
-    outcome = loop.rounds(rt, PROBLEM, Budget())
+    outcome = loop.rounds(rt, PROBLEM, AHEAD)
 
     assert outcome.status is Status.VERIFIED and outcome.plan == [STEPS[0], STEPS[2]]
     assert rt.labels("planner") == [
@@ -202,9 +203,9 @@ def test_a_backtrack_discards_the_planner_reply_and_asks_again_with_what_was_dro
     assert order[5] == ("ask", "planner r02")
 
 
-def test_switched_off_the_calls_are_one_after_another_as_before() -> None:
+def test_by_default_the_calls_are_one_after_another() -> None:
     rt = Scripted(add_step_then_yes())
-    outcome = loop.rounds(rt, PROBLEM, Budget(parallel_rounds=False))
+    outcome = loop.rounds(rt, PROBLEM, Budget())
 
     assert outcome.status is Status.VERIFIED
     assert [label for kind, label, *_ in rt.events if kind == "ask"] == [
@@ -216,7 +217,7 @@ def test_switched_off_the_calls_are_one_after_another_as_before() -> None:
 
 def test_with_a_person_to_ask_the_router_waits_for_the_verdict() -> None:
     rt = Scripted(add_step_then_yes(), person=True)
-    loop.rounds(rt, PROBLEM, Budget())
+    loop.rounds(rt, PROBLEM, AHEAD)
 
     asks = [e[1] for e in rt.events if e[0] in ("ask", "human")]
     assert asks.index("verifier r00") < asks.index(0) < asks.index("router r00")
@@ -231,7 +232,7 @@ def test_after_the_last_round_nobody_is_asked_ahead() -> None:
         "router": ["Add Step"],
     }
     rt = Scripted(replies)
-    outcome = loop.rounds(rt, PROBLEM, Budget(max_rounds=1))
+    outcome = loop.rounds(rt, PROBLEM, Budget(ask_ahead=True, max_rounds=1))
 
     assert outcome.status is Status.MAX_ROUNDS
     assert rt.labels("router") == ["router r00"] and rt.labels("planner")[-1] == "planner r01"
@@ -242,7 +243,7 @@ def test_the_ceiling_holds_calls_in_flight_together_and_refuses_what_cannot_fit(
     # verifier... ) and its three calls at once would hold 300 more: the ceiling of 230 lets
     # no more than two be in flight, and never is passed by what is spent and held.
     rt = Scripted(add_step_then_yes(), ceiling=Ceiling(max_tokens=230))
-    outcome = loop.rounds(rt, PROBLEM, Budget())
+    outcome = loop.rounds(rt, PROBLEM, AHEAD)
 
     assert outcome.status is Status.VERIFIED
     assert rt.most_held <= 230
@@ -257,7 +258,7 @@ def test_a_speculative_call_refused_at_the_ceiling_is_not_sent_and_not_needed_af
     replies = {"planner": [STEPS[0], "unused"], "coder": [code(0)], "verifier": ["Yes"],
                "router": ["Add Step"]}  # fmt: skip
     rt = Scripted(replies, ceiling=Ceiling(max_tokens=135))
-    outcome = loop.rounds(rt, PROBLEM, Budget())
+    outcome = loop.rounds(rt, PROBLEM, AHEAD)
 
     assert outcome.status is Status.VERIFIED
     assert rt.meter.stopped  # a call was refused
@@ -273,20 +274,21 @@ def test_a_speculative_call_refused_at_the_ceiling_is_asked_again_when_needed() 
     # after another it would.
     rt = Scripted(add_step_then_yes(), ceiling=Ceiling(max_tokens=135))
     with pytest.raises(OverBudget):
-        loop.rounds(rt, PROBLEM, Budget())
+        loop.rounds(rt, PROBLEM, AHEAD)
 
     sent = [label for _, label, _, _ in rt.asked]
     assert len({"router r00", "planner r01"} & set(sent)) == 1  # the other was refused
     assert rt.most_held <= 135 and rt.meter.tokens == 40
 
 
-def test_the_setting_reaches_the_loop_and_the_run_form_may_set_it(tmp_path) -> None:
+def test_the_setting_is_off_by_default_and_reaches_the_loop_and_the_run_form(tmp_path) -> None:
     from dsstar.inputs.form import RunForm
     from dsstar.inputs.spec import run_spec
     from dsstar.settings import Settings
 
-    assert Settings.model_fields["parallel_rounds"].default is True
-    off = Settings(model="openai/gpt-4o-mini", parallel_rounds=False)
-    assert run_spec(off, "r", str(tmp_path), tmp_path).budget.parallel_rounds is False
-    form = RunForm(question="q?", data=str(tmp_path), parallel_rounds=False)
-    assert form.settings().parallel_rounds is False and form.chosen() == {"parallel_rounds": False}
+    assert Settings.model_fields["ask_ahead"].default is False  # no reply paid for and unread
+    assert Budget().ask_ahead is False
+    on = Settings(model="openai/gpt-4o-mini", ask_ahead=True)
+    assert run_spec(on, "r", str(tmp_path), tmp_path).budget.ask_ahead is True
+    form = RunForm(question="q?", data=str(tmp_path), ask_ahead=True)
+    assert form.settings().ask_ahead is True and form.chosen() == {"ask_ahead": True}

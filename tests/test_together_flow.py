@@ -44,9 +44,9 @@ STEPS = [
 
 
 @pytest.fixture
-def together(env, monkeypatch, fresh_limits):
-    """Rounds asked at once, on limits no earlier test's killed run still holds slots of."""
-    monkeypatch.setenv("DSSTAR_PARALLEL_ROUNDS", "true")
+def together(env, fresh_limits):
+    """A run's environment on limits no earlier test's killed run still holds slots of; each
+    run asks ahead by its flag (`--ask-ahead`), and a resumed run by its stored settings."""
     return env
 
 
@@ -121,7 +121,7 @@ def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def test_a_round_waits_for_its_three_calls_at_once_and_keeps_what_it_discards(together, llm, sales):
     slow_model(llm)
     backtrack_at_once(llm)
-    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
+    done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json", "--ask-ahead",
                   "--run-id", "at-once")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
@@ -151,7 +151,7 @@ def test_a_round_waits_for_its_three_calls_at_once_and_keeps_what_it_discards(to
 def test_a_resumed_run_reuses_every_finished_reply_used_or_not(together, llm, sales):
     slow_model(llm)
     backtrack_at_once(llm, coder_fails=True)
-    first = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
+    first = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json", "--ask-ahead",
                    "--run-id", "at-once-resumed")  # fmt: skip
     assert first.returncode != 0 and "scripted bad request" in first.stderr, first.stderr[-3000:]
     before = list(llm.requests)
@@ -167,3 +167,38 @@ def test_a_resumed_run_reuses_every_finished_reply_used_or_not(together, llm, sa
     assert answered(before) & asked(after) == set()  # nothing answered is asked again
     assert [r["agent"] for r in after if r["agent"] != "analyzer"][:1] == ["coder"]
     assert resumed["llm_calls"] == len([r for r in llm.requests if r["status"] == 200])
+
+
+def verified_in_round_00(llm: FakeLLM) -> None:
+    """A question answered by its first step: the verifier's first verdict is Yes. The router
+    and the next step are scripted too, as a model would answer them if asked."""
+    llm.default("analyzer", describe_script)
+    llm.default("planner", lambda req: "Load the orders, compute revenue per region and join"
+                " the best region with regions.json to find its manager.")  # fmt: skip
+    llm.default("coder", lambda req: fence(JOIN))
+    llm.default("verifier", lambda req: "The output names the best region and its manager.\n\nYes")
+    llm.default("router", lambda req: "Add Step")
+    llm.default("finalyzer", lambda req: fence(FINAL_ONLY_ANSWER))
+
+
+def test_by_default_a_run_pays_for_no_reply_it_discards(together, llm, sales):
+    """Verified in round 00: by default the model is asked for the step, the script, the
+    verdict and the final script, nothing else; `--ask-ahead` also asks the router and the
+    next step with the verdict, and both replies go unused (what asking ahead costs)."""
+    verified_in_round_00(llm)
+    counted = {}
+    for run_id, flags in (("one-by-one", ()), ("ahead", ("--ask-ahead",))):  # not reused
+        before = len(llm.requests)
+        done = dsstar("run", "--data", str(sales), "--question", QUESTION, "--json",
+                      "--run-id", run_id, "--no-reuse", *flags)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout)
+        assert result["status"] == "verified" and result["answer"] == ANSWER
+        sent = [r["agent"] for r in llm.requests[before:] if r["agent"] != "analyzer"]
+        counted[run_id] = {agent: sent.count(agent) for agent in sorted(set(sent))}
+        verdict = Path(together["DSSTAR_STORAGE"]) / "runs" / run_id / "rounds/00/verdict.json"
+        counted[run_id]["unused"] = [u["label"] for u in json.loads(verdict.read_text())["unused"]]
+    assert counted["one-by-one"] == {"coder": 1, "finalyzer": 1, "planner": 1, "verifier": 1,
+                                     "unused": []}  # fmt: skip
+    assert counted["ahead"] == {"coder": 1, "finalyzer": 1, "planner": 2, "router": 1,
+                                "verifier": 1, "unused": ["router r00", "planner r01"]}  # fmt: skip

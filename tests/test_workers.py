@@ -36,6 +36,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from rendered import cells_shown
 from scenarios import ANSWER, always_first_time
 
+from dsstar.inputs.form import run_id_in
 from dsstar.locations import normalize_location
 from dsstar.records.ledger import Ledger, question_key
 from flows.workers import RETRY_CRASHED, SILENT_RUN, ensure_worker_recovery
@@ -149,6 +150,9 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
             ensure_worker_recovery(heartbeat_timeout)  # again: nothing is duplicated
             for name in (SILENT_RUN, RETRY_CRASHED):
                 assert len(client.read_automations_by_name(name)) == 1
+            for name in ("ds-star/on-demand", "ds-star-nightly/nightly"):  # forms closed
+                deployed = client.read_deployment_by_name(name)
+                assert deployed.parameter_openapi_schema["additionalProperties"] is False
         workers = {}
         for name in WORKERS:
             home = root / name
@@ -291,7 +295,7 @@ def test_a_nightly_batch_spreads_over_two_workers_and_survives_one_dying(cluster
         rows = nightly_table(client, batch.id)
         batch_id = f"{batch.created:%Y%m%d-%H%M%S}-{str(batch.id)[:6]}"  # as the flow names it
         question_runs = {  # this server's only ds-star flow runs
-            run.parameters["run_id"]: run
+            run_id_in(run.parameters): run
             for run in client.read_flow_runs()
             if "question" in run.parameters
         }
@@ -320,7 +324,7 @@ def test_a_nightly_batch_spreads_over_two_workers_and_survives_one_dying(cluster
     assert set(held) <= crashed and set(held) <= finished_late
     for run_id in finished_late:
         assert attempts[run_id] == [victim["name"], batch_worker], attempts[run_id]
-        assert "Crashed" in histories[run_id] and histories[run_id][-1] == "Completed"
+        assert "Crashed" in histories[run_id] and histories[run_id][-1] == "Verified"
         assert "AwaitingRetry" in histories[run_id]
     survivors = set(question_runs) - crashed
     assert all(attempts[run_id] == [batch_worker] for run_id in survivors), attempts

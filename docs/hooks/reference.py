@@ -69,8 +69,9 @@ def settings_page() -> str:
         "",
         "Generated from `dsstar.settings.Settings` when this site is built. Flags override",
         f"`{prefix}*` environment variables, which override these defaults. A run form in the",
-        "Prefect UI offers the same fields, except the secrets; the column *run form* says what",
-        "a form may set ([the rule](../sandbox.md#what-a-run-form-may-set)).",
+        "Prefect UI offers the same fields, except the secrets, each in its section; the column",
+        "*run form* says what a form may set ([the rule](../sandbox.md#what-a-run-form-may-set))",
+        "and in which section.",
         "",
         "| variable | type | default | run form | description |",
         "|---|---|---|---|---|",
@@ -96,17 +97,19 @@ def settings_page() -> str:
 def _form_rule() -> Any:
     """What a run form may do with a setting, by name (see dsstar.inputs.trust)."""
     from dsstar.caps import is_cap
+    from dsstar.inputs.fields import section_of
     from dsstar.inputs.form import SECRET_FIELDS, WORKER_FIELDS
     from dsstar.inputs.trust import GUARDED
 
     def rule(name: str) -> str:
         if name in SECRET_FIELDS | WORKER_FIELDS:
             return "no: the worker's alone"
+        where = f" (in {section_of(name)})" if section_of(name) else ""
         if name in GUARDED:
-            return "the worker's value, unless allowed"
+            return f"the worker's value, unless allowed{where}"
         if is_cap(name):
-            return "at most the worker's value, unless allowed"
-        return "yes"
+            return f"at most the worker's value, unless allowed{where}"
+        return f"yes{where}"
 
     return rule
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MARKER", "stated_answer"]
+__all__ = ["MARKER", "stated_answer", "states_answer"]
 
 MARKER = "FINAL ANSWER:"
 
@@ -26,3 +26,9 @@ def stated_answer(stdout: str) -> str | None:
         return stated[-1].strip()
     lines = [line.strip() for line in (stdout or "").splitlines() if line.strip()]
     return lines[0] if len(lines) == 1 else None
+
+
+def states_answer(stdout: str) -> bool:
+    """Whether `stdout` states an answer on a `FINAL ANSWER:` line of its own (a single line
+    printed and nothing else, which `stated_answer` also takes, does not count)."""
+    return _STATED.search(stdout or "") is not None

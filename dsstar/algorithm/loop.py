@@ -7,13 +7,16 @@ adds a step or backtracks to a wrong one, the planner proposes the next step fro
 result (told what a backtrack dropped, and why), the coder rewrites the base code for the
 whole plan, and the script runs (and is repaired while it fails). The planner may conclude
 that the files cannot answer the question. Finally the finalyzer turns the last script into
-one that states the answer. Everything the loop does goes through a `Runtime`; every prompt
-is rendered beside its call (`calls`). When no person is to be asked, a round's verifier,
-router and planner are asked at once (`together`), with the same decisions.
+one that states the answer; when that is the last script itself, its run is kept, not
+repeated. Everything the loop does goes through a `Runtime`; every prompt is rendered beside
+its call (`calls`). By default the calls are made one after another, so no reply is paid for
+that is not read; with `Budget.ask_ahead`, and when no person is to be asked, a round's
+verifier, router and planner are asked at once (`together`), with the same decisions.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,11 +24,11 @@ from dsstar.algorithm import together
 from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.calls import AgentCalls, Problem
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
-from dsstar.algorithm.repair import FINAL
+from dsstar.algorithm.repair import FINAL, holds_files
 from dsstar.algorithm.runtime import NO_CODE, Budget, Round, Runtime, Script
 from dsstar.algorithm.verdict import Status, Verdict
 
-__all__ = ["Outcome", "Plan", "Problem", "finalize", "reuse", "rounds"]
+__all__ = ["Outcome", "Plan", "Problem", "finalize", "reuse", "rounds", "same_program"]
 
 
 @dataclass
@@ -137,7 +140,7 @@ def _judge(
     (see `together`), the router's and the next step. A person who may be asked sees the
     verdict first and may change what the router and planner are told; after the last
     round nobody is routed."""
-    if budget.parallel_rounds and number < budget.max_rounds and not rt.asks_human():
+    if budget.ask_ahead and number < budget.max_rounds and not rt.asks_human():
         return together.judge(rt, budget, problem, number, steps, script)
     label = f"r{number:02d}"
     verdict, reply = agents.verify(label, problem.question, steps, script, problem.files)
@@ -180,7 +183,23 @@ def finalize(
     """Step 5: the finalyzer, told how the rounds ended (`status`, and the planner's `reason`
     when the files cannot answer), rewrites the last script into one that states the answer
     in the required format; it is executed, and repaired by a debugger that also sees the
-    guidelines."""
+    guidelines. A final script that is the last round's script (the same program: comments
+    and layout aside) is not run again: that round's run, which succeeded, is its run (a
+    model is fitted once, not twice)."""
     agents = AgentCalls(rt, budget)
     code = agents.finalize(problem, plan, script, status.value, reason)
+    result = script.result
+    if code is not None and result.ok and holds_files(result) and same_program(code, script.code):
+        rt.note(final_reused_run=True)
+        attempt = {"code": code, "ok": True, "output": result.output, "reused": True}
+        return Script(code=code, result=result, attempts=[attempt])
     return agents.run_solution(FINAL, code, problem, plan, final=True)
+
+
+def same_program(code: str, other: str) -> bool:
+    """Whether two scripts are the same program: the same syntax tree, whatever their
+    comments, blank lines and layout. A script that does not parse is no program."""
+    try:
+        return ast.dump(ast.parse(code)) == ast.dump(ast.parse(other))
+    except (SyntaxError, ValueError):  # ValueError: a null byte in the source
+        return False

@@ -9,11 +9,20 @@ from collections.abc import Callable
 from typing import Any
 
 from dsstar.algorithm import agents
+from dsstar.algorithm.answer import states_answer
 from dsstar.algorithm.runtime import NO_CODE, Budget, Calls, Script
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.llm import Message
 
-__all__ = ["FINAL", "Fix", "delivers", "run_with_repair", "summarize"]
+__all__ = [
+    "FINAL",
+    "Fix",
+    "delivers",
+    "holds_files",
+    "keeps_files",
+    "run_with_repair",
+    "summarize",
+]
 
 FINAL = "final"  # the label of the final script (step 5), whose files are the deliverables
 
@@ -50,8 +59,25 @@ def run_with_repair(calls: Calls, label: str, code: str | None, fix: Fix, budget
 def delivers(label: str) -> bool:
     """Whether the execution `label` (as `run_with_repair` names them) is of the final script
     or a repair of it: the script whose files are the run's deliverables. A runtime that
-    stores files keeps all of these, and only the figures of any other script."""
+    stores files keeps all of these, and of others what `keeps_files` says."""
     return re.fullmatch(rf"execute {FINAL}(?: #\d+)?", label) is not None
+
+
+def keeps_files(label: str, stdout: str) -> bool:
+    """Whether a runtime that stores files keeps every file the execution `label` wrote, not
+    only its figures: those that may be the run's deliverables. The final script's
+    (`delivers`); an earlier run's solution run again (`loop.reuse`: when accepted, it is the
+    final script); and a round's script whose output states an answer already, which the
+    finalyzer may return unchanged, its run then the final run (`loop.finalize`)."""
+    round_run = re.fullmatch(r"execute r\d+(?: #\d+)?", label) is not None
+    return delivers(label) or label == "execute reuse" or (round_run and states_answer(stdout))
+
+
+def holds_files(result: ExecResult) -> bool:
+    """Whether every file `result` lists is still at hand: its bytes, or the key they were
+    stored under (a runtime that stores files keeps a round's tables only as `keeps_files`
+    says)."""
+    return all("data" in item or item.get("key") for item in result.outputs)
 
 
 def summarize(calls: Calls, label: str, error: str, budget: Budget) -> str:

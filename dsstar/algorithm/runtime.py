@@ -98,7 +98,7 @@ class Runtime(Calls, Protocol):
     def asks_human(self) -> bool:
         """Whether `ask_human` may ask a person (or read back what one answered); False: it
         returns None without asking, so the router and the planner can be asked before the
-        verifier has replied (`Budget.parallel_rounds`)."""
+        verifier has replied (`Budget.ask_ahead`)."""
         ...
 
 
@@ -119,7 +119,7 @@ class Budget:
     max_debug_attempts: int = default("max_debug_attempts")
     summarize_over_chars: int = default("summarize_over_chars")
     max_output_chars: int = default("max_output_chars")
-    parallel_rounds: bool = default("parallel_rounds")
+    ask_ahead: bool = default("ask_ahead")
 
 
 @dataclass

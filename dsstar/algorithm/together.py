@@ -1,4 +1,4 @@
-"""A round's verifier, router and planner asked at once (`Budget.parallel_rounds`).
+"""A round's verifier, router and planner asked at once (`Budget.ask_ahead`, off by default).
 
 Once a round's script has run, and no person is to be asked, the inputs of the next two
 decisions are already known: the router sees the plan, the question, the last output and
@@ -8,8 +8,10 @@ instead of for all three in turn. The decisions are applied exactly as one after
 Yes ends the loop (the router's and planner's replies go unused); a backtrack discards the
 planner's reply, and the loop asks the planner again with what was dropped. A reply that
 is discarded was still asked and paid for: it is returned as `unused`, for the round's
-record. Calls go through the runtime as any other (recorded, counted, checked against the
-ceiling before they are sent, cached by label and request, so a resumed run reuses them).
+record. That is what asking ahead costs, and why it is an option (for a person waiting on
+the answer) and not the default (for a batch, where cost matters more than seconds). Calls
+go through the runtime as any other (recorded, counted, checked against the ceiling before
+they are sent, cached by label and request, so a resumed run reuses them).
 
 The calls run in threads, each in a copy of the caller's context (an orchestrator keeps
 its run's context in context variables).

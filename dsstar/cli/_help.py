@@ -6,7 +6,8 @@ wide and rich cut what did not fit (`DSSTAR_MAX_DEBUG_AT…`, `--tasks-ids,--tas
 `TABLE_WIDTH` each option is drawn on its own line instead (marker, names, type), with its
 help below it across the width, the variable and default on a line of their own (as
 `setting_help` in _app writes them). A command's description is wrapped to the width,
-paragraph by paragraph. typer offers no setting for either: its functions are replaced when
+paragraph by paragraph. A flag's type is not shown: typer's `<bool>` beside `--json` read as
+if the flag took a value. typer offers no setting for any of these: its functions are replaced when
 typer loads the module that draws help (never for a command that runs).
 """
 
@@ -50,6 +51,7 @@ def _fit(rich_utils: Any, widen: bool) -> None:
         return
 
     def options_panel(*, name: str, params: list, ctx: Any, markup_mode: Any, console: Any):
+        params = [_without_type(param) if _is_flag(param) else param for param in params]
         if console.width >= TABLE_WIDTH:
             return table(
                 name=name, params=params, ctx=ctx, markup_mode=markup_mode, console=console
@@ -119,6 +121,19 @@ def _stacked(ru: Any, name: str, params: list, ctx: Any, markup_mode: Any, conso
             title_align=ru.ALIGN_OPTIONS_PANEL,
         )
     )
+
+
+def _is_flag(param: Any) -> bool:
+    """Whether `param` is an on/off flag (`--json`, `--reuse/--no-reuse`): it takes no value."""
+    return bool(getattr(param, "is_flag", False)) and not getattr(param, "count", False)
+
+
+def _without_type(param: Any) -> Any:
+    """`param` with no type shown: typer writes `<bool>` beside a flag, which reads as if
+    it took a value (`--json <bool>`)."""
+    bare = copy.copy(param)
+    bare.display_type_rich = lambda ctx: None
+    return bare
 
 
 def _variable_apart(param: Any) -> Any:

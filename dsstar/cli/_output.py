@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from typing import Any
 
@@ -24,6 +25,7 @@ from dsstar.events import (
     HumanAnswered,
     HumanAsked,
     LLMCall,
+    LLMFailed,
     LLMReplied,
     RoundDone,
     SlotWait,
@@ -114,14 +116,22 @@ class LiveProgress:
 
     On a terminal, one live line redrawn in place (unless `enabled` is False, as with
     --json). Elsewhere (a log file, CI, a pipe) one plain line per stage and per round, as it
-    happens, with or without --json: a log shows how far a run got, not only its end."""
+    happens, with or without --json, and the line again whenever `interval` seconds passed
+    without one: a log shows how far a run got, not only its end, and a slow model call is
+    never taken for a hang. While a model call is in flight the line names it and says for
+    how long (the oldest, when several are)."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, interval: float = 60.0) -> None:
         self.live = enabled and err.is_terminal
         self.lines = not err.is_terminal
         self.started = time.monotonic()
         self.state: dict[str, Any] = {"where": "starting", "agent": "", "tokens": 0}
         self.costs: list[float | None] = []
+        self.interval = interval
+        self._flight: dict[str, float] = {}  # calls in flight: label -> when it was asked
+        self._lock = threading.Lock()  # events come from the tasks' threads
+        self._said = self.started  # when the last line was written (where lines are)
+        self._done = threading.Event()
 
     def __enter__(self) -> LiveProgress:
         from dsstar import progress
@@ -131,11 +141,17 @@ class LiveProgress:
             self.status.__enter__()
         if self.live or self.lines:
             self.stop = progress.listen(self._on_event)
+        if self.lines:
+            self._ticker = threading.Thread(target=self._tick, daemon=True, name="dsstar-progress")
+            self._ticker.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.live or self.lines:
             self.stop()
+        if self.lines:
+            self._done.set()
+            self._ticker.join(timeout=5)
         if self.live:
             self.status.__exit__(None, None, None)
 
@@ -147,6 +163,16 @@ class LiveProgress:
     def resume(self) -> None:
         if self.live:
             self.status.start()
+
+    def _tick(self) -> None:
+        """Where lines are written: the line again once `interval` passed without one."""
+        while not self._done.wait(min(self.interval, 1.0)):
+            if time.monotonic() - self._said >= self.interval:
+                self._say()
+
+    def _say(self) -> None:
+        self._said = time.monotonic()
+        err.print(Text(self.line()), crop=False)
 
     def _on_event(self, event: Event) -> None:
         where = None  # set: a line of its own where the line is not redrawn
@@ -163,9 +189,16 @@ class LiveProgress:
                 notice = f"{count} files have no offline profile: each is analyzed alone"
             case LLMCall(label=label):
                 self.state["agent"] = label
-            case LLMReplied():
+                with self._lock:
+                    self._flight[label] = time.monotonic()
+            case LLMReplied(label=label):
                 self.state["tokens"] += event.input_tokens + event.output_tokens
                 self.costs.append(event.cost_usd)
+                with self._lock:
+                    self._flight.pop(label, None)
+            case LLMFailed(label=label):
+                with self._lock:
+                    self._flight.pop(label, None)
             case SlotWait(limit=limit, detail=detail, waited=waited):
                 where = self.state["where"] = (
                     f"waiting {int(waited)} s for a {limit} slot ({detail})"
@@ -178,18 +211,35 @@ class LiveProgress:
             case RoundDone(number=number, sufficient=sufficient):
                 where = self.state["where"] = f"round {number:02d} {verdict_label(sufficient)}"
         if where and self.lines:
-            err.print(Text(self.line()), crop=False)
+            self._say()
         if notice:  # printed above a redrawn line, which goes on below it
             err.print(Text(shown(notice)), crop=False)
 
     def line(self) -> str:
         """The state as one line of plain text."""
-        elapsed = int(time.monotonic() - self.started)
+        now = time.monotonic()
         s = self.state
         return shown(
-            f"{s['where']} · {s['agent'] or '-'} · {elapsed // 60:02d}:{elapsed % 60:02d}"
-            f" · {s['tokens']:,} tokens · cost {money(total_cost(self.costs))}"
+            f"{s['where']} · {self._in_flight(now) or s['agent'] or '-'} ·"
+            f" {_clock(now - self.started)} · {s['tokens']:,} tokens ·"
+            f" cost {money(total_cost(self.costs))}"
         ).replace("\n", " ")
+
+    def _in_flight(self, now: float) -> str:
+        """The call in flight longest, and for how long; empty when none is."""
+        with self._lock:
+            flight = dict(self._flight)
+        if not flight:
+            return ""
+        label, asked = min(flight.items(), key=lambda item: item[1])
+        more = f" (+{len(flight) - 1} more)" if len(flight) > 1 else ""
+        return f"{label} in flight {_clock(now - asked)}{more}"
 
     def __rich__(self) -> Text:
         return Text(self.line())  # a Text: a label holds a file name, never read as markup
+
+
+def _clock(seconds: float) -> str:
+    """Seconds as mm:ss (hours as more minutes)."""
+    whole = int(seconds)
+    return f"{whole // 60:02d}:{whole % 60:02d}"

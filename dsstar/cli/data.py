@@ -37,9 +37,11 @@ def _descriptions(data: str, offline: bool, **flags: Any) -> list[dict[str, Any]
     shown while it works."""
     from dsstar.api import file_descriptions
 
+    interval = load_settings().progress_interval
     return file_descriptions(
-        data, offline, around=lambda: LiveProgress(enabled=True), name=flag_name, **flags
-    )
+        data, offline, around=lambda: LiveProgress(enabled=True, interval=interval),
+        name=flag_name, **flags,
+    )  # fmt: skip
 
 
 @app.command()

@@ -54,6 +54,7 @@ RUN_FLAGS = (
     "reuse",
     "ask_human",
     "human_timeout",
+    "ask_ahead",
     "task_runner",
     "dask_address",
 )
@@ -127,7 +128,9 @@ def run_flow(prepared: PreparedRun, as_json: bool) -> dict[str, Any]:
 
     def around() -> ExitStack:
         shown = ExitStack()
-        live = shown.enter_context(LiveProgress(enabled=not as_json))
+        live = shown.enter_context(
+            LiveProgress(enabled=not as_json, interval=settings.progress_interval)
+        )
         shown.enter_context(_terminal_prompt(settings, live))
         return shown
 
@@ -163,13 +166,15 @@ def _stop_hook(settings: Settings, run_id: str, data: str, as_json: bool) -> sto
     def stop(signum: int) -> None:
         import signal
 
+        from dsstar.model.ceiling import meter
         from dsstar.storage import Store
         from dsstar.views.listing import mark_interrupted
         from dsstar.views.report import run_result
 
         store = Store(settings.storage)
         reason = f"interrupted by {signal.Signals(signum).name}"
-        record = mark_interrupted(store, run_id, reason, settings.database_url)
+        received = meter(run_id).calls()  # what the run was paid for, if it could not say
+        record = mark_interrupted(store, run_id, reason, settings.database_url, received)
         if record is None:
             err.print(f"{reason} before run {run_id} stored anything", highlight=False)
             return

@@ -50,12 +50,13 @@ def runs_list(
 
     fmt = resolve_format(fmt, as_json)
     try:
-        runs = list_runs(Store(load_settings(storage=storage).storage), limit)
+        store = Store(load_settings(storage=storage).storage)
+        runs = list_runs(store, limit)
     except DSStarError as exc:
         fail_usage(str(exc), fmt is Format.json)
     for r in runs:
         if r["status"] == "stale":
-            _settle(r, "runs list")
+            _settle(r, "runs list", store.url)
     if fmt is Format.json:
         sys.stdout.write(json_line({"runs": runs}))
         return
@@ -74,18 +75,20 @@ def _status(status: str | None) -> str | None:
     return "stale (process gone)" if status == "stale" else status
 
 
-def _settle(record: dict[str, Any], command: str) -> None:
+def _settle(record: dict[str, Any], command: str, storage: str) -> None:
     """A run whose process is gone never reported its end: its flow run, still Running in
     Prefect (or marked Crashed by the server's automation, its task runs still Running), is
-    ended as its run.json says, on the configured Prefect API (a command's temporary server
-    went with the command)."""
+    ended as its run.json (in `storage`) says and given the card of a crashed run, on the
+    configured Prefect API (a command's temporary server went with the command)."""
     if not record.get("flow_run_id"):
         return
     import flows
 
     if flows.api_configured():
         found = {**record, "status": "running"}  # `stale` is how it is shown, not stored
-        flows.settle_run(found, f"its process is gone (found stale by dsstar {command})")
+        flows.settle_run(
+            found, f"its process is gone (found stale by dsstar {command})", storage=storage
+        )
 
 
 def _short(text: str | None, fmt: Format, most: int = 60) -> str | None:
@@ -129,7 +132,7 @@ def runs_show(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     if round_number is None and payload.get("status") == "stale":
-        _settle(payload, "runs show")
+        _settle(payload, "runs show", store.url)
     if as_json:
         sys.stdout.write(json_line(payload))
     elif round_number is not None:

@@ -30,8 +30,10 @@ def workers(
     dsstar-llm-rpm with DSSTAR_LLM_RPM), created or reset to these values, and two
     automations, created or updated by name: a dsstar flow run whose heartbeats stop is
     marked Crashed, and a crashed run of a dsstar deployment is scheduled again, so that
-    another worker resumes it from its stored work. Running it again changes nothing but the
-    values given. See docs/workers.md.
+    another worker resumes it from its stored work. It also closes the run form of each
+    dsstar deployment `prefect deploy` made (no parameter outside the form is stored; run it
+    again after each `prefect deploy`). Running it again changes nothing but the values
+    given. See docs/workers.md.
 
     Example: dsstar workers --heartbeat-timeout 90 --llm-concurrency 8
     """
@@ -46,14 +48,14 @@ def workers(
             )
     except DSStarError as exc:
         fail_usage(str(exc))
-    from flows import ensure_worker_recovery, prefect_api, share_limits
+    from flows import close_forms, ensure_worker_recovery, prefect_api, share_limits
 
     with prefect_api():
         try:
             names = ensure_worker_recovery(heartbeat_timeout)
         except DSStarError as exc:
             fail_usage(str(exc))
-        for line in share_limits(settings) or []:
+        for line in [*(share_limits(settings) or []), *close_forms()]:
             err.print(line, highlight=False)
     for name in names:
         err.print(f"automation {name!r} (heartbeat timeout {heartbeat_timeout:g} s)",

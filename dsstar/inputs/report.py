@@ -5,11 +5,12 @@ run form has them (`options_form`): the report's sub-runs run with the same sett
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
 from dsstar.errors import UsageError
+from dsstar.inputs.fields import TEXT_CHARS, VALUE_CHARS
 from dsstar.inputs.form import options_form
 
 __all__ = ["REPORT_FIELDS", "ReportForm", "report_parameters", "stored_bounds"]
@@ -35,7 +36,7 @@ def _valid_run_id(cls: type, value: str | None) -> str | None:
 # The report's own fields, besides the question, data, guidelines and run id.
 REPORT_FIELDS = ("sub_questions", "follow_ups", "refinements")
 
-ReportForm = options_form(
+_ReportFields = options_form(
     "ReportForm",
     "One report of the ds-star-report flow: an open question, its data, the report's form,"
     " how far it may go, and the settings its sub-questions run with.",
@@ -46,14 +47,16 @@ ReportForm = options_form(
     question=(
         str,
         Field(
+            max_length=TEXT_CHARS,
             description="The open question the report answers, e.g. 'What changed in last"
-            " week's payments, and why?'."
+            " week's payments, and why?'.",
         ),
     ),
     data=(
         str,
         Field(
             min_length=1,
+            max_length=VALUE_CHARS,
             description="Folder, single file or URL (s3://bucket/prefix) holding the data files.",
         ),
     ),
@@ -61,6 +64,7 @@ ReportForm = options_form(
         str,
         Field(
             "",
+            max_length=TEXT_CHARS,
             description="What the report must look like, e.g. an outline of its sections"
             " ('1. Overview 2. Fees by scheme 3. Outliers').",
         ),
@@ -69,6 +73,7 @@ ReportForm = options_form(
         str | None,
         Field(
             None,
+            max_length=VALUE_CHARS,
             description="Name a new report, or continue a stored one with its own question, data"
             " and settings. Unset: derived from the flow run, so a retry of the flow run resumes"
             " it (its finished sub-questions are not asked again).",
@@ -101,9 +106,22 @@ ReportForm = options_form(
 )
 
 
+class ReportForm(_ReportFields):  # type: ignore[misc, valid-type]
+    """One report of the ds-star-report flow: an open question, its data, the report's form,
+    how far it may go, and the settings its sub-questions run with (in the sections of a
+    run form, or by name)."""
+
+    _kept: ClassVar[frozenset[str]] = frozenset({"guidelines"})
+
+    def with_run_id(self, run_id: str) -> ReportForm:
+        """This form with `run_id` as its report's run id."""
+        return self.model_copy(update={"run_id": run_id})
+
+
 def report_parameters(form: Any) -> dict[str, Any]:
-    """The flow's keyword arguments of a report form (unset fields left out)."""
-    return form.model_dump(mode="json", exclude_none=True)
+    """The flow's keyword arguments of a report form: what is set, grouped as the form is
+    (unset fields and empty sections left out)."""
+    return form.parameters()
 
 
 def stored_bounds(record: dict[str, Any]) -> dict[str, Any]:

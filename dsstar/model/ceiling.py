@@ -47,6 +47,11 @@ def call_id(call: dict[str, Any]) -> str:
     return "{}|{}|{}".format(call.get("label"), call.get("model"), call.get("request"))
 
 
+# What the meter keeps of each reply: what makes it the same call, and what it spent.
+_COUNTED = ("agent", "label", "model", "request", "input_tokens", "output_tokens",
+            "cached_tokens", "cost_usd", "latency_s")  # fmt: skip
+
+
 class Meter:
     """What one run spent: cost and tokens; thread-safe."""
 
@@ -54,6 +59,7 @@ class Meter:
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)  # a call in flight has settled
         self._seen: set[str] = set()
+        self._calls: list[dict[str, Any]] = []  # every reply counted, once each
         self.cost_usd = 0.0
         self.tokens = 0
         self._held_cost = 0.0
@@ -67,8 +73,16 @@ class Meter:
             if key in self._seen:
                 return
             self._seen.add(key)
+            self._calls.append({k: call.get(k) for k in _COUNTED})  # the reply's text left out
             self.cost_usd += call.get("cost_usd") or 0.0
             self.tokens += int(call.get("input_tokens") or 0) + int(call.get("output_tokens") or 0)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """Every reply counted so far, in the order they came (their records without the
+        text): those of analyses still running included, which the run records only when
+        they finish."""
+        with self._lock:
+            return list(self._calls)
 
     @contextmanager
     def hold(self, ceiling: Ceiling, bound: Estimate, what: str) -> Iterator[Estimate]:
@@ -124,31 +138,69 @@ class Meter:
         raise OverBudget(f"{need}, more than the {left} left of --max-tokens", need)
 
 
-_meters: dict[str, Meter] = {}
-_shared: dict[str, str] = {}  # a sub-run's id -> the run whose meter it counts on
+class _SharedMeter:
+    """The meter of a run that counts on another's (a report's sub-run on the report's):
+    every reply charged to both, every call held against the other's ceiling, and `calls`
+    only this run's own, which its record and ledger rows hold."""
+
+    def __init__(self, parent: Meter) -> None:
+        self.parent = parent
+        self._own = Meter()  # this run's replies, counted once each; never held against
+
+    def charge(self, call: dict[str, Any]) -> None:
+        self._own.charge(call)
+        self.parent.charge(call)
+
+    def calls(self) -> list[dict[str, Any]]:
+        return self._own.calls()
+
+    def hold(self, ceiling: Ceiling, bound: Estimate, what: str) -> Any:
+        return self.parent.hold(ceiling, bound, what)
+
+    @property
+    def stopped(self) -> bool:
+        return self.parent.stopped
+
+    @stopped.setter
+    def stopped(self, value: bool) -> None:
+        self.parent.stopped = value
+
+    @property
+    def cost_usd(self) -> float:
+        return self.parent.cost_usd
+
+    @property
+    def tokens(self) -> int:
+        return self.parent.tokens
+
+
+_meters: dict[str, Meter | _SharedMeter] = {}
 _meters_lock = threading.Lock()
 
 
 def meter(run_id: str) -> Meter:
-    """The meter of run `run_id` in this process (a new one the first time); a sub-run's is
-    the meter of the run it shares (`share`)."""
+    """The meter of run `run_id` in this process (a new one the first time); a sub-run's
+    counts on the meter of the run it shares (`share`)."""
     with _meters_lock:
-        return _meters.setdefault(_shared.get(run_id, run_id), Meter())
+        return _meters.setdefault(run_id, Meter())  # type: ignore[return-value]
 
 
 def share(run_id: str, with_run: str) -> None:
     """Count run `run_id` on the meter of `with_run` (a report's sub-run on the report's)
-    until `forget(run_id)`."""
+    until `forget(run_id)`: its replies count against `with_run`'s ceiling too, while its
+    own meter's `calls` stay its own."""
     with _meters_lock:
-        _shared[run_id] = _shared.get(with_run, with_run)
+        parent = _meters.setdefault(with_run, Meter())
+        while isinstance(parent, _SharedMeter):
+            parent = parent.parent
+        _meters[run_id] = _SharedMeter(parent)
 
 
 def forget(run_id: str) -> None:
     """Drop the meter of a run that ended in this process (a resume counts afresh); for a
     sub-run that shared another's meter, only the sharing ends."""
     with _meters_lock:
-        if _shared.pop(run_id, None) is None:
-            _meters.pop(run_id, None)
+        _meters.pop(run_id, None)
 
 
 def spent_line(record: dict[str, Any], ceiling: Ceiling, need: str) -> str:

@@ -9,6 +9,7 @@ was paid for, so it is written to the run's store before anything uses it, and a
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dsstar import keys
@@ -43,3 +44,15 @@ class Replies:
     def keep(self, key: str, reply: dict[str, Any]) -> None:
         """Write `reply` (the whole record: text, tokens, cost) before it is used."""
         self.store.write_json(key, reply)
+
+    def received(self) -> list[dict[str, Any]]:
+        """Every reply the run has kept (its records: label, model, tokens, cost), whatever
+        process received it: what a run whose process died spent, the analysis included."""
+        folder = keys.replies_folder(self.run_id)
+        try:
+            names = [name for name in self.store.listdir(folder) if name.endswith(".json")]
+        except StorageError:
+            return []
+        with ThreadPoolExecutor(max_workers=8) as pool:  # one read each: overlap them on S3
+            kept = pool.map(lambda name: self.replay(f"{folder}/{name}"), names)
+            return [reply for reply in kept if reply is not None]

@@ -2,9 +2,10 @@
 
 The sandbox hands a script's files back with its result (ExecResult.outputs, base64). Before
 that result is cached or kept, `store_outputs` writes the files that will be stored with the
-run (every figure; every file of the final script, the deliverables) under the run's folder
-by content (`files/<sha256>`), and leaves references in their place: name, bytes, sha256, key
-(where the bytes are), chart and preview. Files no one stores (a round's tables) keep only
+run (every figure; every file of a script that may be the final one, the deliverables:
+`dsstar.algorithm.repair.keeps_files`) under the run's folder by content (`files/<sha256>`),
+and leaves references in their place: name, bytes, sha256, key (where the bytes are), chart
+and preview. Files no one stores (the tables of a round that states no answer) keep only
 their name, size, hash and preview. So a cached execution is small, and a run holds no file
 in memory from one round to the next.
 

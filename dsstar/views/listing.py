@@ -131,10 +131,16 @@ def read_round(store: Store, run_id: str, number: int) -> dict[str, Any]:
 
 
 def mark_interrupted(
-    store: Store, run_id: str, reason: str, database_url: str | None = None
+    store: Store,
+    run_id: str,
+    reason: str,
+    database_url: str | None = None,
+    calls: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """Mark this process's run `interrupted` in run.json (and the ledger), unless the flow did
-    already. Returns the stored record, or None when the run stored nothing yet."""
+    already. `calls`: every reply the run received in this process (its meter's), counted
+    when they are more than run.json's totals say (a stop during the file analysis). Returns
+    the stored record, or None when the run stored nothing yet."""
     try:
         record = store.read_json(keys.run_record(run_id))
     except (FileNotFoundError, DSStarError):
@@ -143,9 +149,14 @@ def mark_interrupted(
         return record  # finished, already marked, or another process's attempt
     now = datetime.now(UTC).isoformat(timespec="seconds")
     record.update(status="interrupted", error=reason, finished_at=now)
+    calls = calls or []
+    if len(calls) > (record.get("llm_calls") or 0):
+        from dsstar.records.record import usage
+
+        record.update(llm_calls=len(calls), **usage(calls))
     store.write_json(keys.run_record(run_id), record)
     if database_url:
         from dsstar.records.ledger import Ledger
 
-        Ledger(database_url, store.url).record(record, record.get("round_table") or [], [])
+        Ledger(database_url, store.url).record(record, record.get("round_table") or [], calls)
     return record

@@ -9,6 +9,7 @@ from typing import Any
 
 from dsstar.algorithm.spec import RunSpec
 from dsstar.keys import run_folder, run_record
+from dsstar.model.recorded import recorded_location
 from dsstar.records.state import FINISHED
 from dsstar.storage import Store
 from dsstar.text import money
@@ -20,6 +21,7 @@ __all__ = [
     "run_bounds",
     "run_figures",
     "run_result",
+    "shown_model",
 ]
 
 RESULT_KEYS = (
@@ -136,15 +138,25 @@ def run_bounds(record: dict[str, Any]) -> dict[str, str]:
     budget, ceiling, limits = spec.budget, spec.ceiling, spec.limits
     spend = [money(ceiling.max_cost)] if ceiling.max_cost is not None else []
     spend += [f"{ceiling.max_tokens:,} tokens"] if ceiling.max_tokens is not None else []
+    models = dict.fromkeys(shown_model(config["model"]) for config in spec.llm.values())
     return {
-        "models": ", ".join(dict.fromkeys(config["model"] for config in spec.llm.values())),
+        "models": ", ".join(models),
         "most rounds": f"{budget.max_rounds}",
         "debug attempts per script": f"{budget.max_debug_attempts}",
         "ceiling": " and ".join(spend) or "none",
         "a script": f"{limits.timeout_s:g} s, {limits.memory_mb:,} MB,"
         f" {limits.outputs} output files",
         "asks a person": "yes" if spec.ask_human else "no",
+        # The one its scripts ran in (bwrap, unshare, ...) as run.json says; else the setting.
+        "sandbox": record.get("sandbox") or spec.sandbox,
     }
+
+
+def shown_model(model: str) -> str:
+    """A model's name as a person reads it: `recorded/<location>` (a location that is a path
+    makes it `recorded//path`) as the recording it is."""
+    location = recorded_location(model)
+    return f"replies recorded at {location}" if location else model
 
 
 def _seconds(started: str | None, finished: str | None) -> float | None:

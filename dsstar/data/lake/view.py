@@ -51,6 +51,25 @@ def _link_tree(tree: Path, target: Path) -> None:
                 shutil.copyfile(source, placed, follow_symlinks=False)
 
 
+# Office files are zips, read as documents when their zip is sound (archive_kind); one that
+# is not was tried as an archive, but to its owner it is a workbook, not an archive.
+_DOCUMENTS = {".xlsx": "workbook", ".xlsm": "workbook", ".xltx": "workbook",
+              ".xltm": "workbook", ".docx": "document", ".docm": "document",
+              ".pptx": "presentation", ".ods": "spreadsheet", ".odt": "document"}  # fmt: skip
+_DAMAGED = "damaged or unreadable "  # how archives.py begins the reason of a damaged one
+
+
+def _not_expanded(name: str, exc: ArchiveError) -> str:
+    """Why the archive `name` is left out, said of what it is to its owner."""
+    kind = _DOCUMENTS.get(Path(name).suffix.lower())
+    if kind is None:
+        return f"archive not expanded: {exc}"
+    why = str(exc)
+    if why.startswith(_DAMAGED):  # "(BadZipFile: ...)"
+        return f"the {kind} is unreadable {why.removeprefix(_DAMAGED)}"
+    return f"the {kind} is unreadable: {why}"
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -100,7 +119,7 @@ def _fill(
             skipped += [Skipped(f"{relative}/{name}", why) for name, why in rejected]
         except ArchiveError as exc:
             _remove(target)
-            skipped.append(Skipped(relative, f"archive not expanded: {exc}"))
+            skipped.append(Skipped(relative, _not_expanded(relative, exc)))
         except OSError as exc:
             _remove(target)
             skipped.append(Skipped(relative, f"could not be staged: {exc.strerror or exc}"))

@@ -208,6 +208,7 @@ def run_warm():
     code = 0
     try:
         install_chart_hook()  # noqa: F821 - prelude.py, prepended
+        raise_no_effect()  # noqa: F821 - prelude.py, prepended
         with open(SCRIPT, "rb") as handle:
             source = handle.read()
         exec(compile(source, SCRIPT, "exec"), main.__dict__)

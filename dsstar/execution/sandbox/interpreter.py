@@ -47,7 +47,10 @@ log = logging.getLogger(__name__)
 # The libraries dsstar installs for generated scripts (pyproject's dependencies; a test keeps
 # the two together). Named in the prompts only where the scripts' environment has them.
 SCRIPT_STACK = ("numpy", "pandas", "scipy", "scikit-learn", "statsmodels", "matplotlib",
-                "seaborn", "pyarrow", "openpyxl", "duckdb")  # fmt: skip
+                "seaborn", "pyarrow", "openpyxl", "duckdb", "lightgbm", "xgboost-cpu")  # fmt: skip
+# A distribution named in the prompts as what scripts import, where the two differ in a way a
+# model could take for another module (xgboost-cpu is xgboost built without CUDA).
+_SHOWN_AS = {"xgboost-cpu": "xgboost"}
 _TOOLS = frozenset({"pip", "setuptools", "wheel", "distribute", "pkg-resources"})
 PROBE_TIMEOUT_S = 60.0
 FONT_TIMEOUT_S = 120.0
@@ -141,7 +144,9 @@ def _named(found: dict[str, dict]) -> list[str]:
         and key not in SCRIPT_STACK
     )  # fmt: skip
     keys = [key for key in SCRIPT_STACK if key in found] + added
-    return [f"{found[key]['name']} {_minor(found[key]['version'])}" for key in keys]
+    return [
+        f"{_SHOWN_AS.get(key, found[key]['name'])} {_minor(found[key]['version'])}" for key in keys
+    ]
 
 
 def _closure(root: str, found: dict[str, dict]) -> set[str]:

@@ -11,9 +11,12 @@ The hook runs in the script's own process, so nothing it writes is beyond the sc
 a script can write such lines itself, or draw one figure and describe another. A description
 is therefore the script's report, and is shown as such (deliverables.chart_text).
 
-host.py puts this source before boot.py's (a warm start calls `install_chart_hook` in the
-forked child), and a cold start runs it as `python -I -u -c <this source + run_cold()>
-script.py`: the script then runs as `__main__` exactly as a warm start runs it.
+The warnings that say a line did nothing (pandas' chained assignment under Copy-on-Write) are
+raised as errors (`raise_no_effect`), so that a script fails where it would be silently wrong.
+
+host.py puts this source before boot.py's (a warm start calls both hooks in the forked
+child), and a cold start runs it as `python -I -u -c <this source + run_cold()> script.py`:
+the script then runs as `__main__` exactly as a warm start runs it.
 """
 
 import functools
@@ -23,7 +26,7 @@ import math
 import os
 import sys
 
-__all__ = ["CHARTS_FILE", "describe", "install_chart_hook", "run_cold"]
+__all__ = ["CHARTS_FILE", "describe", "install_chart_hook", "raise_no_effect", "run_cold"]
 
 CHARTS_FILE = ".dsstar-charts.jsonl"
 _MOST_VALUES, _MOST_SERIES = 10_000, 64  # a description stays small whatever is plotted
@@ -200,6 +203,45 @@ def _hex(to_hex, colour):
         return ""
 
 
+# Warnings that say a line of the script did nothing, so that what it computes next is wrong
+# without any error: pandas' ChainedAssignmentError (under Copy-on-Write, pandas 3's only mode,
+# `df[col].fillna(x, inplace=True)` or `df[mask][col] = x` changes a temporary copy) and its
+# warning that `df.name = values` sets an attribute, not a column. Matched by the start of
+# their message, so that pandas is not imported here.
+_NO_EFFECT = (
+    "A value is being set on a copy of a DataFrame or Series through chained assignment",
+    "Pandas doesn't allow columns to be created via a new attribute name",
+)
+
+
+def raise_no_effect():
+    """Raise the warnings of _NO_EFFECT as errors: the traceback names the script's line and
+    the debugger can fix it. Where this Python's warnings module allows, they stay first
+    among the filters, so that a script's own `warnings.filterwarnings("ignore")` (common in
+    notebooks) does not silence them."""
+    import re
+    import warnings
+
+    for message in _NO_EFFECT:
+        warnings.filterwarnings("error", message=re.escape(message))
+    add = getattr(warnings, "_add_filter", None)
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if add is None or mutated is None or getattr(add, "_dsstar", False):
+        return
+    ours = list(warnings.filters[: len(_NO_EFFECT)])
+
+    def first(*item, append):
+        add(*item, append=append)
+        for entry in reversed(ours):
+            if entry in warnings.filters:
+                warnings.filters.remove(entry)
+            warnings.filters.insert(0, entry)
+        mutated()
+
+    first._dsstar = True
+    warnings._add_filter = first
+
+
 def run_cold():
     """A cold start: run script.py (argv[1]) as `__main__`, as a warm start does."""
     import builtins
@@ -207,6 +249,7 @@ def run_cold():
 
     path = os.path.abspath(sys.argv[1])
     install_chart_hook()
+    raise_no_effect()
     sys.argv = [path]
     main = types.ModuleType("__main__")
     main.__file__, main.__builtins__, main.__cached__ = path, builtins, None

@@ -7,7 +7,7 @@ virtual environment and install at the start of the README's first line (the `ds
 that follows it is run) and `bash scripts/test`. Afterwards every object the commands stored
 must match the storage layout table. That first command, `dsstar demo`, runs as a newcomer
 runs it (no key): what it prints, the run it stores and what the Prefect UI shows of it are
-checked here, and so is the report the README's `dsstar demo --report` writes.
+checked here, and so is the report the quickstart's `dsstar demo --report` writes.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def test_the_commands_work_as_written(page, llm, tmp_path):
         asked += bool(re.search(r"dsstar run\b", command))
     assert asked and llm.requests  # the runs were answered by the scripted model
     assert demos == (page == "README.md")  # the README's first line
-    assert reports == (page == "README.md")  # and its report example
+    assert reports == (page == "docs/index.md")  # the quickstart's report example
 
     storage = tmp_path / "storage"
     stored = [p.relative_to(storage).as_posix() for p in storage.rglob("*") if p.is_file()]

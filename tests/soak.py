@@ -77,6 +77,7 @@ class Soak:
     data: Path
     rng: random.Random = field(default_factory=random.Random)  # the strike's moment
     kinds: dict[str, str] = field(default_factory=dict)  # run id -> its event
+    datas: dict[str, Path] = field(default_factory=dict)  # run id -> the data it reads
     armed: set[str] = field(default_factory=set)  # run ids whose trap has not fired yet
     planner_at: dict[str, list[float]] = field(default_factory=dict)  # run id -> times
     fired: dict[str, threading.Event] = field(default_factory=dict)
@@ -132,6 +133,7 @@ class Soak:
             data = self.data.parent / f"data-{run_id}"
             shutil.copytree(self.data, data)
             (data / f"fresh_{run_id}.csv").write_text(f"run,note\n{run_id},new\n")
+        self.datas[run_id] = data
         argv = ["run", "--data", str(data), "--question", question, "--json"]
         return self.cli(*argv, "--run-id", run_id), time.monotonic()
 
@@ -177,7 +179,9 @@ class Soak:
             # A CLI whose server died stops at once (it used to retry for minutes).
             assert stopped < 60, f"{kind}: the CLI took {stopped:.0f} s to stop\n{err[-2000:]}"
             before = self.requests_of(run_id)
-            resumed = self.cli("resume", run_id, "--json")
+            # As its user would: naming the run's data (a resume takes a stored location only
+            # under DSSTAR_DATA_ROOTS, which a user's shell does not set).
+            resumed = self.cli("resume", run_id, "--data", str(self.datas[run_id]), "--json")
             self.expect_ok(run_id, resumed, time.monotonic(), f"{kind}, resumed")
             self.figures[-1]["stopped_s"] = stopped
             again = answered(before) & asked(self.requests_of(run_id)[len(before) :])

@@ -33,6 +33,7 @@ from scenarios import ANSWER, always_first_time, answered, asked, coder_outage, 
 from dsstar.inputs.form import SECTIONS
 from dsstar.inputs.questions import load_questions
 from dsstar.records.ledger import Ledger, question_key
+from flows.ds_star import run_name
 
 pytestmark = pytest.mark.slow
 
@@ -449,4 +450,5 @@ def test_the_demo_question_from_the_run_form_completes_with_the_recorded_replies
     assert [r["replies"] for r in records] == ["recorded", "recorded"]
     assert records[0]["answer"] == records[1]["answer"]
     assert records[1]["reused_from"] == records[0]["run_id"]
-    assert second.name == records[1]["run_id"]  # no name given: the run id
+    # No name given: the run id, then the question.
+    assert second.name == run_name(records[1]["run_id"], demo.question)

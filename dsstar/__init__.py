@@ -9,9 +9,10 @@ This package is the core, free of Prefect, grouped by role:
     records/     what a run keeps: record, claim, state, the ledger
     views/       what is read back: listings, reports, notebooks
     execution/   the sandbox for generated code, scratch folders, clean stops
+    research/    reports as answers: sub-questions, their answers, the report (DS-STAR+)
     bench/       benchmark suites and their scorers
     cli/         the `dsstar` command (it reaches Prefect only through `flows`)
-    api          the same from Python: ask, describe, runs (typed results: `results`)
+    api          the same from Python: ask, report, describe, runs (typed results: `results`)
 
 The top-level packages `flows` and `tasks` put the core to work as a Prefect job; `prompts`
 holds the agents' templates.
@@ -22,18 +23,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsstar.api import ask, describe, runs
+    from dsstar.api import ask, describe, report, runs
     from dsstar.results import Answer, FileDescription, RunSummary
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Answer", "FileDescription", "RunSummary", "__version__", "ask", "describe", "runs",
+    "Answer", "FileDescription", "RunSummary", "__version__", "ask", "describe", "report",
+    "runs",
 ]  # fmt: skip
 
 # Imported when first used: `import dsstar` stays fast and free of Prefect (the CLI imports
 # this package before every command).
-_API = {"ask", "describe", "runs"}
+_API = {"ask", "describe", "report", "runs"}
 _RESULTS = {"Answer", "FileDescription", "RunSummary"}
 
 

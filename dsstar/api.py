@@ -3,6 +3,9 @@ notebook or a script.
 
     ask(question, data, **settings)   one run of the ds-star flow in this process -> Answer
                                       (on_event=: a handler given each `dsstar.events` event)
+    report(question, data, **settings)  an open question answered with a report: the
+                                      ds-star-report flow in this process -> Answer (its
+                                      answer the report's markdown; outputs report.md/.html)
     describe(data, **settings)        every file's description  -> list[FileDescription]
     runs(limit=20, storage=...)       recent runs, newest first  -> list[RunSummary]
 
@@ -22,7 +25,8 @@ at the CLI). A run that starts and then fails does not raise, also when a model 
 request (a model name its server does not know): its Answer has status "failed" and the
 reason in `error`, and `dsstar resume RUN_ID` continues it (exit 1 at the CLI).
 
-The CLI shares `prepare_run` and `run_prepared` with `ask`, and keeps its printing.
+The CLI shares `prepare_run` and `run_prepared` with `ask` (`prepare_report` with `report`),
+and keeps its printing.
 """
 
 from __future__ import annotations
@@ -54,7 +58,9 @@ __all__ = [
     "ask",
     "describe",
     "file_descriptions",
+    "prepare_report",
     "prepare_run",
+    "report",
     "run_prepared",
     "runs",
 ]
@@ -131,6 +137,49 @@ def ask(
 
 
 @_refusing_kept
+def report(
+    question: str,
+    data: str | os.PathLike[str],
+    *,
+    guidelines: str = "",
+    run_id: str | None = None,
+    sub_questions: int | None = None,
+    follow_ups: int | None = None,
+    refinements: int | None = None,
+    verbose: bool | int = False,
+    on_event: Callable[[Event], object] | None = None,
+    **settings: Any,
+) -> Answer:
+    """Answer the open `question` about the files under `data` with a report, as `dsstar
+    report` does: at most `sub_questions` factoid sub-questions, each answered by a DS-STAR
+    run (in parallel, each a child flow run of the report's), a report written from their
+    answers that cites each by number, then `refinements` passes in which a reviewer reads
+    it, at most `follow_ups` more sub-questions are answered where it is thin, and it is
+    rewritten. `guidelines` say what the report must look like (an outline, say).
+
+    The Answer's `answer` is the report (markdown) and its `outputs` list final/report.md
+    and final/report.html (one page, its charts inline). The settings' max_cost and
+    max_tokens bound the report with all its sub-runs; one that reaches them is written from
+    what was answered (status "over_budget"). Raises and prints as `ask` does.
+
+    Example: dsstar.report("How did sales go in 2024 H1, by region?", "examples/sales")
+    """
+    bounds = {"sub_questions": sub_questions, "follow_ups": follow_ups,
+              "refinements": refinements}  # fmt: skip
+    prepared = prepare_report(
+        question=question, data=os.fspath(data), guidelines=guidelines, run_id=run_id,
+        **{k: v for k, v in bounds.items() if v is not None}, **settings,
+    )  # fmt: skip
+    from flows import run_console
+
+    level = (logging.INFO if verbose else None) if isinstance(verbose, bool) else int(verbose)
+    result, error = run_prepared(prepared, lambda: _following(run_console(level), on_event))
+    if isinstance(error, UsageError):  # bad input: the report could not start
+        raise error
+    return Answer.from_result(result)
+
+
+@_refusing_kept
 def describe(
     data: str | os.PathLike[str], *, offline: bool = False, **settings: Any
 ) -> list[FileDescription]:
@@ -172,15 +221,46 @@ def prepare_run(
 
     The form is the caller's own unless a `policy` judges it (a run taken from storage:
     `dsstar.inputs.stored`), which the run's flow then applies (PreparedRun.policy)."""
+    from dsstar.inputs.form import RunForm
+
+    fields = {"question": question, "data": data, "guidelines": guidelines, "run_id": run_id}
+    return _prepared(RunForm, fields, name, policy, settings)
+
+
+@_refusing_kept
+def prepare_report(
+    *,
+    question: str,
+    data: str,
+    guidelines: str = "",
+    run_id: str | None = None,
+    name: Namer = str,
+    policy: Settings | None = None,
+    **values: Any,
+) -> PreparedRun:
+    """`prepare_run` for a report (`dsstar report`): `values` are the report's bounds
+    (sub_questions, follow_ups, refinements) and its settings."""
+    from dsstar.inputs.report import ReportForm
+
+    fields = {"question": question, "data": data, "guidelines": guidelines, "run_id": run_id}
+    return _prepared(ReportForm, fields, name, policy, values)
+
+
+def _prepared(
+    form_type: Any, fields: dict[str, Any], name: Namer, policy: Settings | None, settings: dict
+) -> PreparedRun:
+    """The checks of `prepare_run`, for a form of `form_type` (RunForm, ReportForm)."""
+    data = fields["data"]
     if clean(data) != data:  # Prefect sends parameters as UTF-8 JSON
         raise UsageError(f"{name('data')} {clean(data)}: the path is not valid UTF-8; rename it")
-    from dsstar.inputs.form import RunForm, explain
+    from dsstar.inputs.form import explain
 
     chosen = {k: v for k, v in settings.items() if v is not None}
     try:
         # Arguments that are not valid UTF-8 arrive with lone surrogates; the run sees U+FFFD.
-        form = RunForm(
-            question=clean(question), data=data, guidelines=clean(guidelines), run_id=run_id,
+        form = form_type(
+            **fields | {"question": clean(fields["question"]),
+                        "guidelines": clean(fields["guidelines"])},
             **chosen,
         )  # fmt: skip
         built = form.settings()
@@ -208,20 +288,24 @@ def prepare_run(
 def run_prepared(
     prepared: PreparedRun, around: Callable[[], AbstractContextManager[Any]] = nullcontext
 ) -> tuple[dict[str, Any], BaseException | None]:
-    """Run (or resume) a prepared run's ds-star flow in this process, inside `around` (the
+    """Run (or resume) a prepared run's ds-star flow (a prepared report's ds-star-report
+    flow) in this process, inside `around` (the
     CLI's progress display, say) and under a Prefect API; returns its result (the keys of
     `dsstar run --json`) and the error it ended with, if any. A run that could not even start
     (the Prefect API unreachable, say) has a failed result rebuilt from storage."""
     from dsstar.model.llm import preload
-    from flows import prefect_api, run_question
+    from flows import prefect_api, run_question, run_report
 
     # After the flow's own imports: litellm's then fills the waits that follow (a temporary
     # server getting ready, the Prefect API, the profiler's sandbox) instead of slowing them.
     preload()
     storage, run_id = prepared.settings.storage, prepared.form.run_id
+    from dsstar.inputs.report import ReportForm
+
+    runner = run_report if isinstance(prepared.form, ReportForm) else run_question
     try:
         with prefect_api(), around():
-            result, error = run_question(prepared)
+            result, error = runner(prepared)
     except Exception as exc:  # e.g. the Prefect API is unreachable: a result, not a traceback
         return failed_result(storage, run_id, exc), exc
     return result or failed_result(storage, run_id, error), error

@@ -35,6 +35,8 @@ __all__ = [
     "contract",
     "contracts_docs",
     "contracts_folder",
+    "critique",
+    "draft",
     "figure",
     "figures_folder",
     "files_folder",
@@ -44,6 +46,7 @@ __all__ = [
     "passed_contract",
     "reply",
     "replies_folder",
+    "report_object",
     "reuse_object",
     "root_key",
     "round_folder",
@@ -83,6 +86,11 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("runs/<run_id>/final/notebook.ipynb", "every round as notebook cells, then the solution"),
     ("runs/<run_id>/final/outputs/...", "every file the final script wrote: the deliverables"),
     ("runs/<run_id>/final/charts/...", "name.json: the description of each chart among them"),
+    ("runs/<run_id>/final/report.md", "a report: its text, citing its sub-questions' answers"),
+    ("runs/<run_id>/final/report.html", "the same report as one page, its charts inline"),
+    ("runs/<run_id>/report/sub_questions.json", "a report's sub-questions, their runs and answers"),
+    ("runs/<run_id>/report/draft-<NN>.md", "the writer's draft of refinement pass NN (00: first)"),
+    ("runs/<run_id>/report/critique-<NN>.json", "the critic's review that opened pass NN"),
     ("runs/<run_id>/replies/<label>-<hash>.json", "every model reply, kept as it arrives"),
     (
         "runs/<run_id>/files/<sha256>",
@@ -239,6 +247,21 @@ def output(name: str) -> str:
 def chart(name: str) -> str:
     """final/charts/<name>.json: the description of output `name`, a chart."""
     return final_object(f"charts/{name}.json")
+
+
+def report_object(name: str) -> str:
+    """report/<name>: a report's own objects (its sub-questions, drafts and critiques)."""
+    return f"report/{name}"
+
+
+def draft(number: int) -> str:
+    """report/draft-<NN>.md: the writer's draft of refinement pass `number`."""
+    return report_object(f"draft-{round_key(number)}.md")
+
+
+def critique(number: int) -> str:
+    """report/critique-<NN>.json: the critic's review that opened pass `number`."""
+    return report_object(f"critique-{round_key(number)}.json")
 
 
 def cache_entry(name: str) -> str:

@@ -1,6 +1,7 @@
 """The Prefect job: flows that put the core to work, and the one face the CLI uses.
 
     run_question        one question: the ds-star flow, run in this process
+    run_report          an open question: the ds-star-report flow, run in this process
     describe_files      step 1 alone over a data root: the ds-star-describe flow
     ds_star_bench       a benchmark suite (with task_dicts): the ds-star-bench flow; its
                         tasks' forms judged by the worker's policy, or with own_bench by none
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows.console import run_console
     from flows.describe import describe_files
     from flows.ds_star import run_question
+    from flows.report import run_report
     from flows.server import api_configured, open_api_warning, prefect_api
     from flows.server import start_early as start_prefect_api
     from flows.serving import serve_deployments, share_limits
@@ -52,6 +54,7 @@ _HOMES = {
     "task_dicts": ("flows.bench", "task_dicts"),
     "describe_files": ("flows.describe", "describe_files"),
     "run_question": ("flows.ds_star", "run_question"),
+    "run_report": ("flows.report", "run_report"),
     "run_console": ("flows.console", "run_console"),
     "open_api_warning": ("flows.server", "open_api_warning"),
     "prefect_api": ("flows.server", "prefect_api"),
@@ -91,6 +94,7 @@ __all__ = [
     "prefect_api",
     "run_console",
     "run_question",
+    "run_report",
     "serve_deployments",
     "settle_run",
     "share_limits",

@@ -3,6 +3,9 @@
 per question whose delivered files changed, one `dsstar.contract.broken` per
 file that broke its contract, however many questions read it, and one `dsstar.budget.reached`
 when the batch reached its ceiling (a question stopped over budget, or questions skipped).
+A report emits `dsstar.report.changed` when figures it cites differ from the last report of
+the same question over the same data, and `dsstar.report.failing` when sub-questions that
+last report answered fail now (`announce_report`).
 
 Event ids are derived from the dsstar run (and file), so that the same news of the same run
 is one event: the Prefect server drops an event whose id it has seen (for 30 minutes), should
@@ -29,13 +32,21 @@ from prefect.events import emit_event
 from dsstar.inputs.questions import Question
 from dsstar.keys import contract
 from dsstar.locations import normalize_location
-from dsstar.records.ledger import question_key
+from dsstar.records.ledger import Ledger, question_key
 from dsstar.records.record import changed_outputs, total_cost
+from dsstar.research.figures import previous_report, report_news
 from dsstar.storage import Store
 from dsstar.text import log_text, money
-from flows.alerts import ANSWER_CHANGED, BUDGET_REACHED, CONTRACT_BROKEN, DELIVERABLE_CHANGED
+from flows.alerts import (
+    ANSWER_CHANGED,
+    BUDGET_REACHED,
+    CONTRACT_BROKEN,
+    DELIVERABLE_CHANGED,
+    REPORT_CHANGED,
+    REPORT_FAILING,
+)
 
-__all__ = ["announce_night", "spent"]
+__all__ = ["announce_night", "announce_report", "spent"]
 
 _MOST = 2000  # characters of an answer or an observed value carried by an event
 _MOST_FAILURES = 20  # expectations listed per file; the run's artifact has them all
@@ -219,3 +230,36 @@ def _compact(value: Any) -> str:
 def _shown(text: str | None, most: int = _MOST) -> str:
     """Text for a message a person reads: no address made a link, no control sequence."""
     return log_text((text or "")[:most])
+
+
+def announce_report(store: Store, record: dict[str, Any], database_url: str | None) -> None:
+    """Emit a report's news against the last report of its question over its data (see
+    `dsstar.research.figures`): its cited figures that changed, its sub-questions that fail
+    now. Nothing when there is no earlier report, or nothing changed."""
+    previous = previous_report(Ledger(database_url, store.url), store, record)
+    news = report_news(previous, record)
+    resource = _question(Question(record["question"], record["data"],
+                                  record.get("guidelines") or ""))  # fmt: skip
+    payload = {
+        "question": _shown(record["question"]),
+        "data": _shown(record["data"]),
+        "run_id": record.get("run_id"),
+        "previous_run": news.previous_run,
+    }
+    related = _question_run(record)
+    if news.changed:
+        emit_event(
+            REPORT_CHANGED,
+            id=_event_id(record.get("run_id"), REPORT_CHANGED),
+            resource=resource,
+            related=related,
+            payload=payload | {"changes": _shown("\n".join(news.changed))},
+        )
+    if news.failing:
+        emit_event(
+            REPORT_FAILING,
+            id=_event_id(record.get("run_id"), REPORT_FAILING),
+            resource=resource,
+            related=related,
+            payload=payload | {"failing": _shown("\n".join(news.failing))},
+        )

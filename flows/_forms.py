@@ -160,7 +160,7 @@ def form_deployment(flow: Flow, **options: Any) -> RunnerDeployment:
 
 
 # The flows whose parameters are a run form, as `prefect deploy` finds them by name.
-FORM_FLOWS = ("ds-star", "ds-star-nightly")
+FORM_FLOWS = ("ds-star", "ds-star-nightly", "ds-star-report")
 
 
 def close_forms(only: Collection[str] | None = None) -> list[str]:

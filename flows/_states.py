@@ -44,6 +44,7 @@ ANSWERED_STATES = {
     Status.MAX_ROUNDS: "MaxRounds",
     Status.ACCEPTED: "Accepted",
     Status.NOT_APPLICABLE: "NotApplicable",
+    Status.REPORTED: "Reported",  # a report's (flows/report.py)
 }
 
 _MOST = 500  # a state message is one line of at most this many characters
@@ -65,6 +66,8 @@ def final_state(result: dict[str, Any]) -> State:
     if status in ANSWERED:
         rounds = result.get("rounds") or 0
         message = f"{status} after {rounds} round{'' if rounds == 1 else 's'}"
+        if status == Status.REPORTED:  # a report's "plan" is its sub-questions
+            message = f"reported from {len(result.get('plan') or [])} sub-questions"
         return Completed(name=ANSWERED_STATES[status], message=message, data=result)
     if status == Status.STOPPED:
         rounds = result.get("rounds") or 0

@@ -16,7 +16,12 @@ second `dsstar serve --notify`, or `dsstar alerts`) never duplicates them:
   broke its contract in a night;
 - `dsstar: nightly budget reached`, on the event `dsstar.budget.reached`, once per batch
   that reached its ceiling (`dsstar serve --max-cost`): a question stopped over budget, or
-  questions were skipped.
+  questions were skipped;
+- `dsstar: report figures changed`, on the event `dsstar.report.changed` that a report
+  (`dsstar report`, the ds-star-report flow: a nightly report) emits when figures it cites
+  differ from those of the last report of the same question over the same data;
+- `dsstar: report sub-question failing`, on the event `dsstar.report.failing`, when
+  sub-questions that the last such report answered fail now.
 
 The messages are Jinja templates that the Prefect server renders when the automation fires:
 `event.payload` carries what dsstar knows (question, old and new answer, file, expectations),
@@ -45,6 +50,8 @@ __all__ = [
     "CONTRACT_BROKEN",
     "DELIVERABLE_CHANGED",
     "QUESTION_TAG",
+    "REPORT_CHANGED",
+    "REPORT_FAILING",
     "alert_automations",
     "ensure_alerts",
     "find_notification_blocks",
@@ -55,6 +62,8 @@ ANSWER_CHANGED = "dsstar.answer.changed"
 DELIVERABLE_CHANGED = "dsstar.deliverable.changed"
 CONTRACT_BROKEN = "dsstar.contract.broken"
 BUDGET_REACHED = "dsstar.budget.reached"
+REPORT_CHANGED = "dsstar.report.changed"
+REPORT_FAILING = "dsstar.report.failing"
 QUESTION_TAG = "dsstar-nightly"  # the tag of each nightly question's flow run
 
 _RUN_LINE = "Run: {{ flow_run|ui_url }}"
@@ -117,6 +126,31 @@ _BUDGET_BODY = "\n".join(
 )
 
 
+_REPORT_CHANGED_BODY = "\n".join(
+    [
+        "Figures a report cites changed since its last report.",
+        "Question: {{ event.payload.question }}",
+        "Data: {{ event.payload.data }}",
+        "Changed:",
+        "{{ event.payload.changes }}",
+        "Before: {{ event.payload.previous_run }}",
+        _RUN_LINE,
+    ]
+)
+
+_REPORT_FAILING_BODY = "\n".join(
+    [
+        "Sub-questions of a report that its last report answered fail now.",
+        "Question: {{ event.payload.question }}",
+        "Data: {{ event.payload.data }}",
+        "Failing:",
+        "{{ event.payload.failing }}",
+        "Before: {{ event.payload.previous_run }}",
+        _RUN_LINE,
+    ]
+)
+
+
 def _on(
     event: str, resource: str, name: str, description: str, **related: Any
 ) -> Callable[[list[SendNotification]], AutomationCore]:
@@ -160,6 +194,16 @@ _budget = _on(
 )  # fmt: skip
 
 
+_report_changed = _on(
+    REPORT_CHANGED, "dsstar.question.*", "dsstar: report figures changed",
+    "Figures a report cites differ from those of its last report over the same data.",
+)  # fmt: skip
+_report_failing = _on(
+    REPORT_FAILING, "dsstar.question.*", "dsstar: report sub-question failing",
+    "Sub-questions a report's last report answered fail now.",
+)  # fmt: skip
+
+
 _KINDS = (
     (_changed, "dsstar: nightly answer changed: {{ event.payload.question }}", _CHANGED_BODY),
     (
@@ -170,13 +214,23 @@ _KINDS = (
     (_failed, "dsstar: nightly question failed: {{ flow_run.parameters.question }}", _FAILED_BODY),
     (_broken, "dsstar: data contract broken: {{ event.payload.file }}", _BROKEN_BODY),
     (_budget, "dsstar: nightly budget reached: {{ event.payload.batch }}", _BUDGET_BODY),
+    (
+        _report_changed,
+        "dsstar: report figures changed: {{ event.payload.question }}",
+        _REPORT_CHANGED_BODY,
+    ),
+    (
+        _report_failing,
+        "dsstar: report sub-question failing: {{ event.payload.question }}",
+        _REPORT_FAILING_BODY,
+    ),
 )
 
 ALERT_NAMES = tuple(build([]).name for build, _, _ in _KINDS)
 
 
 def alert_automations(block_ids: Sequence[UUID]) -> list[AutomationCore]:
-    """The four automations, each sending through every block of `block_ids`."""
+    """Every alert automation (`ALERT_NAMES`), each sending through every block of `block_ids`."""
     automations = []
     for build, subject, body in _KINDS:
         actions = [
@@ -241,7 +295,7 @@ def _not_one(name: str, matches: list[BlockDocument], documents: list[BlockDocum
 
 
 def ensure_alerts(block_names: Sequence[str]) -> list[str]:
-    """Create, or update by name, the four alert automations so that they send through the
+    """Create, or update by name, every alert automation so that it sends through the
     blocks named (see `find_notification_blocks`). Returns the automations' names."""
     blocks = find_notification_blocks(block_names)
     if not blocks:

@@ -36,6 +36,7 @@ from dsstar.storage import Store
 from dsstar.views.report import agent_usage
 from flows.ds_star import completed_result, own_flow
 from flows.nightly import share_analyses
+from flows.report import own_report_flow
 from tasks.cards import publish_markdown, publish_table
 from tasks.keys import artifact_key
 
@@ -46,20 +47,25 @@ ORCHESTRATION_RETRIES = 2
 
 
 def answer(
-    run: Flow, run_id: str, question: dict[str, str], settings: dict[str, Any]
+    run: Flow,
+    run_id: str,
+    question: dict[str, str],
+    settings: dict[str, Any],
+    report: bool = False,
 ) -> dict[str, Any]:
-    """One task as its own ds-star (sub)flow run of `run` (`ds_star`, or `own_flow`'s); a
-    failed run is reported, not raised.
+    """One task as its own (sub)flow run of `run` (`ds_star`, or `own_flow`'s; with `report`,
+    a ds-star-report flow's: the question answered with a report); a failed run is reported,
+    not raised.
 
     Not wrapped in a Prefect task on purpose: the LLM calls and executions nested in a task
     belong to its transaction, and when the run fails their cache records are rolled back
     with it, so a resumed task would ask everything again. A failure outside dsstar (the
     Prefect API busy, a 503 from its database) is tried again, resuming the same run."""
-    form = RunForm.for_question(question, run_id, settings)
+    parameters = _parameters(run_id, question, settings, report)
     error: BaseException | None = None
     for attempt in range(ORCHESTRATION_RETRIES + 1):
         try:
-            state = run(**form.parameters(), return_state=True)
+            state = run(**parameters, return_state=True)
         except Exception as exc:  # the flow run could not even be created or reported
             error = exc
         else:
@@ -71,6 +77,19 @@ def answer(
             break  # a dsstar failure (model, storage, data) would fail the same way again
         time.sleep(2 * (attempt + 1))
     return {"run_id": run_id, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+
+
+def _parameters(
+    run_id: str, question: dict[str, str], settings: dict[str, Any], report: bool
+) -> dict[str, Any]:
+    """The parameters of one task's flow run: a run form's, or a report form's."""
+    if not report:
+        return RunForm.for_question(question, run_id, settings).parameters()
+    from dsstar.inputs.form import OPTION_FIELDS
+    from dsstar.inputs.report import ReportForm, report_parameters
+
+    chosen = {k: v for k, v in settings.items() if k in OPTION_FIELDS and v is not None}
+    return report_parameters(ReportForm(**question, run_id=run_id, **chosen))
 
 
 def task_run_id(bench_id: str, task_id: str) -> str:
@@ -97,8 +116,9 @@ def ds_star_bench(
     """Run a benchmark's tasks with DS-STAR and write submission.jsonl, scores.json, report.md.
 
     Args:
-        suite: A registered suite (dsstar.bench.registry): "dabstep", "kramabench" or
-            "dacode"; it picks the scoring rules and what a run hands to them.
+        suite: A registered suite (dsstar.bench.registry): "dabstep", "dabstep-research",
+            "kramabench" or "dacode"; it picks the scoring rules, what a run hands to them,
+            and whether a task is answered with a report (dabstep-research).
         tasks: The tasks (BenchTask fields), truth included where known.
         bench_id: Prefix of the tasks' run ids; the same id resumes the same runs.
         out: Folder for the three output files.
@@ -146,11 +166,11 @@ def _bench(
     chosen = {k: v for k, v in chosen.items() if v is not None}
     check_form(chosen, policy)  # before a model is asked or a file read
     settings = Settings(**chosen)
-    run = own_flow(policy)
     store = Store(settings.storage)
     ledger = Ledger(settings.database_url, store.url)
     specs = [BenchTask(**task) for task in tasks]
     rules = get(suite)
+    run = own_report_flow(policy) if rules.reports else own_flow(policy)
     judge = _judge(suite, settings, Path(out))
     outcomes: dict[str, dict[str, Any]] = {}
     pending = []
@@ -178,7 +198,8 @@ def _bench(
         # Each thread runs in a copy of this flow's context: the runs are its subflows.
         futures = {
             pool.submit(contextvars.copy_context().run, answer, run,
-                        task_run_id(bench_id, task.task_id), task.params(), shared): task
+                        task_run_id(bench_id, task.task_id), task.params(), shared,
+                        rules.reports): task
             for task in pending
         }  # fmt: skip
         for future in as_completed(futures):
@@ -203,9 +224,7 @@ def _bench(
 def _judge(suite: str, settings: Settings, out: Path) -> Any:
     if not get(suite).uses_judge or not (settings.model or settings.agent_models):
         return None
-    from dsstar.bench.judge import LLMJudge
-
-    return LLMJudge(settings, cache_file=out / "judgements.json")
+    return get(suite).judge(settings, out / "judgements.json")
 
 
 def _stored(store: Store, run_id: str) -> dict[str, Any] | None:
@@ -228,9 +247,12 @@ def _outcome(
 ) -> dict[str, Any]:
     """What the report needs of one task's run, from its run.json and the ledger."""
     run_id = record.get("run_id") or ""
+    # A report's calls are its own and its sub-runs' (each a run of its own).
+    run_ids = [run_id] + [str(s.get("run_id")) for s in record.get("sub_runs") or []]
     agents: dict[str, dict[str, Any]] = {}
     try:
-        for usage in agent_usage(ledger.calls(run_id) if run_id else []):
+        calls = [call for one in run_ids if one for call in ledger.calls(one)]
+        for usage in agent_usage(calls):
             agents[usage.pop("agent")] = usage | {"cost_usd": usage["cost_usd"] or 0.0}
     except DSStarError:
         pass  # the ledger is down: the report shows totals from run.json only
@@ -248,8 +270,10 @@ def _outcome(
 
 
 def _answer_record(outcome: dict[str, Any]) -> dict[str, Any]:
-    """What the scorer reads of a task's run: its answer, and what the suite collected."""
+    """What the scorer reads of a task's run: its answer, its cost and seconds, and what the
+    suite collected."""
     return {"task_id": outcome["task_id"], "agent_answer": outcome.get("answer"),
+            "cost_usd": outcome.get("cost_usd"), "seconds": outcome.get("seconds"),
             **(outcome.get("collected") or {})}  # fmt: skip
 
 

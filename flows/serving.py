@@ -1,6 +1,8 @@
-"""Serving both deployments from one process (`dsstar serve`), and stopping it cleanly.
+"""Serving the deployments from one process (`dsstar serve`), and stopping it cleanly: a
+question on demand, the nightly batch, a report on demand and, given a report's question,
+a nightly report.
 
-Both deployments refuse a form Prefect's server could store but not read back
+Every deployment refuses a form Prefect's server could store but not read back
 (`flows._forms.form_deployment`), and the runner repairs such a flow run when one is there
 anyway (`flows._unreadable`): one bad flow run never stops it.
 
@@ -36,6 +38,7 @@ from flows._states import resume_hint
 from flows._unreadable import repair_unreadable
 from flows.ds_star import derived_run_id, ds_star
 from flows.nightly import ds_star_nightly
+from flows.report import ds_star_report
 from tasks.slots import ensure_limit, ensure_rate, server_url
 
 __all__ = ["serve_deployments", "share_limits"]
@@ -59,12 +62,14 @@ def share_limits(settings: Settings) -> list[str] | None:
 class _Runner(Runner):
     """A Runner whose SIGTERM (and SIGINT) stop it from inside its own event loop, and that
     one flow run Prefect's server cannot read back never stops (`flows._unreadable`), and
-    that says in dsstar's words why a question's run crashed and how to continue it."""
+    that says in dsstar's words why a question's or a report's run crashed and how to
+    continue it."""
 
     questions: UUID | None = None  # the ds-star deployment's id
+    reports: frozenset[UUID] = frozenset()  # the ds-star-report deployments' ids
 
     async def _propose_crashed_state(self, flow_run: FlowRun, message: str) -> State | None:
-        if flow_run.deployment_id == self.questions:
+        if flow_run.deployment_id == self.questions or flow_run.deployment_id in self.reports:
             run_id = run_id_in(flow_run.parameters) or derived_run_id(flow_run)
             cause = exit_cause(message)
             message = f"its process {cause}; {resume_hint(run_id)}, or Retry"
@@ -126,9 +131,17 @@ def _served_from_here(deployment_id: UUID) -> None:
         client.update_deployment(deployment_id, DeploymentUpdate(path="."))
 
 
-def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int) -> None:
-    """Serve ds-star/on-demand and ds-star-nightly/nightly until SIGTERM or SIGINT; returns
-    once the runner has stopped and paused the deployments' schedules."""
+def serve_deployments(
+    questions_file: Path,
+    cron: str,
+    timezone: str,
+    limit: int,
+    report: dict[str, Any] | None = None,
+) -> None:
+    """Serve ds-star/on-demand, ds-star-nightly/nightly and ds-star-report/report-on-demand
+    (and, given `report`'s question, data and guidelines, ds-star-report/report-nightly on
+    the same schedule) until SIGTERM or SIGINT; returns once the runner has stopped and
+    paused the deployments' schedules."""
     on_demand = form_deployment(
         ds_star,
         name="on-demand",
@@ -143,9 +156,26 @@ def serve_deployments(questions_file: Path, cron: str, timezone: str, limit: int
         parameters={"questions_file": str(questions_file)},
         tags=["dsstar"],
     )
+    reports = [form_deployment(
+        ds_star_report,
+        name="report-on-demand",
+        description="Answer an open question about a folder or bucket of data files with a"
+        " report.",
+        tags=["dsstar", "report"],
+    )]  # fmt: skip
+    if report:
+        reports.append(form_deployment(
+            ds_star_report,
+            name="report-nightly",
+            description="Answer the same open question with a report every night.",
+            schedules=[Cron(cron, timezone=timezone, slug="report-nightly")],
+            parameters=report,
+            tags=["dsstar", "report"],
+        ))  # fmt: skip
     runner = _Runner(pause_on_shutdown=True, limit=limit)
     runner.questions = runner.add_deployment(on_demand)
-    for deployment_id in (runner.questions, runner.add_deployment(nightly)):
+    runner.reports = frozenset(runner.add_deployment(deployment) for deployment in reports)
+    for deployment_id in (runner.questions, runner.add_deployment(nightly), *runner.reports):
         _served_from_here(deployment_id)
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C the same way as SIGTERM (start() installs the SIGTERM handler itself).

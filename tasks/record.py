@@ -29,6 +29,7 @@ from tasks.keys import artifact_key
 __all__ = [
     "publish_deliverables",
     "publish_ending",
+    "publish_report",
     "publish_round",
     "publish_rounds_table",
     "publish_summary",
@@ -230,3 +231,32 @@ def publish_deliverables(
         "### Deliverables\n\n" + "\n\n".join(parts) + "\n",
         f"DS-STAR {run_id}: the files the answer delivered",
     )
+
+
+def publish_report(
+    run_id: str, record: dict[str, Any], markdown: str, sub_runs: list[dict[str, Any]]
+) -> None:
+    """A report in the UI: a markdown card with the report itself (`markdown`, which dsstar
+    built from escaped text: `dsstar.research.document`; its charts are data: URLs dsstar
+    encoded from the sub-runs' files), and a table of its sub-questions: each one's run,
+    status, answer and cost (text cells escaped by `publish_table`)."""
+    cost = money(record.get("cost_usd"))
+    head = (
+        f"**Status:** {md_text(record.get('status'))} · **sub-questions:** {len(sub_runs)}"
+        f" · **LLM calls:** {record.get('llm_calls')} (with the sub-runs') · **cost:** {cost}"
+        f"\n\n**Stored at** {md_code(record.get('artifacts_uri') or '')}\n\n---\n\n"
+    )
+    publish_markdown(artifact_key(f"{run_id}-report"), head + markdown, f"DS-STAR report {run_id}")
+    rows = [
+        {
+            "sub-question": f"[{s['number']}] {s['question']}",
+            "run_id": s["run_id"],
+            "status": s["status"],
+            "answer": (s.get("answer") or s.get("error") or "")[:300],
+            "rounds": s.get("rounds") or 0,
+            "cost_usd": s.get("cost_usd"),
+        }
+        for s in sub_runs
+    ]
+    publish_table(artifact_key(f"{run_id}-sub-questions"), rows,
+                  f"DS-STAR report {run_id}: every sub-question and its run")  # fmt: skip

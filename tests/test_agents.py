@@ -12,12 +12,15 @@ from dsstar.algorithm.agents import (
     ROSTER,
     analyzer,
     coder,
+    critic,
     debugger,
+    decomposer,
     finalyzer,
     planner,
     router,
     summarizer,
     verifier,
+    writer,
 )
 from dsstar.algorithm.agents._base import (
     PROMPTS_DIR,
@@ -26,7 +29,7 @@ from dsstar.algorithm.agents._base import (
     render,
 )
 from dsstar.algorithm.agents._reading import extract_code
-from dsstar.bench import judge
+from dsstar.bench import judge, research_judge
 from dsstar.errors import ConfigError
 from dsstar.inputs.preflight import check_model
 from dsstar.model.llm import prompt_hash
@@ -44,6 +47,13 @@ ERROR = "Traceback (most recent call last):\nKeyError: 'Revenue'"
 GUIDELINES = "Answer with a single number rounded to 2 decimals."
 
 NUMBERED_PLAN = [f"{i}. {step}" for i, step in enumerate(PLAN, 1)]
+# Two sub-answers as the writer and the critic see them (dsstar.research.subs).
+ANSWERS = [
+    {"number": 1, "question": PLAN[0], "answered": True, "status": "verified",
+     "answer": OUTPUT.split(": ")[1], "error": "", "files": ["revenue.png"]},
+    {"number": 2, "question": PLAN[1], "answered": False, "status": "failed",
+     "answer": "", "error": "KeyError: 'Revenue'", "files": []},
+]  # fmt: skip
 FILE_TEXTS = [text for f in FILES for text in (f.path, f.description)]
 
 # template name -> (render call, texts the prompt must contain)
@@ -92,6 +102,56 @@ CASES: dict[str, tuple[Callable[[], list[dict[str, str]]], list[str]]] = {
         [QUESTION, OUTPUT, *NUMBERED_PLAN, *FILE_TEXTS],
     ),
     "judge": (lambda: judge.render(answer=OUTPUT, truth=QUESTION), [OUTPUT, QUESTION]),
+    "decomposer": (
+        lambda: decomposer.render(question=QUESTION, guidelines=GUIDELINES, files=FILES, most=4),
+        [QUESTION, GUIDELINES, "at most 4 sub-questions", "```json", *FILE_TEXTS],
+    ),
+    "writer": (
+        lambda: writer.render(
+            question=QUESTION,
+            guidelines=GUIDELINES,
+            answers=ANSWERS,
+            draft="# Draft\n\nOld.",
+            issues=["The 2023 figure is missing."],
+        ),  # fmt: skip
+        [
+            QUESTION,
+            GUIDELINES,
+            "[1] " + PLAN[0],
+            "Answer (verified): 12345.67",
+            "Not answered (failed): KeyError",
+            "Files it delivered: revenue.png",
+            "# Draft",
+            "- The 2023 figure is missing.",
+            "square brackets",
+        ],
+    ),  # fmt: skip
+    "critic": (
+        lambda: critic.render(
+            question=QUESTION,
+            guidelines="",
+            answers=ANSWERS,
+            report="# Report [1]",
+            checks=["numbers that no cited answer holds: 99"],
+            most=2,
+        ),  # fmt: skip
+        [
+            QUESTION,
+            "# Report [1]",
+            "- numbers that no cited answer holds: 99",
+            "at most 2 new factoid",
+            "[2] " + PLAN[1],
+        ],
+    ),  # fmt: skip
+    "research_judge": (
+        lambda: research_judge.render(
+            question=QUESTION,
+            guidelines=GUIDELINES,
+            checklist=["names the region"],
+            report="# The report",
+        ),  # fmt: skip
+        [QUESTION, GUIDELINES, "- names the region", "# The report", '"content"', '"format"'],
+    ),
     "router_again": (
         lambda: router.render_again(
             router.render(question=QUESTION, plan=PLAN, output=OUTPUT, files=FILES),
@@ -130,7 +190,8 @@ def test_every_agent_is_defined_once() -> None:
     declared = [template for agent in ROSTER.values() for template in agent.templates]
     assert len(declared) == len(set(declared))  # a template belongs to one agent
     templates = {p.stem for p in PROMPTS_DIR.glob("*.j2") if not p.name.startswith("_")}
-    assert set(declared) == templates - {"judge"}  # the benchmark's judge is no agent of a run
+    # the benchmarks' judges are no agents of a run
+    assert set(declared) == templates - {"judge", "research_judge"}
     assert ROSTER["router"].parse is router.parse and ROSTER["coder"].parse is coder.parse
 
 

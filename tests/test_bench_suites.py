@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from shared_data import KRAMABENCH, needs_kramabench
 
-from dsstar.bench import dabstep_tasks, kramabench_tasks, score, select, write_outputs
+from dsstar.bench import (
+    dabstep_tasks,
+    kramabench_tasks,
+    research_tasks,
+    score,
+    select,
+    write_outputs,
+)
 from dsstar.bench.report import agent_totals
 from dsstar.errors import UsageError
 
@@ -40,6 +47,30 @@ def test_dabstep_tasks_carry_question_guidelines_level_and_known_truth(tmp_path)
     assert found[1].truth is None  # test tasks without answers are run, not scored
     with pytest.raises(UsageError, match="no such folder"):
         dabstep_tasks(tasks, tmp_path / "missing", None)
+
+
+def test_the_research_slice_has_every_category_each_task_a_checklist(tmp_path):
+    slice_ = Path(__file__).resolve().parents[1] / "benchmarks" / "dabstep_research" / "tasks.jsonl"
+    found = research_tasks(slice_, tmp_path)
+    assert {t.level for t in found} == {"data_preparation", "analysis", "insight", "report",
+                                        "open_research"}  # fmt: skip
+    for task in found:
+        assert task.truth["checklist"] and task.truth["question"] == task.question
+    outlined = next(t for t in found if t.level == "report")
+    assert outlined.guidelines and outlined.truth["guidelines"] == outlined.guidelines
+    # Without a judge a report scores 0, and says why; without a report too.
+    scored = score("dabstep-research", [{"task_id": outlined.task_id, "agent_answer": "# R"}],
+                   [outlined.truth])  # fmt: skip
+    assert scored["tasks"][0]["score"] == 0 and "no judge" in scored["tasks"][0]["why"]
+    assert scored["summary"]["by_category"]["report"]["content"] is None
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"task_id": "x", "category": "poetry", "question": "?",
+                               "checklist": ["a"]}) + "\n")  # fmt: skip
+    with pytest.raises(UsageError, match="category 'poetry' is not one of"):
+        research_tasks(bad, tmp_path)
+    bad.write_text(json.dumps({"task_id": "x", "category": "insight", "question": "?"}) + "\n")
+    with pytest.raises(UsageError, match="checklist"):
+        research_tasks(bad, tmp_path)
 
 
 @needs_kramabench

@@ -63,7 +63,8 @@ def served(prefect_server, tmp_path_factory):
         PREFECT_LOGGING_LEVEL="INFO",  # the default outside tests: dsstar's lines reach the UI
     )
     with get_client(sync_client=True) as client:  # another test file's serve may have left them
-        for name in ("ds-star-nightly/nightly", "ds-star/on-demand"):
+        for name in ("ds-star-nightly/nightly", "ds-star/on-demand",
+                     "ds-star-report/report-on-demand"):  # fmt: skip
             try:
                 client.delete_deployment(client.read_deployment_by_name(name).id)
             except ObjectNotFound:
@@ -86,8 +87,9 @@ def served(prefect_server, tmp_path_factory):
             deadline = time.monotonic() + 90
             while True:
                 try:
-                    client.read_deployment_by_name("ds-star-nightly/nightly")
-                    client.read_deployment_by_name("ds-star/on-demand")
+                    for name in ("ds-star-nightly/nightly", "ds-star/on-demand",
+                                 "ds-star-report/report-on-demand"):  # fmt: skip
+                        client.read_deployment_by_name(name)
                     break
                 except Exception:
                     if proc.poll() is not None or time.monotonic() > deadline:
@@ -171,6 +173,15 @@ def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
     assert schedule.schedule.cron == "0 2 * * *"
     assert schedule.schedule.timezone == "Europe/Paris"
     assert nightly.parameters["questions_file"].endswith("deployments/questions.yaml")
+    # Reports on demand, with the report's form: its bounds beside the run's settings.
+    with get_client(sync_client=True) as client:
+        report = client.read_deployment_by_name("ds-star-report/report-on-demand")
+    assert report.entrypoint == "flows/report.py:ds_star_report" and not report.schedules
+    fields = report.parameter_openapi_schema["properties"]
+    for name in ("question", "data", "guidelines", "sub_questions", "refinements"):
+        assert fields[name]["description"]
+    assert set(SECTIONS) <= set(fields)  # the run's settings, in the run form's sections
+    assert report.parameter_openapi_schema["additionalProperties"] is False  # closed
 
 
 def test_on_demand_run_from_the_api_stores_artifacts_and_ledger_rows(served, on_demand, tmp_path):

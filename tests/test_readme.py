@@ -7,7 +7,7 @@ virtual environment and install at the start of the README's first line (the `ds
 that follows it is run) and `bash scripts/test`. Afterwards every object the commands stored
 must match the storage layout table. That first command, `dsstar demo`, runs as a newcomer
 runs it (no key): what it prints, the run it stores and what the Prefect UI shows of it are
-checked here.
+checked here, and so is the report the quickstart's `dsstar demo --report` writes.
 """
 
 from __future__ import annotations
@@ -83,9 +83,10 @@ def test_the_commands_work_as_written(page, llm, tmp_path):
     # would keep its lines from the Logs tab).
     newcomer = {k: v for k, v in env.items() if "API_KEY" not in k}
     newcomer["PREFECT_LOGGING_LEVEL"] = "INFO"
-    asked, demos = 0, 0
+    asked, demos, reports = 0, 0, 0
     for command in commands:
         demo = bool(re.search(r"dsstar demo\b", command))
+        report = demo and "--report" in command
         before = len(llm.requests)
         done = subprocess.run(
             ["bash", "-c", command], cwd=REPO, env=newcomer if demo else env,
@@ -97,6 +98,10 @@ def test_the_commands_work_as_written(page, llm, tmp_path):
             assert ANSWER in done.stdout, command
         if demo:  # answered by its recorded replies
             assert len(llm.requests) == before  # DSSTAR_API_BASE is the model: never asked
+        if report:
+            the_report_demo_writes_a_cited_report(done, tmp_path / "storage")
+            reports += 1
+        elif demo:
             the_demo_answers_and_says_where_to_look(done, tmp_path / "storage")
             demos += 1
         if re.search(r"dsstar (runs list|history)\b", command):
@@ -106,6 +111,7 @@ def test_the_commands_work_as_written(page, llm, tmp_path):
         asked += bool(re.search(r"dsstar run\b", command))
     assert asked and llm.requests  # the runs were answered by the scripted model
     assert demos == (page == "README.md")  # the README's first line
+    assert reports == (page == "docs/index.md")  # the quickstart's report example
 
     storage = tmp_path / "storage"
     stored = [p.relative_to(storage).as_posix() for p in storage.rglob("*") if p.is_file()]
@@ -171,3 +177,28 @@ def the_demo_answers_and_says_where_to_look(done: subprocess.CompletedProcess, s
                 break
             assert time.monotonic() < deadline, lines
             time.sleep(0.5)
+
+
+def the_report_demo_writes_a_cited_report(done: subprocess.CompletedProcess, storage: Path):
+    """`dsstar demo --report`, no model and no key: a report whose every citation resolves,
+    its sub-questions runs of their own, report.md and report.html where it says."""
+    from dsstar.research.citations import cited
+
+    runs = storage / "runs"
+    records = [json.loads(p.read_text()) for p in runs.glob("*/run.json")]
+    (record,) = [r for r in records if r.get("kind") == "report"]
+    assert record["status"] == "reported" and record["replies"] == "recorded"
+    assert done.stdout.strip() == record["answer"].strip()  # the report, printed
+    assert "runs show" in done.stderr and "report.html" in done.stderr
+    subs = record["sub_runs"]
+    assert len(subs) == 4 and all(s["status"] == "verified" for s in subs)
+    for sub in subs:  # each a run of its own, in the sandbox
+        assert (runs / sub["run_id"] / "final" / "solution.py").is_file()
+    final = runs / record["run_id"] / "final"
+    report = re.sub(r"\\(.)", r"\1", (final / "report.md").read_text())  # as it reads
+    body, references = report.split("## References")
+    for number in cited(report):  # every [N] resolves to a reference
+        assert f"**[{number}]** {subs[number - 1]['question']}" in references
+    assert set(cited(body)) == {s["number"] for s in subs}  # every answer cited
+    page = (final / "report.html").read_text()
+    assert 'src="data:image/png;base64,' in page and "<script" not in page

@@ -42,10 +42,15 @@ class Status(StrEnum):
     # The next model call would have passed the ceiling (max_cost, max_tokens): everything
     # so far kept; `dsstar resume --max-cost N` continues with a higher one.
     OVER_BUDGET = "over_budget"
+    # A report (`dsstar report`) was written from its sub-questions' answers: its answer is
+    # the report, and how each sub-question's run ended is in its references.
+    REPORTED = "reported"
 
 
 # The statuses of a run that produced an answer (exit code 0).
-ANSWERED = frozenset({Status.VERIFIED, Status.MAX_ROUNDS, Status.ACCEPTED, Status.NOT_APPLICABLE})
+ANSWERED = frozenset(
+    {Status.VERIFIED, Status.MAX_ROUNDS, Status.ACCEPTED, Status.NOT_APPLICABLE, Status.REPORTED}
+)
 
 
 def verdict_label(sufficient: bool | None) -> str:

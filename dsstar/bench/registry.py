@@ -35,6 +35,12 @@ def _no_collect(task: Any, record: dict[str, Any], store: Any, out: Path) -> dic
     return {}
 
 
+def _llm_judge(settings: Any, cache_file: Path | None) -> Any:
+    from dsstar.bench.judge import LLMJudge
+
+    return LLMJudge(settings, cache_file=cache_file)
+
+
 @dataclass(frozen=True)
 class Suite:
     """One benchmark: its tasks, its scorer and its summary."""
@@ -46,7 +52,10 @@ class Suite:
     summarize: Callable[[list[dict[str, Any]]], dict[str, Any]]
     read_answers: Callable[[Path], list[dict[str, Any]]]
     read_truth: Callable[[Path], list[dict[str, Any]]]
-    uses_judge: bool = False  # approximate answers judged by the configured model
+    uses_judge: bool = False  # answers judged by the configured model
+    # (settings, the file its grades are kept in, or None) -> the judge `score_task` is given
+    judge: Callable[[Any, Path | None], Any] = field(default=_llm_judge)
+    reports: bool = False  # each task answered with a report (the ds-star-report flow)
     # (task, its run.json, the run store, the benchmark's output folder) -> fields added to the
     # task's answer record (e.g. the folder the run's deliverables were copied to)
     collect: Callable[[Any, dict[str, Any], Any, Path], dict[str, Any]] = field(default=_no_collect)

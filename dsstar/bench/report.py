@@ -118,7 +118,8 @@ GROUPED_BY = {"category": "Per category", "task": "Per task group", "domain": "P
 
 def group_rows(outcomes: list[dict[str, Any]], scores: dict[str, Any] | None) -> dict[str, list]:
     """For each field the scored rows carry (category, level...), one row per value: tasks,
-    score in percent, LLM calls, tokens and cost of those tasks' runs."""
+    score in percent (and the mean grades of graded reports), LLM calls, tokens, cost and
+    seconds of those tasks' runs."""
     by_task = {o["task_id"]: o for o in outcomes}
     rows = (scores or {}).get("tasks", [])
     tables: dict[str, list] = {}
@@ -133,12 +134,24 @@ def group_rows(outcomes: list[dict[str, Any]], scores: dict[str, Any] | None) ->
             table.append({
                 key: value, "tasks": len(chosen),
                 "score": round(100 * sum(r["score"] for r in chosen) / len(chosen), 2),
+                **_mean_grades(chosen),
                 **{name: sum(run.get(name) or 0 for run in runs)
                    for name in ("llm_calls", "input_tokens", "output_tokens")},
                 "cost_usd": round(sum(run.get("cost_usd") or 0.0 for run in runs), 6),
+                "seconds": round(sum(run.get("seconds") or 0.0 for run in runs), 1),
             })  # fmt: skip
         tables[title] = table
     return tables
+
+
+def _mean_grades(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean content and format grades of graded rows (a report benchmark's), else none."""
+    means = {}
+    for name in ("content", "format"):
+        grades = [row[name] for row in rows if row.get(name) is not None]
+        if any(name in row for row in rows):
+            means[name] = round(sum(grades) / len(grades), 2) if grades else None
+    return means
 
 
 def render_report(

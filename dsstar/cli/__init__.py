@@ -5,7 +5,19 @@ Exit codes: 0 an answer was produced (verified or max_rounds), 1 the run failed,
 (logs, progress) goes to stderr.
 """
 
-from dsstar.cli import alerts, bench, contracts, data, limits, replay, run, runs, serve, workers  # noqa: F401  (each module registers its commands)
+from dsstar.cli import (  # noqa: F401  (each module registers its commands)
+    alerts,
+    bench,
+    contracts,
+    data,
+    limits,
+    replay,
+    report,
+    run,
+    runs,
+    serve,
+    workers,
+)
 from dsstar.cli._app import app, main
 
 __all__ = ["app", "main"]

@@ -63,14 +63,16 @@ def report(result: dict[str, Any], as_json: bool) -> None:
             err.print(Text.assemble(("error:", "red"), f" {shown(result['error'])}"))
         return
     colour = {"verified": "green", "accepted": "green", "not_applicable": "green",
-              "max_rounds": "yellow", "stopped": "yellow"}  # fmt: skip
+              "reported": "green", "max_rounds": "yellow", "stopped": "yellow"}  # fmt: skip
     colour = colour.get(result["status"], "red")
     recorded = result.get("replies") in ("recorded", "mixed")
     calls = f"{result['llm_calls']} recorded repl{'y' if result['llm_calls'] == 1 else 'ies'}"
+    written = _is_report(result)
+    steps = plural(len(result["plan"]), "sub-question") if written else None
     err.print(
         Text.assemble(
             (shown(result["status"]), colour),
-            f" · run {shown(result['run_id'])} · {plural(result['rounds'], 'round')} ·"
+            f" · run {shown(result['run_id'])} · {steps or plural(result['rounds'], 'round')} ·"
             f" {calls if recorded else plural(result['llm_calls'], 'LLM call')} ·"
             f" {result['input_tokens']}+{result['output_tokens']} tokens ·"
             f" cost {money(result['cost_usd'])}",
@@ -88,8 +90,20 @@ def report(result: dict[str, Any], as_json: bool) -> None:
     if result.get("error"):
         err.print(Text.assemble(("error:", "red"), f" {shown(result['error'])}"))
     err.print(Text(f"artifacts: {shown(result['artifacts_uri'])}"))  # Text: never markup
-    if result.get("answer") is not None:
-        console().print(Text(shown(result["answer"])))
+    if result.get("answer") is None:
+        return
+    out = console()
+    if written and out.is_terminal:  # a report, read as rendered markdown
+        from rich.markdown import Markdown
+
+        out.print(Markdown(shown(result["answer"]), hyperlinks=False))
+    else:  # piped: the text as stored (a report's markdown, for a file or another tool)
+        out.print(Text(shown(result["answer"])))
+
+
+def _is_report(result: dict[str, Any]) -> bool:
+    """Whether `result` is a report's (`dsstar report`): its outputs are the report."""
+    return any(o.get("name") == "report.md" for o in result.get("outputs") or [])
 
 
 # What the live line says once a person answered after a round.

@@ -34,7 +34,9 @@ bench = typer.Typer(
 )
 app.add_typer(bench, name="bench")
 
-SuiteOpt = Annotated[str, typer.Option("--suite", help="dabstep, kramabench or dacode.")]
+SuiteOpt = Annotated[
+    str, typer.Option("--suite", help="dabstep, dabstep-research, kramabench or dacode.")
+]
 
 
 @bench.command("run")
@@ -42,9 +44,15 @@ def run(
     suite: SuiteOpt,
     tasks: Annotated[
         Path | None,
-        typer.Option(help="DABStep: tasks JSONL (task_id, question, guidelines, level)."),
+        typer.Option(
+            help="DABStep: tasks JSONL (task_id, question, guidelines, level). DABStep-Research:"
+            " tasks JSONL (task_id, category, question, guidelines, checklist), e.g."
+            " benchmarks/dabstep_research/tasks.jsonl."
+        ),
     ] = None,
-    data: Annotated[Path | None, typer.Option(help="DABStep: the context folder.")] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="DABStep, DABStep-Research: the context folder.")
+    ] = None,
     truth: Annotated[
         Path | None, typer.Option(help="DABStep: answers JSONL (task_id, answer).")
     ] = None,
@@ -87,7 +95,14 @@ def run(
     also OUT/answers/TASK_ID/ (the files each run delivered, DA-Code's output layout). Running
     the same command again skips finished tasks and resumes failed ones.
 
+    DABStep-Research answers each task with a report (as `dsstar report` does) and the model
+    grades it against the task's checklist, content and format from 1 to 5; it prints the
+    grades, cost and seconds per category.
+
     Example: dsstar bench run --suite kramabench --root KramaBench --domain legal --limit 5
+
+    Example: dsstar bench run --suite dabstep-research --tasks
+    benchmarks/dabstep_research/tasks.jsonl --data DABstep/data/context
     """
     from dsstar.cli._app import prefect_quietly
     from dsstar.cli.run import _agent_models
@@ -156,7 +171,8 @@ def score_command(
     judge: Annotated[
         bool,
         typer.Option(
-            help="KramaBench: the configured model judges approximate strings (else text overlap)."
+            help="KramaBench: the configured model judges approximate strings (else text"
+            " overlap). DABStep-Research: it grades the reports (else they score 0)."
         ),
     ] = True,
     model: Annotated[
@@ -183,9 +199,7 @@ def score_command(
         settings = load_settings(model=model, api_base=api_base)
         grader = None
         if get(suite).uses_judge and judge and (settings.model or settings.agent_models):
-            from dsstar.bench.judge import LLMJudge
-
-            grader = LLMJudge(settings)
+            grader = get(suite).judge(settings, None)
         result = score_files(suite, answers, truth, grader)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
@@ -260,13 +274,36 @@ def _report_bench(result: dict[str, Any], as_json: bool) -> None:
         f"{'n/a' if overall is None else f'{overall:.2f} %'} · cost ${result['cost_usd']:.4f}",
         highlight=False,
     )
+    if "content" in summary.get("all", {}):  # graded reports
+        line = _graded_line("all", summary["all"])
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
     for key, groups in summary.items():  # by_category, by_hardness, by_level...
-        if key.startswith("by_") and isinstance(groups, dict):
-            parts = [f"{name} {group['score']:.1f} % ({group['tasks']})"
-                     for name, group in groups.items()]  # fmt: skip
-            err.print(f"{key.removeprefix('by_')}: " + " · ".join(parts), highlight=False)
+        if not (key.startswith("by_") and isinstance(groups, dict)):
+            continue
+        if any("content" in group for group in groups.values()):  # graded reports: a line each
+            err.print(f"{key.removeprefix('by_')}:", highlight=False)
+            for name, group in groups.items():
+                line = f"  {_graded_line(name, group)}"  # one line, however narrow the terminal
+                err.print(line, highlight=False, markup=False, soft_wrap=True)
+            continue
+        parts = [f"{name} {group['score']:.1f} % ({group['tasks']})"
+                 for name, group in groups.items()]  # fmt: skip
+        err.print(f"{key.removeprefix('by_')}: " + " · ".join(parts), highlight=False)
     for name in ("submission", "scores", "report"):
         print(result[name])
+
+
+def _graded_line(name: str, group: dict[str, Any]) -> str:
+    """A group of graded reports: tasks, score, mean grades, cost and seconds."""
+
+    def grade(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1f}"
+
+    return (
+        f"{name}: {group['tasks']} task(s) · score {group['score']:.1f} % · content"
+        f" {grade(group.get('content'))}/5 · format {grade(group.get('format'))}/5 · cost"
+        f" ${group.get('cost_usd') or 0.0:.4f} · {group.get('seconds') or 0.0:.0f} s"
+    )
 
 
 class _BenchProgress:

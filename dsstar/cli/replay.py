@@ -54,7 +54,7 @@ def replay(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Run a stored run again with the replies it recorded; say what changed.
+    """Run a stored run (or report) again with the replies it recorded; say what changed.
 
     No model is asked: each request gets the reply the stored run received
     for it (by round and agent). Every script runs again, in the sandbox, on
@@ -63,6 +63,10 @@ def replay(
     output and the answer are compared with the stored ones. A request the
     stored run never made (a script that fails only now needs the debugger)
     ends the replay there, as a difference.
+
+    A report is replayed whole: its decomposer, writer and critic, and each
+    sub-question's run with that sub-run's own replies; then each sub-run is
+    compared as a run, and the figures the report cites.
 
     The stored run is data, not settings for this process: the replay runs
     under this process's policy (DSSTAR_* variables) and takes from the
@@ -76,10 +80,11 @@ def replay(
     Example: dsstar replay 20261121-193000-3fa2c1
     """
     prefect_quietly(verbose)
-    from dsstar.api import prepare_run
+    from dsstar.api import prepare_report, prepare_run
+    from dsstar.inputs.report import stored_bounds
     from dsstar.inputs.stored import StoredRun, judged
     from dsstar.storage import Store
-    from dsstar.views.replay import compare_runs, recorded_model
+    from dsstar.views.replay import compare_reports, compare_runs, recorded_model
 
     try:
         check_run_id(run_id)
@@ -93,16 +98,23 @@ def replay(
                            "max_cost": None, "max_tokens": None}  # fmt: skip
         stored = StoredRun.of(run_id, record)
         options, policy, location = judged(stored, own, data)
-        prepared = prepare_run(question=stored.question, data=location,
-                               guidelines=stored.guidelines, name=flag_name, policy=policy,
-                               **options)  # fmt: skip
+        texts = {"question": stored.question, "data": location,
+                 "guidelines": stored.guidelines}  # fmt: skip
+        if record.get("kind") == "report":  # its sub-runs answered from theirs (recorded.py)
+            prepared = prepare_report(**texts, name=flag_name, policy=policy,
+                                      **stored_bounds(record), **options)  # fmt: skip
+        else:
+            prepared = prepare_run(**texts, name=flag_name, policy=policy, **options)
     except FileNotFoundError:
         fail_usage(f"no run {run_id} under {store.url}", as_json)
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     err.print(f"replaying run {run_id} with its recorded replies", highlight=False)
     result = run_flow(prepared, as_json)
-    compared = compare_runs(store, run_id, result["run_id"])
+    if record.get("kind") == "report":
+        compared = compare_reports(store, run_id, result["run_id"])
+    else:
+        compared = compare_runs(store, run_id, result["run_id"])
     if as_json:
         sys.stdout.write(json.dumps({**compared, "replay": result}, ensure_ascii=False) + "\n")
     else:
@@ -117,11 +129,19 @@ def _say_comparison(compared: dict[str, Any]) -> None:
         f"replay of run {compared['run_id']} (as run {compared['replay_run_id']}):",
         highlight=False,
     )
-    for item in compared["rounds"]:
+    for item in compared.get("rounds") or []:
         said = "same output" if item["same"] else item["change"]
         out.print(Text(f"  round {item['round']:02d}: {said}"))
-    answer = compared["answer"]
-    out.print(Text(f"  answer: {'same' if answer['same'] else answer['change']}"))
+    for item in compared.get("sub_questions") or []:  # a report's
+        said = "same answer and rounds" if item["same"] else item["change"]
+        out.print(Text(f"  sub-question [{item['number']}]: {said}"))
+    if "figures" in compared:
+        figures = compared["figures"]
+        changed = "; ".join(figures["changed"])
+        out.print(Text(f"  cited figures: {'same' if figures['same'] else 'changed: ' + changed}"))
+    if "answer" in compared:
+        answer = compared["answer"]
+        out.print(Text(f"  answer: {'same' if answer['same'] else answer['change']}"))
     verdict = (
         "same: every round's output and the answer are as stored"
         if compared["same"]
@@ -134,11 +154,23 @@ def _say_comparison(compared: dict[str, Any]) -> None:
 EXAMPLES = PROJECT_DIR / "examples"
 DEMO_QUESTIONS = EXAMPLES / "sales-questions.yaml"
 DEMO_REPLIES = EXAMPLES / "sales-replies.yaml"
+# The report demo: an open question over the same data, and replies recorded for its report.
+DEMO_REPORT = EXAMPLES / "sales-report.yaml"
+DEMO_REPORT_REPLIES = EXAMPLES / "report-replies.yaml"
 
 
 @app.command()
 def demo(
     storage: StorageOpt = None,
+    report_: Annotated[
+        bool,
+        typer.Option(
+            "--report",
+            help="Answer the example's open question with a report instead (dsstar report):"
+            " sub-questions answered in parallel by DS-STAR runs, a report citing each,"
+            " reviewed once.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -152,12 +184,21 @@ def demo(
     UI). Then it says where to look at the run, and how to ask your own
     question with your model.
 
+    With --report, the open question of examples/sales-report.yaml is answered with a
+    report, as `dsstar report` does, from examples/report-replies.yaml: three sub-questions
+    (each a DS-STAR run of its own, at once), a draft, a review that adds one, and the
+    report rewritten, stored as final/report.md and report.html with its chart.
+
     Example: dsstar demo
+
+    Example: dsstar demo --report
     """
     prefect_quietly(verbose)
     from dsstar.api import prepare_run
 
     ui = _prefect_ui()  # now: a temporary server, started below, sets PREFECT_API_URL
+    if report_:
+        _demo_report(storage, as_json, ui)
     if not (DEMO_QUESTIONS.is_file() and DEMO_REPLIES.is_file()):
         fail_usage(f"the demo needs {EXAMPLES} (a checkout of dsstar, installed with -e)")
     try:
@@ -176,6 +217,29 @@ def demo(
     raise typer.Exit(EXIT_OK if result["status"] in ANSWERED else EXIT_FAILED)
 
 
+def _demo_report(storage: str | None, as_json: bool, ui: str) -> None:
+    """`dsstar demo --report`: the example's open question as a recorded report."""
+    from dsstar.api import prepare_report
+
+    if not (DEMO_REPORT.is_file() and DEMO_REPORT_REPLIES.is_file()):
+        fail_usage(f"the demo needs {EXAMPLES} (a checkout of dsstar, installed with -e)")
+    try:
+        first = load_questions(DEMO_REPORT)[0]
+        prepared = prepare_report(
+            question=first.question, data=first.data, guidelines=first.guidelines,
+            name=flag_name, storage=storage, model=f"recorded/{DEMO_REPORT_REPLIES}",
+            sub_questions=3, follow_ups=1, refinements=1, **_RECORDED,
+        )  # fmt: skip
+    except DSStarError as exc:
+        fail_usage(str(exc), as_json)
+    err.print(f"demo report: {first.question}", highlight=False)
+    result = run_flow(prepared, as_json)
+    report(result, as_json)
+    if not as_json:
+        _where_to_look(result, ui, report=True)
+    raise typer.Exit(EXIT_OK if result["status"] in ANSWERED else EXIT_FAILED)
+
+
 def _prefect_ui() -> str:
     """The Prefect UI of the API the user configured ("" when runs go to a temporary server,
     which has none: its runs are kept in Prefect's database, which `prefect server start`
@@ -184,7 +248,7 @@ def _prefect_ui() -> str:
     return ui.rstrip("/").removesuffix("/api")
 
 
-def _where_to_look(result: dict[str, Any], ui: str) -> None:
+def _where_to_look(result: dict[str, Any], ui: str, report: bool = False) -> None:
     me, run_id = invoked(), result["run_id"]
     prefect = str(Path(sys.executable).parent / "prefect")
     flow_run = f"/runs/flow-run/{result.get('flow_run_id')}"
@@ -194,12 +258,19 @@ def _where_to_look(result: dict[str, Any], ui: str) -> None:
         else f"in the Prefect UI: start it with `{prefect} server start`, then open"
         f" http://127.0.0.1:4200{flow_run}"
     )
+    what = (
+        "its outline and sub-questions, each a run of its own"
+        if report
+        else "every round: plan, code, output, verdict"
+    )
+    files = "".join(f"\n  {o['name']}: {o['uri']}" for o in result.get("outputs") or [])
+    command = "report" if report else "run"
     err.print(
-        f"\nLook at the run:\n  {me} runs show {run_id}      (every round: plan, code, output,"
-        f" verdict)\n  its stored objects: {result['artifacts_uri']}\n  {shown}\n"
+        f"\nLook at the {'report' if report else 'run'}:\n  {me} runs show {run_id}      ({what})"
+        f"\n  its stored objects: {result['artifacts_uri']}{files if report else ''}\n  {shown}\n"
         f"\nAsk your own question with your model, e.g.:\n"
         f"  export OPENAI_API_KEY=...\n"
-        f'  {me} run --data PATH --question "..." --model openai/gpt-4o\n'
-        f"(any litellm model: see `{me} run --help` and the README's Models)",
+        f'  {me} {command} --data PATH --question "..." --model openai/gpt-4o\n'
+        f"(any litellm model: see `{me} {command} --help` and the README's Models)",
         highlight=False,
     )

@@ -259,14 +259,26 @@ def resume(
     flags = {"model": model, "api_base": api_base, "max_cost": max_cost, "max_tokens": max_tokens}
     own = {name: value for name, value in flags.items() if value not in (None, "")}
     own["storage"] = store.url
+    is_report = record.get("kind") == "report"  # a report: its bounds too, as it was started
     try:
         stored = StoredRun.of(run_id, record)
         options, policy, location = judged(stored, own, data, _RESUME_FLAGS.get)
-        prepared = prepare_run(question=stored.question, data=location,
-                               guidelines=stored.guidelines, run_id=run_id, name=flag_name,
-                               policy=policy, **options)  # fmt: skip
+        texts = {"question": stored.question, "data": location, "guidelines": stored.guidelines}
+        if is_report:
+            from dsstar.api import prepare_report
+            from dsstar.inputs.report import stored_bounds
+
+            prepared = prepare_report(**texts, run_id=run_id, name=flag_name, policy=policy,
+                                      **stored_bounds(record), **options)  # fmt: skip
+        else:
+            prepared = prepare_run(**texts, run_id=run_id, name=flag_name, policy=policy,
+                                   **options)  # fmt: skip
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
+    if is_report:
+        from dsstar.cli.report import run_report_flow
+
+        run_report_flow(prepared, as_json)
     _run_flow(prepared, as_json)
 
 

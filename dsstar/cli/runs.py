@@ -113,6 +113,9 @@ def runs_show(
     agent, the run's totals, the bounds it ran under (models, rounds, spending ceiling, a
     script's limits) and the figure files (charts) its scripts saved, with their storage
     URIs; with --round N, that round's plan, code, output and figures.
+
+    A report (`dsstar report`) shows its outline, its sub-questions with their runs (each
+    one a run of its own: `runs show <its run id>`), its checks and its files instead.
     """
     from dsstar.storage import Store, check_run_id
     from dsstar.views.listing import read_round, run_report
@@ -134,6 +137,8 @@ def runs_show(
         sys.stdout.write(json_line(payload))
     elif round_number is not None:
         _print_round(payload)
+    elif payload.get("kind") == "report":
+        _print_report(payload, store.uri(run_folder(run_id)))
     else:
         _print_run(payload, store.uri(run_folder(run_id)))
 
@@ -250,6 +255,50 @@ def _print_run(record: dict[str, Any], uri: str) -> None:
         out.print("(none: charts a script saves in its working directory are kept here)")
     _print_outputs(out, record)
     _print_files(out, record)
+
+
+def _print_report(record: dict[str, Any], uri: str) -> None:
+    """A report's outline, its sub-questions and their runs, its checks, cost and files."""
+    out = console()
+    status = f" · report · {shown(record.get('status'))} · {shown(uri)}"
+    out.print(Text.assemble((shown(record["run_id"]), "bold"), status))
+    for key in ("question", "data", "guidelines"):
+        if record.get(key):
+            out.print(f"{key}: {shown(record[key])}", markup=False, highlight=False)
+    if record.get("replies") in ("recorded", "mixed"):
+        out.print(Text(f"replies: {record['replies']}, from {shown(record.get('recorded_from'))};"
+                       " no model was asked"))  # fmt: skip
+    if record.get("error"):
+        out.print(Text.assemble(("error:", "red"), f" {shown(record['error'])}"))
+    heading(out, "outline")
+    for title in record.get("outline") or []:
+        out.print(f"- {shown(title)}", markup=False, highlight=False)
+    if not record.get("outline"):
+        out.print("(no report written yet)")
+    heading(out, "sub-questions")
+    cited = set(record.get("cited") or [])
+    rows = [
+        [f"[{s['number']}]", s["question"], s["status"], s.get("answer") or s.get("error"),
+         "yes" if s["number"] in cited else "no", s.get("rounds") or 0, money(s.get("cost_usd")),
+         s["run_id"]]
+        for s in record.get("sub_runs") or []
+    ]  # fmt: skip
+    columns = ("n", "sub-question", "status", "answer", "cited", "rounds", "cost", "run id")
+    print_table(columns, rows, resolve_format(None), keep=("run id",))
+    checks = record.get("checks") or {}
+    heading(out, "checks")
+    numbers, dropped = checks.get("unsupported_numbers"), checks.get("dropped_citations")
+    out.print(f"numbers no cited answer holds: {shown(', '.join(numbers)) if numbers else 'none'}",
+              markup=False, highlight=False)  # fmt: skip
+    out.print("citations of no answer, taken out: "
+              + (", ".join(f"[{n}]" for n in dropped) if dropped else "none"),
+              markup=False, highlight=False)  # fmt: skip
+    _print_agents(out, record.get("agents"), record.get("status"))
+    heading(out, "figures")
+    for name, value in (record.get("figures") or {}).items():
+        out.print(f"{name}: {_figure(name, value)}")
+    out.print("(LLM calls, tokens and cost include the sub-questions' runs)")
+    _print_outputs(out, record)
 
 
 def _print_outputs(out: Any, record: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""`dsstar serve`: both deployments from one process."""
+"""`dsstar serve`: the deployments from one process."""
 
 from __future__ import annotations
 
@@ -35,6 +35,14 @@ def serve(
             " looked up in the project folder (where deployments/ is), then in the current one."
         ),
     ] = "deployments/questions.yaml",
+    report_file: Annotated[
+        str | None,
+        typer.Option(
+            help="A report's question (YAML, as examples/sales-report.yaml: question, data,"
+            " guidelines) that the deployment ds-star-report/report-nightly answers every night"
+            " on the --cron schedule. Unset: reports on demand only."
+        ),
+    ] = None,
     cron: Annotated[str, typer.Option(help="When the nightly batch runs (cron).")] = "0 2 * * *",
     timezone: Annotated[str, typer.Option(help="Time zone of --cron, e.g. Europe/Paris.")] = "UTC",
     limit: Annotated[int, typer.Option(help="Most flow runs executed at once.")] = 4,
@@ -54,10 +62,12 @@ def serve(
         setting_option("max_tokens", "The same ceiling in tokens, for models without a price."),
     ] = None,
 ) -> None:
-    """Serve the deployments ds-star/on-demand and ds-star-nightly/nightly from this process.
+    """Serve the deployments ds-star/on-demand, ds-star-nightly/nightly and
+    ds-star-report/report-on-demand (with --report-file, ds-star-report/report-nightly too)
+    from this process.
 
     Runs triggered from the Prefect UI (a form with question, data, model, rounds...) and the
-    nightly schedule execute here, while this process runs. With PREFECT_API_URL set (e.g. to
+    nightly schedules execute here, while this process runs. With PREFECT_API_URL set (e.g. to
     a `prefect server start`) the deployments live on that server. Without it, serve starts a
     temporary server that dies with this process: its deployments, schedules and runs vanish
     when serve stops, and its runs keep to their own bounds (no shared limits).
@@ -95,6 +105,7 @@ def serve(
             check_priced(settings)
         questions = questions_path(questions_file)
         load_questions(questions)  # a missing or malformed set fails now, not at 2 a.m.
+        report = _report_question(report_file) if report_file else None
         check_notify_server(notify)
     except DSStarError as exc:
         fail_usage(str(exc))
@@ -107,10 +118,28 @@ def serve(
     with prefect_api():  # a temporary server, when none is configured, dies with this process
         if notify:
             set_up_alerts(notify)
-        _serve(settings, questions, cron, timezone, limit)
+        _serve(settings, questions, cron, timezone, limit, report)
 
 
-def _serve(settings: Settings, questions: Path, cron: str, timezone: str, limit: int) -> None:
+def _report_question(name: str) -> dict[str, str]:
+    """The first question of the YAML file `name` (found as a question set is), as the
+    nightly report's parameters, its data made absolute."""
+    from dataclasses import asdict
+
+    found = load_questions(questions_path(name))
+    if not found:
+        raise UsageError(f"--report-file {name}: no question in it")
+    return asdict(found[0])
+
+
+def _serve(
+    settings: Settings,
+    questions: Path,
+    cron: str,
+    timezone: str,
+    limit: int,
+    report: dict[str, str] | None = None,
+) -> None:
     from flows import open_api_warning, serve_deployments, share_limits
 
     shared = share_limits(settings)
@@ -127,9 +156,11 @@ def _serve(settings: Settings, questions: Path, cron: str, timezone: str, limit:
         err.print(Text.assemble(("warning:", "yellow"), f" {warning}"))  # Text: never markup
     for line in shared or []:
         err.print(line)
-    err.print(f"serving ds-star/on-demand and ds-star-nightly/nightly ({cron}, {timezone})")
+    nightly = " and ds-star-report/report-nightly" if report else ""
+    err.print(f"serving ds-star/on-demand, ds-star-report/report-on-demand, ds-star-nightly/"
+              f"nightly{nightly} ({cron}, {timezone})")  # fmt: skip
     stopping.at_stop(_say_paused)  # also when the stop outlasts its grace period
-    serve_deployments(questions, cron, timezone, limit)
+    serve_deployments(questions, cron, timezone, limit, report)
     _say_paused()
 
 

@@ -12,6 +12,9 @@ honours it spends more than its bound. A server that ignores it is counted at th
 reports (what it bills; its text is cut to the limit, `dsstar.model.llm.complete`): such a
 reply can take a run past its ceiling, and the run's next call is then refused. Concurrent
 calls (file analyses) hold their bounds together, so none of them can pass the ceiling either.
+
+A report's sub-runs count on the report's meter (`share`): one ceiling bounds the report
+with all its sub-runs, however many run at once.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, NoReturn
 from dsstar.errors import OverBudget
 from dsstar.model.pricing import Estimate
 
-__all__ = ["Ceiling", "Meter", "call_id", "forget", "meter", "spent_line"]
+__all__ = ["Ceiling", "Meter", "call_id", "forget", "meter", "share", "spent_line"]
 
 
 @dataclass(frozen=True)
@@ -135,18 +138,67 @@ class Meter:
         raise OverBudget(f"{need}, more than the {left} left of --max-tokens", need)
 
 
-_meters: dict[str, Meter] = {}
+class _SharedMeter:
+    """The meter of a run that counts on another's (a report's sub-run on the report's):
+    every reply charged to both, every call held against the other's ceiling, and `calls`
+    only this run's own, which its record and ledger rows hold."""
+
+    def __init__(self, parent: Meter) -> None:
+        self.parent = parent
+        self._own = Meter()  # this run's replies, counted once each; never held against
+
+    def charge(self, call: dict[str, Any]) -> None:
+        self._own.charge(call)
+        self.parent.charge(call)
+
+    def calls(self) -> list[dict[str, Any]]:
+        return self._own.calls()
+
+    def hold(self, ceiling: Ceiling, bound: Estimate, what: str) -> Any:
+        return self.parent.hold(ceiling, bound, what)
+
+    @property
+    def stopped(self) -> bool:
+        return self.parent.stopped
+
+    @stopped.setter
+    def stopped(self, value: bool) -> None:
+        self.parent.stopped = value
+
+    @property
+    def cost_usd(self) -> float:
+        return self.parent.cost_usd
+
+    @property
+    def tokens(self) -> int:
+        return self.parent.tokens
+
+
+_meters: dict[str, Meter | _SharedMeter] = {}
 _meters_lock = threading.Lock()
 
 
 def meter(run_id: str) -> Meter:
-    """The meter of run `run_id` in this process (a new one the first time)."""
+    """The meter of run `run_id` in this process (a new one the first time); a sub-run's
+    counts on the meter of the run it shares (`share`)."""
     with _meters_lock:
-        return _meters.setdefault(run_id, Meter())
+        return _meters.setdefault(run_id, Meter())  # type: ignore[return-value]
+
+
+def share(run_id: str, with_run: str) -> None:
+    """Count run `run_id` on the meter of `with_run` (a report's sub-run on the report's)
+    until `forget(run_id)`: its replies count against `with_run`'s ceiling too, while its
+    own meter's `calls` stay its own."""
+    with _meters_lock:
+        parent = _meters.setdefault(with_run, Meter())
+        while isinstance(parent, _SharedMeter):
+            parent = parent.parent
+        _meters[run_id] = _SharedMeter(parent)
 
 
 def forget(run_id: str) -> None:
-    """Drop the meter of a run that ended in this process (a resume counts afresh)."""
+    """Drop the meter of a run that ended in this process (a resume counts afresh); for a
+    sub-run that shared another's meter, only the sharing ends."""
     with _meters_lock:
         _meters.pop(run_id, None)
 

@@ -97,7 +97,7 @@ def _recorded_provider(litellm: Any) -> Any:
             if not label:
                 raise CustomLLMError(400, f"a recorded reply is looked up by {CALL_HEADER}")
             try:
-                reply = recording(model).reply(label)
+                reply = recording(model).reply(label, headers.get("X-DSStar-Run") or "")
             except (LookupError, ConfigError) as exc:  # no retry can find it: a 400
                 raise CustomLLMError(400, str(exc)) from exc
             response = kwargs["model_response"]

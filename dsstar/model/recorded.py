@@ -16,6 +16,13 @@ prompt, so that a recording still answers when the data, and hence the prompts, 
   and, optionally, `reasoning`): a recording written or edited by hand, such as the one
   `dsstar demo` uses (examples/sales-replies.yaml).
 
+A report's sub-questions are runs of their own (`<report id>-q01`, `-q02`, ...), whose labels
+repeat from one to the next (each has its `planner r00`). A request of such a run is answered
+from that sub-question's part of the recording, when it has one: for a run's folder, the
+folder of the same sub-run beside it (`runs/<report id>-q01`); for a file, the map under the
+key `q01` (a map of labels with no `text` of its own). Anything else is answered from the
+recording's top level.
+
 A recorded reply costs nothing and spends no tokens; a request with no recorded reply fails
 at once (it is not retried), naming the label.
 """
@@ -90,26 +97,42 @@ def replies_source(models: Iterable[str | None]) -> dict[str, str | None]:
     return {"replies": kind, "recorded_from": recorded[0]}
 
 
+# The run id of a report's sub-question: the report's id, then -q and its number.
+_SUB_RUN = re.compile(r"-(q\d{2,3})$")
+
+
 class Recording:
-    """The replies recorded at one location, read once, looked up by label."""
+    """The replies recorded at one location, read once, looked up by label (and, for a
+    report's sub-run, by its part of the recording)."""
 
     def __init__(self, location: str) -> None:
         self.location = location
         self._replies: dict[str, RecordedReply] | None = None
+        self._sections: dict[str, dict[str, RecordedReply]] = {}
         self._lock = threading.Lock()  # analyses ask from several threads at once
 
-    def reply(self, label: str) -> RecordedReply:
-        """The reply recorded for `label`; LookupError, naming it, when there is none."""
+    def reply(self, label: str, run: str = "") -> RecordedReply:
+        """The reply recorded for `label` (asked by run `run`); LookupError, naming it, when
+        there is none."""
         with self._lock:
             if self._replies is None:
-                self._replies = _read(self.location)
-        found = self._replies.get(label)
+                self._replies, self._sections = _read(self.location)
+            section = _SUB_RUN.search(run or "")
+            part = self._section(section.group(1)) if section else {}
+            replies = self._replies
+        found = part.get(label) or replies.get(label)  # a sub-run's own first
         if found is None:
             raise LookupError(
                 f"no reply is recorded for {label!r} in {self.location}"
-                f" ({len(self._replies)} recorded)"
+                f" ({len(part) + len(replies)} recorded)"
             )
         return found
+
+    def _section(self, name: str) -> dict[str, RecordedReply]:
+        """The replies of sub-run `name` (q01...), {} when the recording has none."""
+        if name not in self._sections:  # a run's folder: its sub-run's folder, beside it
+            self._sections[name] = _sub_run(self.location, name)
+        return self._sections[name]
 
 
 @cache
@@ -118,14 +141,18 @@ def recording(location: str) -> Recording:
     return Recording(location)
 
 
-def _read(location: str) -> dict[str, RecordedReply]:
+Sections = dict[str, dict[str, RecordedReply]]
+
+
+def _read(location: str) -> tuple[dict[str, RecordedReply], Sections]:
+    """The replies at `location` by label, and a file's sub-run parts by name (q01...)."""
     try:
         fs, root = url_to_fs(location)
         root = root.rstrip("/")
         if fs.isdir(f"{root}/{keys.REPLIES}"):
-            return _from_run(fs, root)
+            return _from_run(fs, root), {}
         if fs.isdir(root):
-            return _from_folder(fs, root)
+            return _from_folder(fs, root), {}
         text = fs.cat_file(root).decode("utf-8", errors="replace")
     except FileNotFoundError as exc:
         raise ConfigError(f"no recorded replies at {location}") from exc
@@ -137,7 +164,25 @@ def _read(location: str) -> dict[str, RecordedReply]:
         raise ConfigError(f"{location} is not a YAML or JSON map of replies: {exc}") from exc
     if not isinstance(loaded, dict):
         raise ConfigError(f"{location} is not a map of labels to replies")
-    return {str(label): _reply(value) for label, value in loaded.items()}
+    sections = {
+        str(name): {str(label): _reply(value) for label, value in part.items()}
+        for name, part in loaded.items()
+        if _SUB_RUN.fullmatch(f"-{name}") and isinstance(part, dict) and "text" not in part
+    }
+    replies = {str(k): _reply(v) for k, v in loaded.items() if str(k) not in sections}
+    return replies, sections
+
+
+def _sub_run(location: str, name: str) -> dict[str, RecordedReply]:
+    """The replies of sub-run `name` of the run recorded at `location` ({} for none)."""
+    try:
+        fs, root = url_to_fs(location)
+        root = root.rstrip("/")
+        if fs.isdir(f"{root}/{keys.REPLIES}") and fs.isdir(f"{root}-{name}/{keys.REPLIES}"):
+            return _from_run(fs, f"{root}-{name}")
+    except (OSError, ValueError):
+        pass
+    return {}
 
 
 def _from_run(fs: fsspec.AbstractFileSystem, root: str) -> dict[str, RecordedReply]:

@@ -3,7 +3,9 @@
 `dsstar replay RUN_ID` runs a stored run again as a new run, answered by the replies the
 stored run kept (`dsstar.model.recorded`), its scripts executed again on the data as it is
 now. This module compares the two runs' stored objects (rounds/NN/output.txt and code.py,
-run.json's answer and status) and says, briefly, what differs.
+run.json's answer and status) and says, briefly, what differs. A report's replay
+(`compare_reports`) is compared sub-question by sub-question (each sub-run as a run), and by
+the figures its report cites.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from dsstar import keys
 from dsstar.storage import Store
 
-__all__ = ["compare_runs", "recorded_model"]
+__all__ = ["compare_reports", "compare_runs", "recorded_model"]
 
 _SHOWN = 80  # characters of a differing line shown in the report
 
@@ -53,6 +55,55 @@ def compare_runs(store: Store, stored_id: str, replay_id: str) -> dict[str, Any]
         "rounds": rounds,
         "answer": answer,
     }
+
+
+def compare_reports(store: Store, stored_id: str, replay_id: str) -> dict[str, Any]:
+    """How the report `replay_id` compares with `stored_id`: `same` (every sub-question's
+    run as stored, see `compare_runs`, and the same figures cited), per sub-question what
+    differs, and the cited figures that changed."""
+    stored, now = store.read_json(keys.run_record(stored_id)), _record(store, replay_id)
+    replayed = {s["number"]: s for s in now.get("sub_runs") or []}
+    subs = []
+    for sub in stored.get("sub_runs") or []:
+        again = replayed.get(sub["number"])
+        if again is None:
+            change = "not asked by the replay"
+        elif again["question"] != sub["question"]:
+            change = f"another sub-question: {_short(again['question'])}"
+        elif sub["status"] == "skipped":
+            change = None if again["status"] == "skipped" else "answered by the replay"
+        else:
+            compared = compare_runs(store, sub["run_id"], again["run_id"])
+            change = None if compared["same"] else _first_change(compared)
+        subs.append({"number": sub["number"], "question": sub["question"],
+                     "same": change is None, "change": change})  # fmt: skip
+    extra = [n for n in replayed if n not in {s["number"] for s in subs}]
+    before, after = _cited(stored), _cited(now)
+    figures = sorted(q for q in before.keys() | after.keys() if before.get(q) != after.get(q))
+    status_same = stored.get("status") == now.get("status")
+    return {
+        "run_id": stored_id,
+        "replay_run_id": replay_id,
+        "same": status_same and not extra and not figures and all(s["same"] for s in subs),
+        "status": {"stored": stored.get("status"), "now": now.get("status")},
+        "sub_questions": subs,
+        "new_sub_questions": extra,
+        "figures": {"same": not figures, "changed": figures},
+    }
+
+
+def _cited(record: dict[str, Any]) -> dict[str, str | None]:
+    """The answers a report cites, by sub-question."""
+    cited = set(record.get("cited") or [])
+    return {s["question"]: s.get("answer") for s in record.get("sub_runs") or []
+            if s["number"] in cited}  # fmt: skip
+
+
+def _first_change(compared: dict[str, Any]) -> str:
+    for item in compared["rounds"]:
+        if not item["same"]:
+            return f"round {item['round']:02d}: {item['change']}"
+    return f"answer: {compared['answer']['change']}"
 
 
 def _read(store: Store, run_id: str, number: int) -> tuple[str, str] | None:

@@ -1,20 +1,25 @@
 """One module per agent: `render(...)` builds the chat messages from its Jinja template in
 `prompts/`, `parse(text)` turns any reply, however malformed, into a defined result, and
 `AGENT` defines the agent (name, templates, parser). `ROSTER` lists them all: the names that
-`--agent-model` accepts (checked by the preflight) and the run's record of models."""
+`--agent-model` accepts (checked by the preflight) and the run's record of models. The last
+three write reports (`dsstar report`): the decomposer breaks an open question into
+sub-questions, the writer drafts the report from their answers, the critic reviews it."""
 
 from dsstar.algorithm.agents import (
     analyzer,
     coder,
+    critic,
     debugger,
+    decomposer,
     finalyzer,
     planner,
     router,
     summarizer,
     verifier,
+    writer,
 )
 from dsstar.algorithm.agents._base import PROMPT_OUTPUT_CHARS, Agent, FileInfo, clip, render
-from dsstar.algorithm.agents._reading import extract_code, split_thinking
+from dsstar.algorithm.agents._reading import extract_code, json_value, split_thinking
 
 __all__ = [
     "PROMPT_OUTPUT_CHARS",
@@ -24,18 +29,22 @@ __all__ = [
     "analyzer",
     "clip",
     "coder",
+    "critic",
     "debugger",
+    "decomposer",
     "extract_code",
     "finalyzer",
+    "json_value",
     "planner",
     "render",
     "router",
     "split_thinking",
     "summarizer",
     "verifier",
+    "writer",
 ]
 
-# Every agent by name, in the order of Algorithm 1.
+# Every agent by name, in the order of Algorithm 1, then the report's (DS-STAR+).
 ROSTER: dict[str, Agent] = {
     agent.name: agent
     for agent in (
@@ -47,5 +56,8 @@ ROSTER: dict[str, Agent] = {
         debugger.AGENT,
         summarizer.AGENT,
         finalyzer.AGENT,
+        decomposer.AGENT,
+        writer.AGENT,
+        critic.AGENT,
     )
 }

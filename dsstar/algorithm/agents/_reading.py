@@ -10,7 +10,9 @@ models put it:
 - `yes_no`: a Yes/No verdict from JSON, \\boxed{}, a label, a line of its own, the first or the
   last line, or a sentence that calls the plan (in)sufficient;
 - `extract_code`: the script of the reply's final code block;
-- `strip_decoration`: markdown emphasis, quotes and punctuation around a short answer.
+- `strip_decoration`: markdown emphasis, quotes and punctuation around a short answer;
+- `json_value`: the JSON list or object of a reply, fenced or in its prose;
+- `fenced_blocks`: every fenced block of a reply, with its language.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ import ast
 import json
 import re
 
-__all__ = ["extract_code", "split_thinking", "strip_decoration", "structured_value", "yes_no"]
+__all__ = [
+    "extract_code",
+    "fenced_blocks",
+    "json_value",
+    "split_thinking",
+    "strip_decoration",
+    "structured_value",
+    "yes_no",
+]
 
 # <think>…</think> (DeepSeek R1, Qwen3, gateways that inline reasoning), <thinking> (Claude's
 # prompted style), <reasoning>, <reflection>. An unclosed block at the start of a reply that
@@ -216,3 +226,41 @@ def extract_code(text: str) -> str | None:
     longest = max(scripts, key=len)
     final = scripts[-1]
     return longest if len(final) < _SNIPPET_RATIO * len(longest) else final
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of every fenced block of `text`, thinking left out; an unclosed last
+    block runs to the end."""
+    visible, _thinking = split_thinking((text or "").replace("\r\n", "\n"))
+    return _blocks(visible)
+
+
+def json_value(text: str) -> list | dict | None:
+    """The JSON list or object a reply holds: its last fenced block that parses (```json or
+    any fence), else the whole reply, else the longest list or object that parses in its prose
+    ("Here are the sub-questions: [...] Let me know..."). None when there is none."""
+    visible, _thinking = split_thinking((text or "").replace("\r\n", "\n"))
+    for _lang, body in reversed(_blocks(visible)):
+        value = _loaded(body)
+        if value is not None:
+            return value
+    value = _loaded(visible)
+    if value is not None:
+        return value
+    decoder, found = json.JSONDecoder(), None
+    for start in (m.start() for m in re.finditer(r"[\[{]", visible)):
+        try:
+            value, end = decoder.raw_decode(visible, start)
+        except ValueError:
+            continue
+        if isinstance(value, list | dict) and (found is None or end - start > found[1]):
+            found = (value, end - start)
+    return found[0] if found else None
+
+
+def _loaded(text: str) -> list | dict | None:
+    try:
+        value = json.loads(text.strip())
+    except ValueError:
+        return None
+    return value if isinstance(value, list | dict) else None

@@ -80,9 +80,15 @@ def start_prefect_server(env: dict[str, str], port: int, log: Path) -> subproces
 
 
 @pytest.fixture(scope="session", autouse=True)
-def prefect_server():
-    """A real Prefect API server for the whole session (runs share it: SQLite locks otherwise)."""
-    proc = start_prefect_server(os.environ.copy(), _PREFECT_PORT, _PREFECT_HOME / "server.log")
+def prefect_server(postgres_url):
+    """A real Prefect API server for the whole session (runs share it), on PostgreSQL as
+    docs/operations.md asks of a server that serves several runs at once: on SQLite, a loaded
+    machine left requests waiting up to the client's 60 s on the database's single write lock.
+    Only the server is given the database: the temporary servers of the tests' commands keep
+    SQLite, and tests/test_soak_sqlite.py runs a lasting server on it."""
+    database = create_database(postgres_url, "prefect_session", driver="asyncpg")
+    server_env = os.environ | {"PREFECT_API_DATABASE_CONNECTION_URL": database}
+    proc = start_prefect_server(server_env, _PREFECT_PORT, _PREFECT_HOME / "server.log")
     try:
         yield os.environ["PREFECT_API_URL"]
     finally:
@@ -333,6 +339,18 @@ def postgres_url():
     yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/dsstar"
     run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
     shutil.rmtree(data, ignore_errors=True)
+
+
+def create_database(postgres_url: str, name: str, driver: str = "psycopg") -> str:
+    """A database of its own on the session's PostgreSQL cluster; its URL for `driver`
+    (psycopg for the ledger, asyncpg for a Prefect server)."""
+    import psycopg
+
+    plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    url = postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    return url.replace("+psycopg", f"+{driver}")
 
 
 def pytest_configure(config):

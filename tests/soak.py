@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -319,19 +320,6 @@ def report(request, title: str, soak: Soak, extra: dict) -> None:
     request.node.user_properties.append(("figures", "\n".join(lines)))
 
 
-def prefect_database(ledger_url: str) -> str:
-    """A new database for Prefect on the tests' PostgreSQL cluster (asyncpg, as Prefect wants)."""
-    import uuid
-
-    import psycopg
-
-    name = f"prefect_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ledger_url.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    base = ledger_url.rsplit("/", 1)[0].replace("+psycopg", "+asyncpg")
-    return f"{base}/{name}"
-
-
 def planned(mode: str, rng: random.Random) -> list[str]:
     """The events `mode` plays: its list with the middle shuffled, or SOAK_EVENTS."""
     if "SOAK_EVENTS" in os.environ:  # SOAK_EVENTS=kill-server,verified replays a few events
@@ -348,7 +336,7 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
     """The whole soak on one PREFECT_HOME: `mode` is "temporary-server" (no PREFECT_API_URL,
     as a user's first runs), "sqlite-server" or "postgres-server" (a long-lived `prefect
     server start` on that home). Ends with the checks of a machine left clean."""
-    from conftest import _free_port, start_prefect_server
+    from conftest import _free_port, create_database, start_prefect_server
 
     home = tmp_path / "home"
     env = base_env(tmp_path, llm, home)
@@ -357,7 +345,8 @@ def play(request, mode: str, tmp_path: Path, llm: FakeLLM, data: Path) -> None:
         port = _free_port()
         server_env = dict(env)
         if mode == "postgres-server":
-            database = prefect_database(request.getfixturevalue("postgres_url"))
+            name = f"prefect_{uuid.uuid4().hex[:8]}"
+            database = create_database(request.getfixturevalue("postgres_url"), name, "asyncpg")
             server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = database
         server = start_prefect_server(server_env, port, tmp_path / "server.log")
         env["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"

@@ -24,7 +24,14 @@ from typing import Any
 
 import forked_cli
 import pytest
-from conftest import EXAMPLE, REPO, _free_port, prefect_api, start_prefect_server
+from conftest import (
+    EXAMPLE,
+    REPO,
+    _free_port,
+    create_database,
+    prefect_api,
+    start_prefect_server,
+)
 from fake_llm import Error, FakeLLM, text_of
 from prefect import get_client
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
@@ -93,15 +100,6 @@ def fields(message: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def _prefect_database(postgres_url: str) -> str:
-    """A new database for a Prefect server in the test cluster, as Prefect's URL names it."""
-    import psycopg
-
-    with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as db:
-        db.execute("CREATE DATABASE prefect_alerts")
-    return postgres_url.replace("+psycopg", "+asyncpg").rsplit("/", 1)[0] + "/prefect_alerts"
-
-
 @pytest.fixture(scope="module")
 def alerting(tmp_path_factory, postgres_url):
     """A Prefect server whose triggers and actions services run, on PostgreSQL as
@@ -115,7 +113,9 @@ def alerting(tmp_path_factory, postgres_url):
     server_env = os.environ | {
         "PREFECT_HOME": str(home),
         "PREFECT_API_URL": api,
-        "PREFECT_API_DATABASE_CONNECTION_URL": _prefect_database(postgres_url),
+        "PREFECT_API_DATABASE_CONNECTION_URL": create_database(
+            postgres_url, "prefect_alerts", driver="asyncpg"
+        ),
         # On by default; said here because the alerts need them.
         "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "true",
         "PREFECT_SERVER_SERVICES_ACTIONS_ENABLED": "true",

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import boto3
 import psutil
 import pytest
-from conftest import EXAMPLE, REPO, _free_port, start_prefect_server
+from conftest import EXAMPLE, REPO, _free_port, create_database, start_prefect_server
 from fake_llm import FakeLLM
 from prefect import get_client
 from prefect.client.schemas.actions import WorkPoolCreate
@@ -76,16 +76,6 @@ def run_cli(argv: list[str], env: dict[str, str]) -> None:
     assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
 
 
-def create_database(postgres_url: str, name: str) -> str:
-    """A database of its own on the session's PostgreSQL cluster; returns its URL."""
-    import psycopg
-
-    plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    return postgres_url.rsplit("/", 1)[0] + f"/{name}"
-
-
 def upload_lake(bucket: str) -> None:
     """Two data roots: the example sales data, and a copy whose README differs."""
     s3 = boto3.client("s3")
@@ -105,7 +95,7 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
     root = tmp_path_factory.mktemp("workers")
     suffix = uuid.uuid4().hex[:8]
-    prefect_db = create_database(postgres_url, f"prefect_{suffix}")
+    prefect_db = create_database(postgres_url, f"prefect_{suffix}", driver="asyncpg")
     ledger_url = create_database(postgres_url, f"ledger_{suffix}")
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -131,7 +121,7 @@ def cluster(postgres_url, moto_port, tmp_path_factory):
     try:
         server_env = base | {
             "PREFECT_HOME": str(root / "server-home"),
-            "PREFECT_API_DATABASE_CONNECTION_URL": prefect_db.replace("+psycopg", "+asyncpg"),
+            "PREFECT_API_DATABASE_CONNECTION_URL": prefect_db,
             "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "true",
             "PREFECT_SERVER_SERVICES_ACTIONS_ENABLED": "true",
             "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED": "true",

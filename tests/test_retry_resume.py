@@ -19,9 +19,10 @@ from types import SimpleNamespace
 
 import forked_cli
 import pytest
+import report_scenario
 from artifact_cards import artifact_keys, artifacts_tab, card, cards, run_id_of
 from conftest import EXAMPLE, REPO
-from fake_llm import FakeLLM
+from fake_llm import Error, FakeLLM
 from prefect import get_client
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
@@ -76,6 +77,7 @@ def _deployed() -> bool:
     with get_client(sync_client=True) as client:
         try:
             client.read_deployment_by_name("ds-star/on-demand")
+            client.read_deployment_by_name("ds-star-report/report-on-demand")
         except ObjectNotFound:
             return False
     return True
@@ -166,3 +168,33 @@ def test_a_failed_run_retried_continues_its_run_and_repeats_nothing(served):
     assert answered(before) & asked(llm.requests[len(before) :]) == set()
     assert {r["run"] for r in llm.requests} == {run_id_of(flow_run)}
     assert run_folders(root) == [run_id_of(flow_run)]
+
+
+@pytest.mark.timeout(900)
+def test_a_report_whose_writer_failed_retried_from_the_ui_asks_only_the_writer_again(served):
+    """A report on demand whose every sub-question was answered, then its writer's model
+    refused: Retry on its flow run resumes the report (same run id, same child flow runs'
+    work from storage) and asks the writer, nothing else."""
+    llm, root = served.llm, served.root
+    report_scenario.script(llm)
+    llm.intercept(
+        lambda req: Error(400, "the writer's model is not available")
+        if req["agent"] == "writer" else None
+    )  # fmt: skip
+    parameters = {"question": report_scenario.QUESTION, "data": served.data,
+                  "sub_questions": 3, "refinements": 0}  # fmt: skip
+    with serving(root, llm):
+        flow_run = run_deployment("ds-star-report/report-on-demand", parameters=parameters,
+                                  timeout=600, poll_interval=1)  # fmt: skip
+        assert flow_run.state.is_failed(), flow_run.state
+        before = list(llm.requests)
+        assert {r["agent"] for r in before} >= {"decomposer", "planner", "writer"}
+        llm.intercept(None)
+        retried = retry_from_the_ui(flow_run.id)
+    assert retried.state.is_completed(), retried.state
+    again = llm.requests[len(before) :]
+    assert {r["agent"] for r in again} == {"writer"}, [r["agent"] for r in again]
+    [run_id] = {r["run"] for r in llm.requests if r["agent"] == "writer"}
+    record = json.loads((root / "storage" / "runs" / run_id / "run.json").read_text())
+    assert record["status"] == "reported" and len(record["sub_runs"]) == 3
+    assert (root / "storage" / "runs" / run_id / "final" / "report.md").is_file()

@@ -158,8 +158,10 @@ def test_serve_registers_both_deployments_with_a_form_and_a_schedule(served):
     assert on_demand.entrypoint == "flows/ds_star.py:ds_star"
     schema = on_demand.parameter_openapi_schema
     assert schema["required"] == ["question", "data"]
-    # The question first, the other settings in sections; nothing else is taken.
-    assert list(schema["properties"]) == ["question", "data", "guidelines", "model", *SECTIONS]
+    # The question first, the other settings in sections; nothing else is taken. The UI lays
+    # the form out by each field's position (a server on PostgreSQL keeps no key order).
+    fields = sorted(schema["properties"], key=lambda name: schema["properties"][name]["position"])
+    assert fields == ["question", "data", "guidelines", "model", *SECTIONS]
     assert schema["additionalProperties"] is False and on_demand.enforce_parameter_schema
     for name in ("question", "data", "guidelines", "model"):
         assert schema["properties"][name]["description"]

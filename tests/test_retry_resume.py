@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from fake_llm import Error, FakeLLM
 from prefect import get_client
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
-from prefect.states import Scheduled
+from prefect.states import Cancelling, Scheduled
 from processes import stop
 from scenarios import ANSWER, answered, asked, fence, two_rounds
 
@@ -198,3 +199,41 @@ def test_a_report_whose_writer_failed_retried_from_the_ui_asks_only_the_writer_a
     record = json.loads((root / "storage" / "runs" / run_id / "run.json").read_text())
     assert record["status"] == "reported" and len(record["sub_runs"]) == 3
     assert (root / "storage" / "runs" / run_id / "final" / "report.md").is_file()
+
+
+@pytest.mark.timeout(600)
+def test_a_run_cancelled_in_the_ui_ends_cancelled_with_a_card_that_says_how_to_go_on(served):
+    """The UI's Cancel on a deployment's run mid-round: `dsstar serve` stops its process,
+    the flow run ends Cancelled, and its card says it was interrupted, where, what it spent,
+    and how to continue (resume, or Retry)."""
+    llm, root = served.llm, served.root
+    two_rounds(llm)
+    coding, release = threading.Event(), threading.Event()
+
+    def hold(request):
+        if request["agent"] == "coder":
+            coding.set()
+            release.wait(120)
+        return None
+
+    llm.intercept(hold)
+    try:
+        with serving(root, llm):
+            parameters = {"question": QUESTION, "data": served.data}
+            flow_run = run_deployment("ds-star/on-demand", parameters=parameters, timeout=0)
+            assert coding.wait(240), "the run never reached its coder"
+            with get_client(sync_client=True) as client:  # what the UI's Cancel sends
+                client.set_flow_run_state(flow_run.id, Cancelling(message="Cancelled in the UI"))
+                deadline = time.monotonic() + 180
+                while not (ended := client.read_flow_run(flow_run.id)).state.is_final():
+                    assert time.monotonic() < deadline, ended.state
+                    time.sleep(1)
+    finally:
+        release.set()
+    assert ended.state.is_cancelled(), ended.state
+    run_id = run_id_of(ended)
+    text = card(ended.id, f"{run_id}-answer")
+    assert text.startswith("### Interrupted: Which region"), text
+    assert "interrupted by SIGTERM" in text and "in round 00" in text, text
+    assert f"`dsstar resume {run_id}`" in text and "Retry this flow run" in text, text
+    assert "**LLM calls:** " in text and "**LLM calls:** 0 " not in text, text

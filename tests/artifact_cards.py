@@ -86,6 +86,19 @@ def flow_run_page(flow_run_id, path: Path) -> str:
     return _flow_run_tab(flow_run_id, "Details", "Run Count", path)
 
 
+def table_width(artifact_id, path: Path) -> tuple[float, float]:
+    """A table artifact's own page in headless Chromium at 1400 px (a laptop's window):
+    screenshot to `path`, and the table's right edge beside the page's width, in pixels."""
+    with _page(f"artifacts/artifact/{artifact_id}") as page:
+        table = page.locator("table").first
+        table.wait_for(timeout=30_000)
+        page.screenshot(path=str(path), full_page=True)
+        box = table.bounding_box()
+        width = page.evaluate("document.documentElement.clientWidth")
+    assert box is not None
+    return box["x"] + box["width"], width
+
+
 def _flow_run_tab(flow_run_id, tab: str, shown: str, path: Path) -> str:
     """The flow run's page with `tab` open, once it shows `shown`: screenshot and text."""
     with _flow_run_page(flow_run_id) as page:
@@ -95,9 +108,14 @@ def _flow_run_tab(flow_run_id, tab: str, shown: str, path: Path) -> str:
         return page.inner_text("body")
 
 
-@contextmanager
-def _flow_run_page(flow_run_id) -> Iterator[Any]:
+def _flow_run_page(flow_run_id) -> Any:
     """The flow run's page in the Prefect UI, in headless Chromium (closed after the block)."""
+    return _page(f"runs/flow-run/{flow_run_id}")
+
+
+@contextmanager
+def _page(route: str) -> Iterator[Any]:
+    """A page of the Prefect UI, in headless Chromium (closed after the block)."""
     from playwright.sync_api import sync_playwright
 
     chromium = require_binary(shutil.which("chromium"), "chromium")
@@ -106,7 +124,7 @@ def _flow_run_page(flow_run_id) -> Iterator[Any]:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{ui}/runs/flow-run/{flow_run_id}")
+            page.goto(f"{ui}/{route}")
             yield page
         finally:
             browser.close()

@@ -22,7 +22,15 @@ from uuid import UUID
 
 import forked_cli
 import pytest
-from artifact_cards import artifact_keys, artifacts_tab, card, cards, clicked_card, flow_run_page
+from artifact_cards import (
+    artifact_keys,
+    artifacts_tab,
+    card,
+    cards,
+    clicked_card,
+    flow_run_page,
+    table_width,
+)
 from conftest import REPO, prefect_api
 from prefect import get_client
 from prefect.client.schemas.filters import (
@@ -306,3 +314,6 @@ def test_three_rounds_under_a_lost_reply_show_one_table_and_one_card_per_round(
 
     text = artifacts_tab(flow_run_id, tmp_path / "three-rounds.png")
     assert cards(text, "three") == Counter(dict.fromkeys(expected, 1)), text
+    # The table fits a laptop's window: no column runs off the page.
+    right, page = table_width(table.id, tmp_path / "rounds-table.png")
+    assert right <= page, (right, page)

@@ -32,6 +32,10 @@ CALLS = {
     "api.prepare_run": lambda data, kept: api.prepare_run(
         question=QUESTION, data=str(data), **kept
     ),  # fmt: skip
+    "dsstar.report": lambda data, kept: dsstar.report(QUESTION, data, **kept),
+    "api.prepare_report": lambda data, kept: api.prepare_report(
+        question=QUESTION, data=str(data), **kept
+    ),  # fmt: skip
 }
 KEPT = {
     "api_key": ("sk-never-recorded", "DSSTAR_API_KEY"),

@@ -251,10 +251,13 @@ def test_example_question_sets_sit_beside_their_data_and_load():
     from dsstar.inputs.questions import load_questions
 
     examples = REPO / "examples"
-    # the question set, and the recorded replies that `dsstar demo` answers its first with
+    # the question set, the recorded replies that `dsstar demo` answers its first with, and
+    # the report's question with the replies of `dsstar demo --report`
     assert sorted(p.name for p in examples.glob("*.yaml")) == [
+        "report-replies.yaml",
         "sales-questions.yaml",
         "sales-replies.yaml",
+        "sales-report.yaml",
     ]
     assert not [p for p in examples.glob("*/**/*") if p.suffix in (".yaml", ".yml")]
     [first] = load_questions(examples / "sales-questions.yaml")

@@ -3,7 +3,8 @@ recorded.
 
 Each pytest worker records, around each test's whole run (setup, call and teardown), the CPU
 time (user + system) of its own process and of the children it reaped meanwhile: a test's
-CLI subprocesses, servers, workers and sandboxes, once they have ended. A process that lives
+CLI subprocesses, servers, workers and sandboxes, once they have ended, and the `dsstar`
+commands tests/forked_cli.py forked for it, once it saw them end. A process that lives
 longer than its test (a session's Prefect server, a warm pool) is counted in the test that
 ends it, the last one of its worker for the session's servers. Run the suite with it, then
 the report:
@@ -32,7 +33,15 @@ _ROWS: list[list] = []  # nodeid, CPU of the worker, CPU of its reaped children,
 def _cpu() -> tuple[float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, reaped.ru_utime + reaped.ru_stime
+    return own.ru_utime + own.ru_stime, reaped.ru_utime + reaped.ru_stime + _forked()
+
+
+def _forked() -> float:
+    """The CPU of the `dsstar` commands tests/forked_cli.py forked and saw end: they are
+    the forking interpreter's children, not the test's. What ended with that interpreter is
+    then reaped by the test that stops it, and is not counted twice."""
+    forked = sys.modules.get("forked_cli")
+    return forked.CPU - forked.CPU_AT_SHUTDOWN if forked else 0.0
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -39,6 +39,12 @@ from processes import die_with_parent, stop
 
 __all__ = ["Forked", "popen", "run", "shutdown", "start"]
 
+# CPU seconds of this worker's forked commands that have ended, each counted when its test
+# learns its status (benchmarks/suite_cpu.py), and how much of it ended with the interpreter
+# in `shutdown`, where the caller's reaped children count it a second time.
+CPU = 0.0
+CPU_AT_SHUTDOWN = 0.0
+
 # Read when a command runs, not by what the forked interpreter imported: a command may differ
 # from its environment in these alone. dsstar reads its settings when a command starts;
 # Prefect, botocore and the OpenMP runtime are not imported or loaded before the fork;
@@ -96,9 +102,11 @@ def start(argv: list[str], **options: Any) -> subprocess.Popen | Forked:
 
 def shutdown() -> None:
     """End this worker's forking interpreter, if it was started (with the session)."""
+    global CPU_AT_SHUTDOWN
     with _Server._lock:
         if _Server._started is not None:
             stop(_Server._started.proc)
+            CPU_AT_SHUTDOWN = CPU
             shutil.rmtree(_Server._started.folder, ignore_errors=True)
             _Server._started = None
 
@@ -239,8 +247,11 @@ class Forked:
     def _done(self, message: bytes) -> None:
         if not message:
             raise RuntimeError("the forking interpreter ended before the command")
-        self.returncode = json.loads(message)["status"]
+        done = json.loads(message)
+        self.returncode = done["status"]
         self._conn.close()
+        global CPU
+        CPU += done["cpu"]
 
     def communicate(
         self, input: str | bytes | None = None, timeout: float | None = None
@@ -398,8 +409,9 @@ def _wait_for(conn: socket.socket) -> None:
     for fd in fds:
         os.close(fd)
     conn.send(json.dumps({"pid": pid}).encode())
-    _, status = os.waitpid(pid, 0)
-    conn.send(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode())
+    _, status, usage = os.wait4(pid, 0)  # the command's CPU with that of what it reaped
+    cpu = usage.ru_utime + usage.ru_stime
+    conn.send(json.dumps({"status": os.waitstatus_to_exitcode(status), "cpu": cpu}).encode())
 
 
 def _become(request: dict, fds: list[int]) -> None:

@@ -18,6 +18,13 @@ run one after another (DSSTAR_LLM_CONCURRENCY is not changed: one pass's sub-run
 asked one at a time), for comparison with --sequential, and the load average before and after.
 
     .venv/bin/python benchmarks/report_wall_time.py [--delay 1.5] [--sequential]
+        [--prefect-database postgresql+asyncpg://postgres@127.0.0.1:PORT/prefect]
+
+The server's database matters: on SQLite (a new server's default, and a command's temporary
+server) every write takes its single lock, and the sub-runs of a pass, each creating its flow
+run and task runs at the same moment, start one after another; PostgreSQL, which
+docs/operations.md asks of a server that serves several runs at once, starts them together.
+The timeline printed after the ratio shows when each sub-run started and ended.
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ def one_report(llm: Any, delay: float, work: Path, sequential: bool) -> dict[str
     scripted(llm, delay)
     run_id = f"wall-{'seq' if sequential else 'par'}-{delay:g}s-{time.time_ns()}"
     flow = own_report_flow(None)  # this benchmark's own report: no worker policy judges it
-    started = time.perf_counter()
+    started, clock, epoch = time.perf_counter(), time.monotonic(), time.time()
     if sequential:
         with _one_at_a_time():
             result = flow(question=report_scenario.QUESTION, data=str(SALES), run_id=run_id,
@@ -83,6 +90,16 @@ def one_report(llm: Any, delay: float, work: Path, sequential: bool) -> dict[str
     subs = {c.name: (c.end_time - c.start_time).total_seconds() for c in children
             if c.start_time and c.end_time}  # fmt: skip
     own = [r for r in llm.requests if r["agent"] in OWN_AGENTS]
+    # When each part ran, in seconds from the report's start: the report's own replies (the
+    # analysis' too) and each sub-run's child flow run.
+    timeline = [(r["at"] - clock, r["agent"]) for r in llm.requests
+                if r["agent"] in {*OWN_AGENTS, "analyzer"}]  # fmt: skip
+    for child in children:
+        name = child.name.split(" · ")[0].rsplit("-", 1)[-1]  # its run id ends -qNN
+        if child.start_time:
+            timeline.append((child.start_time.timestamp() - epoch, f"sub-run {name} starts"))
+        if child.end_time:
+            timeline.append((child.end_time.timestamp() - epoch, f"sub-run {name} ends"))
     return {
         "status": result["status"],
         "wall": wall,
@@ -90,6 +107,7 @@ def one_report(llm: Any, delay: float, work: Path, sequential: bool) -> dict[str
         "sub_runs": len(record["sub_runs"]),
         "own_calls": len(own),
         "calls": len(llm.requests),
+        "timeline": sorted(timeline),
     }
 
 
@@ -127,6 +145,10 @@ def report(name: str, run: dict[str, Any], delay: float) -> float:
     print(f"report wall time {run['wall']:.1f} s; longest sub-run {longest:.1f} s + own calls"
           f" {run['own_calls']} x {delay:g} s = {bound:.1f} s")  # fmt: skip
     print(f"ratio {ratio:.2f} (target <= 2: {'met' if ratio <= 2 else 'NOT met'})")
+    print("timeline (s from the report's start; replies when sent):")
+    for at, what in run["timeline"]:
+        print(f"  {at:6.1f}  {what}")
+    print(f"  {run['wall']:6.1f}  the report ends")
     return ratio
 
 
@@ -135,7 +157,18 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=1.5, help="seconds per model call")
     parser.add_argument("--sequential", action="store_true",
                         help="also run the sub-questions one after another")  # fmt: skip
+    parser.add_argument(
+        "--prefect-database",
+        metavar="URL",
+        help="The Prefect server's database, e.g. postgresql+asyncpg://user@host:5432/prefect"
+        " (an empty database); default: SQLite in the work folder.",
+    )
     args = parser.parse_args()
+    if args.prefect_database:
+        os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] = args.prefect_database
+    url = os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL", "")
+    database = "PostgreSQL" if url.startswith("postgresql") else "SQLite"
+    print(f"the Prefect server's database: {database}")
     print("load average before:", " ".join(f"{x:.2f}" for x in os.getloadavg()),
           f"({os.cpu_count()} CPUs)")  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="dsstar-report-wall-"))

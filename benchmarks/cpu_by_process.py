@@ -1,4 +1,4 @@
-"""CPU used on this machine by kind of process, sampled from /proc: run it beside the suite
+"""CPU used on this machine by kind of process, sampled with psutil: run it beside the suite
 (or any workload) for SECONDS, then read the table it prints.
 
     .venv/bin/python benchmarks/cpu_by_process.py 3600 > /tmp/by-process.txt &
@@ -12,10 +12,11 @@ tests/forked_cli.py keeps the forking interpreter's command line, and is counted
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections import defaultdict
+
+import psutil
 
 # (a piece of the command line, the kind of process): the first that matches names it.
 KINDS = (
@@ -37,21 +38,16 @@ KINDS = (
 
 
 def _sample(seconds: float) -> dict[str, list[float]]:
-    tick = os.sysconf("SC_CLK_TCK")
-    seen: dict[str, tuple[float, float, str]] = {}  # pid -> first CPU, last CPU, command line
+    seen: dict[int, tuple[float, float, str]] = {}  # pid -> first CPU, last CPU, command line
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                    command = cmdline.read(400).replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
+        for proc in psutil.process_iter(["cmdline", "cpu_times"]):
+            times, argv = proc.info["cpu_times"], proc.info["cmdline"]
+            if times is None:  # gone, or not ours to read
                 continue
-            cpu = (int(fields[11]) + int(fields[12])) / tick
-            first = seen.get(pid, (cpu, cpu, command))
-            seen[pid] = (first[0], cpu, first[2] or command)
+            cpu = times.user + times.system
+            first = seen.get(proc.pid, (cpu, cpu, " ".join(argv or ())))
+            seen[proc.pid] = (first[0], cpu, first[2])
         time.sleep(0.5)
     kinds: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for first, last, command in seen.values():

@@ -131,6 +131,16 @@ class Settings(BaseSettings):
         " about a third of its loop's calls), and a planner call per backtrack. Off: one call"
         " after another, and no reply is paid for that is not read.",
     )
+    read_charts: bool = Field(
+        True,
+        description="Show each PNG or JPEG chart a script saves (the first four of each run of"
+        " a script, up to 4 MiB each) to the reader agent, when its model can see images"
+        " (litellm's model map says so): its description of the image, not the script's own"
+        " report of the figure, is what the verifier, the deliverables card and `dsstar runs"
+        " show` then give. One call per chart; a chart saved again unchanged keeps its"
+        " reading. Off, or with a model that sees no images: the description is the one the"
+        " script's figure hook reported, marked as the script's word.",
+    )
     human_timeout: float = Field(
         3600.0,
         gt=0,

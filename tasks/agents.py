@@ -12,7 +12,9 @@ from dsstar.events import Executing, LLMCall, LLMFailed, LLMReplied
 from dsstar.execution.failure import exception_line
 from dsstar.execution.sandbox import ExecResult
 from dsstar.model.ceiling import meter
-from dsstar.model.llm import Message
+from dsstar.model.llm import Message, sees_images
+from dsstar.records.files import read_output
+from dsstar.storage import Store
 from dsstar.text import clean
 from tasks._common import result_storage
 from tasks.execute import execute
@@ -91,3 +93,8 @@ class TaskCalls:
                 storage=self.spec.storage,
             )
         )
+
+    def image(self, agent: str, output: dict[str, Any]) -> bytes | None:
+        if not sees_images(self.spec.llm[agent]["model"]):
+            return None
+        return read_output(Store(self.spec.storage), output)  # no more than its stated size

@@ -16,7 +16,7 @@ from prefect import Task, task
 from prefect.context import FlowRunContext
 
 from dsstar.algorithm.verdict import ANSWERED, verdict_label
-from dsstar.execution.deliverables import chart_text
+from dsstar.execution.deliverables import READING_SOURCE, chart_text
 from dsstar.keys import round_object
 from dsstar.records.files import read_output
 from dsstar.storage import Store, Stored
@@ -218,7 +218,9 @@ def publish_deliverables(
                 f" columns (first rows), stored at {uri}",
             )
         chart = item.get("chart")
-        if isinstance(chart, dict):
+        if isinstance(item.get("reading"), str):
+            parts.append(fenced(f"chart {READING_SOURCE}:\n{item['reading']}"))
+        elif isinstance(chart, dict):
             parts.append(fenced(chart_text(chart)))
         kind = _IMAGE_TYPES.get(PurePosixPath(name).suffix.lower())
         if kind and item["bytes"] <= _INLINE_IMAGE_BYTES:

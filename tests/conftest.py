@@ -47,6 +47,7 @@ for _name in [k for k in os.environ if k.startswith("DSSTAR_")]:
 
 import forked_cli  # noqa: E402
 from fake_llm import FakeLLM  # noqa: E402
+from scenarios import read_chart  # noqa: E402
 from processes import start, stop  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -149,7 +150,11 @@ def fresh_limits():
 
 @pytest.fixture
 def llm():
+    """The scripted model server. A chart a script saves is described by the reader as a
+    vision model that can read little of it would: a test that checks the reading scripts
+    its own."""
     with FakeLLM() as server:
+        server.default("reader", read_chart)
         yield server
 
 

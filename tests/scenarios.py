@@ -28,6 +28,16 @@ print(p.read_text(errors="replace")[:400])
     )
 
 
+def read_chart(request: dict[str, Any]) -> str:
+    """A reader reply, as a vision model describes a chart it can make little of: the name
+    the prompt gives, the image's kind, and no values it cannot read."""
+    name = re.search(r"saved the image attached below as `([^`]+)`", text_of(request)).group(1)
+    return (
+        f"The image `{name}` is a chart with two labelled axes. Its tick labels and values are"
+        " too small to read with confidence at this resolution."
+    )
+
+
 LOAD = """
 import pandas as pd
 orders = pd.read_csv("data/orders_2024.csv")

@@ -46,6 +46,18 @@ def test_a_calls_bound_is_its_counted_input_plus_the_models_output_limit() -> No
     assert (unknown.output, unknown.least) == (DEFAULT_OUTPUT_LIMIT, DEFAULT_OUTPUT_LIMIT)
 
 
+def test_an_image_in_a_request_counts_as_its_bound_not_as_the_characters_of_its_data() -> None:
+    from dsstar.algorithm.agents import reader
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 800  # 200 KB: 270,000 base64 characters
+    messages = reader.render(name="chart.png", question="Plot it.", data=png, kind="image/png")
+    [text_only] = reader.render(name="chart.png", question="Plot it.", data=b"", kind="image/png")
+    text_only = [{"role": "user", "content": text_only["content"][:1]}]
+    with_image, without = estimate(MINI, messages), estimate(MINI, text_only)
+    assert with_image.tokens - without.tokens == 2000  # at most what a provider counts
+    assert with_image.cost_usd == pytest.approx(without.cost_usd + 2000 * 0.15e-6)
+
+
 def test_near_the_ceiling_a_call_asks_for_what_is_left_never_less_than_its_least() -> None:
     """The output limit a call is sent with is the model's, lowered to what the ceiling
     leaves after its input; below `least` the call is refused, naming that least."""

@@ -1,14 +1,18 @@
 """A question that asks for a chart, end to end with the scripted model and the real sandbox:
 the run stores the chart and its description (local folder and S3), lists it in the JSON
-result, `dsstar.ask` and `dsstar runs show`; the verifier's prompt held the chart's title,
-labels and series; the Prefect UI shows the chart (headless Chromium) and the table."""
+result, `dsstar.ask` and `dsstar runs show`; the reader was shown the saved image and the
+verifier judged by its reading (or, with `read_charts` off, by the title, labels and series
+the figure hook reported, marked as the script's word); the Prefect UI shows the chart
+(headless Chromium) and the table."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import forked_cli
 import pytest
@@ -18,6 +22,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from rendered import cells_shown
 from scenarios import describe_script
 
+from dsstar.model.recorded import call_label
 from dsstar.storage import Store
 from flows.ds_star import ds_star
 
@@ -66,6 +71,15 @@ FINAL_REPLY = (
     "Here is the final script. It writes the chart under the requested name and states it as"
     f" the answer.\n\n```python{FINAL}```\n"
 )
+# How Gemini answers the reader's prompt: markdown labels, values read off the bars.
+READER_REPLY = (
+    "**Chart type:** grouped bar chart\n"
+    "**Title:** Monthly revenue per region, 2024 H1\n"
+    "**Axes:** x: Month (2024-01 to 2024-06); y: Revenue (USD), 0 to about 160\n"
+    "**Legend (Region):** MW, NE, SW\n"
+    "**Values:** NE peaks at about 150 in 2024-04; SW reaches about 84 in 2024-05; MW shows"
+    " about 62 and 60 in 2024-02 and 2024-03. Several months have no bar for a region."
+)
 # Revenue per month (2024-01 .. 2024-06) of each region, as the data has it.
 SERIES = [
     [0.0, 62.5, 60.0, 0.0, 0.0, 0.0],  # MW
@@ -88,10 +102,15 @@ def _script(llm) -> None:
 
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_a_chart_the_question_asks_for_is_stored_listed_and_verified_from_its_figure(
-    env, llm, sales, where, request, tmp_path
+    env, llm, sales, where, request, tmp_path, monkeypatch
 ):
     storage = request.getfixturevalue("s3") if where == "s3" else env["DSSTAR_STORAGE"]
     _script(llm)
+    read = where == "local"  # on S3 the reader is off: the hook's description stands in
+    if read:
+        llm.script("reader", READER_REPLY)
+    else:
+        monkeypatch.setenv("DSSTAR_READ_CHARTS", "false")
     run_id = f"t-deliver-{where}"
     result = ds_star(question=QUESTION, data=str(sales), run_id=run_id)
     assert result["status"] == "verified" and result["answer"] == "revenue.png", result
@@ -116,20 +135,41 @@ def test_a_chart_the_question_asks_for_is_stored_listed_and_verified_from_its_fi
     assert chart["labels"] == ["MW", "NE", "SW"] and chart["series"] == SERIES
     assert store.read_json(f"runs/{run_id}/run.json")["outputs"] == result["outputs"]
 
-    # The verifier judged a chart it cannot see by what the figure holds.
     [verifier] = llm.calls("verifier")
     prompt = "\n".join(str(m["content"]) for m in verifier["messages"])
     assert "## Files the code wrote" in prompt
+    if read:
+        # The reader saw the image the round's script saved, and the verifier judged by its
+        # reading, not by the script's report. The final script saved the same bytes again:
+        # they kept that reading, not paid for twice.
+        [reading] = llm.calls("reader")
+        assert call_label(reading["headers"]["x-dsstar-call"]) == "reader r00 revenue.png"
+        text, image = reading["messages"][0]["content"]
+        assert "saved the image attached below as `revenue.png`" in text["text"]
+        url = image["image_url"]["url"]
+        assert url.startswith("data:image/png;base64,")
+        assert base64.b64decode(url.split(",", 1)[1]) == png
+        assert "chart as the reader agent described it from the saved image:" in prompt
+        assert "NE peaks at about 150 in 2024-04" in prompt
+        assert "figure hook reported it (" not in prompt and "series 'NE'" not in prompt
+        assert chart_entry["reading"] == READER_REPLY
+        _the_reading_is_shown(run_id, root, chart_entry, result, tmp_path)
+        return
+    assert not llm.calls("reader")
+    # The verifier judged a chart it cannot see by what the figure holds, as the script's word.
+    assert "chart description as the script's figure hook reported it (" in prompt
     assert "title: 'Monthly revenue per region, 2024 H1'" in prompt
     assert "x axis label: 'Month'; y axis label: 'Revenue (USD)'" in prompt
     assert "legend 'Region': ['MW', 'NE', 'SW']" in prompt
     assert "series 'NE' #ff7f0e: [25.0, 12.0, 0.0, 150.0, 0.0, 20.0]" in prompt
-    # The finalyzer was told which file the question asked for.
-    [finalyzer] = llm.calls("finalyzer")
-    assert "this name: `revenue.png`" in "\n".join(str(m["content"]) for m in finalyzer["messages"])
+    assert "reading" not in chart_entry
 
-    if where == "s3":
-        return
+
+def _the_reading_is_shown(
+    run_id: str, root: str, chart_entry: dict, result: dict, tmp_path: Path
+) -> None:
+    """`dsstar runs show`, the deliverables card (Prefect API, headless Chromium) give the
+    reader's description of the chart."""
     shown = forked_cli.run([sys.executable, "-m", "dsstar", "runs", "show", run_id],
                            capture_output=True, text=True, timeout=120,
                            env={**os.environ, "COLUMNS": "400"})  # fmt: skip
@@ -139,10 +179,8 @@ def test_a_chart_the_question_asks_for_is_stored_listed_and_verified_from_its_fi
         f"revenue.png ({chart_entry['bytes']:,} bytes, image/png) {root}/final/outputs/revenue.png"
         in (shown.stdout)
     )
-    assert (
-        "chart description (the script's figure hook reported it):"
-        f" {root}/final/charts/revenue.png.json" in shown.stdout
-    )
+    assert "  chart as the reader agent described it from the saved image:\n" in shown.stdout
+    assert "    **Title:** Monthly revenue per region, 2024 H1\n" in shown.stdout
 
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(
@@ -156,6 +194,9 @@ def test_a_chart_the_question_asks_for_is_stored_listed_and_verified_from_its_fi
     markdown = by_key[f"{run_id}-deliverables"].data
     assert "![Monthly revenue per region\\, 2024 H1](data:image/png;base64," in markdown
     assert f"`{root}/final/outputs/revenue.png`" in markdown
+    assert (
+        "```\nchart as the reader agent described it from the saved image:\n**Chart" in markdown
+    )
     _the_ui_shows_the_chart(str(by_key[f"{run_id}-deliverables"].id), tmp_path)
 
 

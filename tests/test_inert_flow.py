@@ -2,7 +2,8 @@
 an image that would load from elsewhere, a `javascript:` link), end to end with the scripted
 model and the real sandbox: every card of the run, read through the Prefect API and rendered,
 and the deliverables and answer cards in the Prefect UI itself (headless Chromium), show that
-text as text; the only image is the chart dsstar encoded. The Logs tab links none of it."""
+text as text, and so does the reader's description of the chart, which repeats its title; the
+only image is the chart dsstar encoded. The Logs tab links none of it."""
 
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ def _script(llm) -> None:
     llm.script("coder", fence(FINAL.split("table.to_csv")[0] + "print(table)\n"))
     llm.script("verifier", "The table of units per region is printed.\n\n**Yes**")
     llm.script("finalyzer", "The final script writes the report and the chart.\n\n" + fence(FINAL))
+    # A vision model reads the title off the image and repeats it, markdown and all.
+    llm.default("reader", lambda request: f"**Chart type:** bar\n**Title:** {TITLE}\n**Bars:** 3")
 
 
 def test_a_scripts_markdown_is_shown_as_text_in_every_card_and_in_the_ui(

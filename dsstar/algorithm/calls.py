@@ -5,8 +5,10 @@ runtime's to retry."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from dsstar.algorithm import agents
 from dsstar.algorithm.agents import FileInfo
@@ -16,9 +18,15 @@ from dsstar.algorithm.runtime import Budget, Calls, Script
 from dsstar.algorithm.verdict import Verdict
 from dsstar.errors import AgentError
 from dsstar.execution.deliverables import asked_files, outputs_text
+from dsstar.execution.sandbox.keep import is_figure
 from dsstar.model.llm import Message
 
 __all__ = ["AgentCalls", "Problem", "Proposal"]
+
+# The reader is shown at most this many charts of one script, each at most this large (a
+# chart is a few hundred KB; a provider takes images up to about 5 MB).
+MOST_CHARTS_READ = 4
+CHART_READ_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -56,11 +64,13 @@ class AgentCalls:
         plan: Sequence[str] = (),
         base_code: str = "",
         final: bool = False,
+        before: Script | None = None,
     ) -> Script:
         """Execute `code`, repaired by the solution debugger while it fails. The debugger sees
         the script, its error, the descriptions and the plan it implements (with the base
         code, for when the coder gave no script at all); the final script's debugger also
-        sees the answer's guidelines."""
+        sees the answer's guidelines. Its charts are then read (`read_charts`; a chart the
+        script `before` saved, to the byte, keeps that script's reading)."""
 
         def fix(code: str, error: str) -> list[Message]:
             return agents.debugger.render_solution(
@@ -74,7 +84,43 @@ class AgentCalls:
                 libraries=problem.libraries,
             )
 
-        return run_with_repair(self.calls, label, code, fix, self.budget)
+        script = run_with_repair(self.calls, label, code, fix, self.budget)
+        return self.read_charts(label, problem.question, script, before)
+
+    def read_charts(
+        self, label: str, question: str, script: Script, before: Script | None = None
+    ) -> Script:
+        """`script` with the reader's description ('reading') on each PNG or JPEG chart it
+        saved (the first MOST_CHARTS_READ, up to CHART_READ_BYTES each), when the setting
+        `read_charts` is on and the reader's model can see images. The image's bytes are the
+        deliverable itself, so what the reader says of them is dsstar's own reading, where
+        the figure hook's description is the script's word. A chart of the same name and
+        bytes as one `before` saved keeps its reading: the same image is not paid for twice
+        (rounds that redraw an unchanged chart, a final script that saves it again)."""
+        if not (self.budget.read_charts and script.result.ok and script.result.figures):
+            return script
+        read = {_identity(item): item["reading"] for item in before.result.outputs
+                if item.get("reading")} if before else {}  # fmt: skip
+        outputs: list[dict[str, Any]] = []
+        shown = 0
+        for item in script.result.outputs:
+            if _identity(item) in read:
+                item = {**item, "reading": read[_identity(item)]}
+            elif shown < MOST_CHARTS_READ and _readable(item):
+                data = self.calls.image("reader", item)
+                if data is None:  # the reader's model sees no images: nothing is read
+                    return script
+                kind = agents.reader.image_type(data)
+                if kind is not None:
+                    shown += 1
+                    messages = agents.reader.render(
+                        name=item["name"], question=question, data=data, kind=kind
+                    )
+                    reply = self.calls.ask("reader", f"reader {label} {item['name']}", messages)
+                    reading = agents.reader.parse(reply)
+                    item = {**item, "reading": reading} if reading else item
+            outputs.append(item)
+        return replace(script, result=replace(script.result, outputs=outputs))
 
     def plan_first(
         self, label: str, question: str, files: list[FileInfo], previous_plan: list[str]
@@ -225,3 +271,13 @@ class AgentCalls:
             asked=asked_files(problem.question, problem.guidelines),
         )
         return agents.finalyzer.parse(self.calls.ask("finalyzer", "finalyzer", messages))
+
+
+def _readable(item: dict[str, Any]) -> bool:
+    return is_figure(item["name"]) and 0 < item["bytes"] <= CHART_READ_BYTES
+
+
+def _identity(item: dict[str, Any]) -> tuple[str, str]:
+    """A file by its name and content: the hash storage gave it, else that of its bytes."""
+    digest = item.get("sha256") or hashlib.sha256(item.get("data", "").encode()).hexdigest()
+    return item["name"], digest

@@ -10,6 +10,7 @@ either runtime finds what the other described; like files are each analyzed.
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,7 @@ from dsstar.data.sources import DataSource
 from dsstar.events import StoryEvent, details
 from dsstar.execution.sandbox import ExecResult, Limits, run_script
 from dsstar.model.config import LLMConfig
-from dsstar.model.llm import Message, complete
+from dsstar.model.llm import Message, complete, sees_images
 from dsstar.settings import api_key_here
 from dsstar.storage import Store
 
@@ -84,6 +85,11 @@ class LocalRuntime:
         work_dir = Path(self.spec.work_dir) if self.spec.work_dir else None
         # The tables it wrote are previewed in the bounded reader; the files stay in memory.
         return with_previews(self._run(code, self.spec.limits, files), work_dir)
+
+    def image(self, agent: str, output: dict[str, Any]) -> bytes | None:
+        if not sees_images(self.spec.llm[agent]["model"]):
+            return None
+        return base64.b64decode(output["data"])  # this runtime keeps the files in memory
 
     def _run(self, code: str, limits: Limits, files: Sequence[str] | None = None) -> ExecResult:
         work_dir = self.spec.work_dir
@@ -164,3 +170,6 @@ class _WithoutFigures:
     def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         self.runtime.labels.append(label)
         return self.runtime._run(code, self.runtime.spec.without_outputs().limits, files)
+
+    def image(self, agent: str, output: dict[str, Any]) -> bytes | None:
+        return None  # its scripts keep no files

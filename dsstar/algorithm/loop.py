@@ -75,7 +75,9 @@ def reuse(
     if not result.ok or not result.stdout.strip():
         rt.record_reuse(script, Verdict.NOT_SUFFICIENT, "(not asked: it failed or printed nothing)")
         return None
-    verdict, reply = AgentCalls(rt, budget).verify("reuse", question, plan, script)
+    agents = AgentCalls(rt, budget)
+    script = agents.read_charts("reuse", question, script)
+    verdict, reply = agents.verify("reuse", question, plan, script)
     if not verdict.sufficient:
         rt.record_reuse(script, verdict, reply)
         return None
@@ -92,7 +94,7 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
     first = agents.plan_first("r00", problem.question, problem.files, previous_plan=list(seed_plan))
     if first.unanswerable:
         return Outcome(Status.NOT_APPLICABLE, [], Script("", NO_CODE), first.unanswerable)
-    script = _code_round(agents, problem, plan, "r00", first.step, "")
+    script = _code_round(agents, problem, plan, "r00", first.step, "", None)
     number, opened_by = 0, None
     while True:
         label = f"r{number:02d}"
@@ -124,7 +126,9 @@ def rounds(rt: Runtime, problem: Problem, budget: Budget, seed_plan: Sequence[st
         if proposal.unanswerable:  # the plan as it stood is what the finalyzer sees
             plan.steps = kept
             return Outcome(Status.NOT_APPLICABLE, kept, script, proposal.unanswerable)
-        script = _code_round(agents, problem, plan, f"r{number:02d}", proposal.step, base_code)
+        script = _code_round(
+            agents, problem, plan, f"r{number:02d}", proposal.step, base_code, script
+        )
 
 
 def _judge(
@@ -157,16 +161,23 @@ def _ask_human(rt: Runtime, number: int, plan: list[str], script: Script, reply:
 
 
 def _code_round(
-    agents: AgentCalls, problem: Problem, plan: Plan, label: str, step: str, base_code: str
+    agents: AgentCalls,
+    problem: Problem,
+    plan: Plan,
+    label: str,
+    step: str,
+    base_code: str,
+    last: Script | None,
 ) -> Script:
     """Code the plan extended by `step` from the base code and run it. With an empty plan
-    (round 0, or step 1 was wrong) the script starts from scratch, as in round 0."""
+    (round 0, or step 1 was wrong) the script starts from scratch, as in round 0. A chart
+    `last` round's script saved and this one saves again unchanged keeps its reading."""
     steps = [*plan.steps, step]
     if plan.steps:
         code = agents.code_next(label, problem, steps, base_code)
     else:
         code = agents.code_first(label, problem, step)
-    script = agents.run_solution(label, code, problem, steps, base_code)
+    script = agents.run_solution(label, code, problem, steps, base_code, before=last)
     plan.extend(step, script.code)
     return script
 
@@ -193,7 +204,7 @@ def finalize(
         rt.note(final_reused_run=True)
         attempt = {"code": code, "ok": True, "output": result.output, "reused": True}
         return Script(code=code, result=result, attempts=[attempt])
-    return agents.run_solution(FINAL, code, problem, plan, final=True)
+    return agents.run_solution(FINAL, code, problem, plan, final=True, before=script)
 
 
 def same_program(code: str, other: str) -> bool:

@@ -38,6 +38,11 @@ class Calls(Protocol):
         `files` (paths relative to the data root; see `dsstar.algorithm.scope`)."""
         ...
 
+    def image(self, agent: str, output: dict[str, Any]) -> bytes | None:
+        """The bytes of a figure a script saved (one of an ExecResult's outputs), read back
+        bounded, to show `agent`'s model; None when that model cannot see images."""
+        ...
+
 
 class Runtime(Calls, Protocol):
     """Calls, plus the work of steps 0 to 2 (contracts, an earlier solution, file analysis),
@@ -120,6 +125,7 @@ class Budget:
     summarize_over_chars: int = default("summarize_over_chars")
     max_output_chars: int = default("max_output_chars")
     ask_ahead: bool = default("ask_ahead")
+    read_charts: bool = default("read_charts")
 
 
 @dataclass

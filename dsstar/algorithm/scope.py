@@ -39,3 +39,6 @@ class Scoped:
     def execute(self, label: str, code: str, files: Sequence[str] | None = None) -> ExecResult:
         narrower = self.files if files is None else [f for f in files if f in self.files]
         return self.calls.execute(label, code, files=narrower)
+
+    def image(self, agent: str, output: dict[str, Any]) -> bytes | None:
+        return self.calls.image(agent, output)

@@ -115,3 +115,6 @@ class _Tracked:
 
     def execute(self, label: str, code: str, files: Any = None) -> ExecResult:
         return self.calls.execute(label, code, files)
+
+    def image(self, agent: str, output: dict[str, Any]) -> bytes | None:
+        return self.calls.image(agent, output)

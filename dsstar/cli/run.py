@@ -55,6 +55,7 @@ RUN_FLAGS = (
     "ask_human",
     "human_timeout",
     "ask_ahead",
+    "read_charts",
     "task_runner",
     "dask_address",
 )

@@ -25,6 +25,7 @@ from dsstar.cli._app import (
 from dsstar.cli._output import heading, json_line, shown
 from dsstar.cli._tables import Format, FormatOpt, print_table, resolve_format
 from dsstar.errors import DSStarError
+from dsstar.execution.deliverables import READING_SOURCE
 from dsstar.keys import CACHE, run_folder
 from dsstar.text import money
 
@@ -307,7 +308,11 @@ def _print_outputs(out: Any, record: dict[str, Any]) -> None:
     for item in record.get("outputs") or []:
         line = f"{shown(item['name'])} ({item['bytes']:,} bytes, {item['media_type']})"
         out.print(f"{line} {shown(item['uri'])}", markup=False, highlight=False)
-        if item.get("chart"):
+        if isinstance(item.get("reading"), str):
+            out.print(f"  chart {READING_SOURCE}:", markup=False, highlight=False)
+            for line in item["reading"].splitlines():
+                out.print(f"    {shown(line)}", markup=False, highlight=False)
+        elif item.get("chart"):
             where = shown(item["chart"])
             out.print(f"  chart description (the script's figure hook reported it): {where}",
                       markup=False, highlight=False)  # fmt: skip

@@ -1,8 +1,8 @@
 """What the files a script wrote hold, in words an agent (or a person) can read: a table's
-shape, columns and first rows; a chart's type, title, axis labels, legend and plotted series
-(the description the script's figure hook reported, see sandbox/prelude.py: said to be so
-wherever it is shown, since the script could have written it). And which files a question
-asks for, by name.
+shape, columns and first rows; a chart's description: the reader agent's, made from the saved
+image when its model can see images (`dsstar.algorithm.calls`, 'reading'), else the one the
+script's figure hook reported (see sandbox/prelude.py: said to be so wherever it is shown,
+since the script could have written it). And which files a question asks for, by name.
 
 A table's preview is not read here: the bounded table reader reads it when the script has run
 (`dsstar.data.previews`), and the output carries it ('preview'), or the reason it was skipped.
@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "CHART_SOURCE",
+    "READING_SOURCE",
     "TABLE_SUFFIXES",
     "asked_files",
     "chart_text",
@@ -43,6 +44,10 @@ CHART_SOURCE = (
     "as the script's figure hook reported it (read off the matplotlib figure in the script's"
     " own process, which could have written it too; the image itself is not read)"
 )
+
+
+# Where a reading comes from: dsstar's reader looked at the image the script saved.
+READING_SOURCE = "as the reader agent described it from the saved image"
 
 
 def chart_text(chart: dict[str, Any], most_values: int = 24) -> str:
@@ -78,8 +83,10 @@ def outputs_text(outputs: list[dict[str, Any]], rows: int = 5) -> str:
     blocks = []
     for item in outputs:
         block = f"{item['name']} ({item['bytes']:,} bytes)"
-        chart, preview = item.get("chart"), item.get("preview")
-        if isinstance(chart, dict):
+        chart, preview, reading = item.get("chart"), item.get("preview"), item.get("reading")
+        if isinstance(reading, str) and reading:
+            block += f"\nchart {READING_SOURCE}:\n{reading}"
+        elif isinstance(chart, dict):
             block += "\n" + chart_text(chart)
         elif isinstance(preview, dict) and preview.get("skipped"):
             block += f"\npreview skipped: {preview['skipped']}"

@@ -91,7 +91,7 @@ _PLACED = {
                   "task_runner", "task_workers", "dask_address", "ray_address", "work_dir",
                   "exec_uid_base"),
     "advanced": ("run_id", "reuse", "ask_human", "storage", "api_base", "agent_models",
-                 "temperature", "llm_retries", "llm_retry_delay", "ask_ahead",
+                 "temperature", "llm_retries", "llm_retry_delay", "ask_ahead", "read_charts",
                  "summarize_over_chars", "storage_retry_delay"),
 }  # fmt: skip
 _SECTION_OF = {name: section for section, names in _PLACED.items() for name in names}

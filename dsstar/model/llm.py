@@ -45,11 +45,13 @@ __all__ = [
     "preload",
     "prompt_hash",
     "provider_of",
+    "sees_images",
 ]
 
 log = logging.getLogger(__name__)
 
-Message = dict[str, str]
+# A chat message: its content is text, or a list of parts (text, and an image as a data: URL).
+Message = dict[str, Any]
 
 
 def prompt_hash(messages: list[Message]) -> str:
@@ -212,6 +214,12 @@ def model_info(model: str) -> dict[str, Any]:
         return dict(_litellm().get_model_info(model))
     except Exception:  # litellm raises for a model it has not mapped: no price is known
         return {}
+
+
+def sees_images(model: str) -> bool:
+    """Whether litellm's model map says `model` takes images in its messages (a model it does
+    not know, or a recorded one, does not)."""
+    return bool(model_info(model).get("supports_vision"))
 
 
 # litellm routes `P/name` to provider P and keeps the API base given (None: P's own), for

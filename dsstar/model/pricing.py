@@ -19,6 +19,10 @@ __all__ = ["DEFAULT_OUTPUT_LIMIT", "Estimate", "estimate", "output_limit", "pric
 DEFAULT_OUTPUT_LIMIT = 8192
 # Tokens a chat request adds around each message (role, separators), as OpenAI counts them.
 _PER_MESSAGE = 4
+# An upper bound of what one image in a request costs in input tokens, whatever its size:
+# providers scale an image down before they count it (OpenAI at most about 1,100 tokens,
+# Anthropic about 1,600, Gemini 258 to 1,120).
+_PER_IMAGE = 2000
 
 
 def priced(model: str) -> bool:
@@ -91,8 +95,9 @@ def estimate(model: str, messages: list[Message]) -> Estimate:
     """The bound of one request to `model`: its input and the model's whole output limit.
     Input is priced in full: whether the provider serves the shared prefix from its cache
     is known only once it has answered, and a ceiling needs the bound, not the likely case."""
-    text = "\n".join(str(m.get("content") or "") for m in messages)
-    input_tokens = count_tokens(model, text) + _PER_MESSAGE * len(messages)
+    texts, images = _parts(messages)
+    input_tokens = count_tokens(model, "\n".join(texts)) + _PER_MESSAGE * len(messages)
+    input_tokens += _PER_IMAGE * images
     output = output_limit(model)
     per_output = price(model, 0, 1)
     return Estimate(
@@ -102,3 +107,20 @@ def estimate(model: str, messages: list[Message]) -> Estimate:
         least=min(output, DEFAULT_OUTPUT_LIMIT),
         output_price=per_output,
     )
+
+
+def _parts(messages: list[Message]) -> tuple[list[str], int]:
+    """The texts of `messages` and how many images they carry (a part that is an image is
+    counted as one, not as the characters of its data: URL)."""
+    texts, images = [], 0
+    for message in messages:
+        content = message.get("content") or ""
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        for part in content:
+            if part.get("type") == "image_url":
+                images += 1
+            else:
+                texts.append(str(part.get("text") or ""))
+    return texts, images

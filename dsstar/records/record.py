@@ -105,7 +105,7 @@ def output_objects(result: ExecResult) -> dict[str, Any]:
 def output_entries(result: ExecResult, uri: Callable[[str], str]) -> list[dict[str, Any]]:
     """How run.json, the `--json` result and `dsstar.ask` list the deliverables: name (relative
     to the working directory), bytes, uri, media_type, sha256 and, for a chart, the URI of its
-    description (chart)."""
+    figure hook's description (chart) and the reader's description of the image (reading)."""
     entries = []
     for item in result.outputs:
         digest = item.get("sha256") or hashlib.sha256(base64.b64decode(item["data"])).hexdigest()
@@ -118,6 +118,8 @@ def output_entries(result: ExecResult, uri: Callable[[str], str]) -> list[dict[s
         }
         if isinstance(item.get("chart"), dict):
             entry["chart"] = uri(keys.chart(item["name"]))
+        if isinstance(item.get("reading"), str):
+            entry["reading"] = item["reading"]
         entries.append(entry)
     return entries
 

@@ -1,6 +1,7 @@
 """One module per agent: `render(...)` builds the chat messages from its Jinja template in
 `prompts/`, `parse(text)` turns any reply, however malformed, into a defined result, and
-`AGENT` defines the agent (name, templates, parser). `ROSTER` lists them all: the names that
+`AGENT` defines the agent (name, templates, parser); the reader describes the charts scripts
+save, for the verifier. `ROSTER` lists them all: the names that
 `--agent-model` accepts (checked by the preflight) and the run's record of models. The last
 three write reports (`dsstar report`): the decomposer breaks an open question into
 sub-questions, the writer drafts the report from their answers, the critic reviews it."""
@@ -13,6 +14,7 @@ from dsstar.algorithm.agents import (
     decomposer,
     finalyzer,
     planner,
+    reader,
     router,
     summarizer,
     verifier,
@@ -36,6 +38,7 @@ __all__ = [
     "finalyzer",
     "json_value",
     "planner",
+    "reader",
     "render",
     "router",
     "split_thinking",
@@ -52,6 +55,7 @@ ROSTER: dict[str, Agent] = {
         planner.AGENT,
         coder.AGENT,
         verifier.AGENT,
+        reader.AGENT,
         router.AGENT,
         debugger.AGENT,
         summarizer.AGENT,

@@ -27,10 +27,11 @@ def render(
     outputs: str = "",
 ) -> list[Message]:
     """Ask Yes/No: is this plan sufficient, judged by its code and its output? The files
-        open the prompt as they open every agent's (one prefix, cached by the provider).
-        `outputs` says what the files the code wrote hold (tables, charts): the verifier sees no
-        image, so a chart is judged by the description its script's figure hook reported, which the
-    prompt says is the script's word."""
+    open the prompt as they open every agent's (one prefix, cached by the provider).
+    `outputs` says what the files the code wrote hold (tables, charts): the verifier sees no
+    image, so a chart is judged by the reader's description of the saved image or, where none
+    was made, by the one its script's figure hook reported, which the prompt says is the
+    script's word."""
     return _render(
         "verifier",
         files=files or [],

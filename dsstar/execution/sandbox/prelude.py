@@ -5,7 +5,8 @@ wrapped so that each saved figure is also described from the figure object itsel
 title, axis labels, legend, tick labels, colours and the plotted values), one JSON line per
 save in `.dsstar-charts.jsonl` of the working directory, with the SHA-256 of the bytes just
 saved. keep.py attaches each description to the file it names when the file is still those
-bytes; the verifier reads it, since it cannot see the image.
+bytes; the verifier reads it where the reader agent made no description of the image itself
+(dsstar.algorithm.calls.read_charts), and DA-Code's scorer reads it as its `plot.json`.
 
 The hook runs in the script's own process, so nothing it writes is beyond the script's reach:
 a script can write such lines itself, or draw one figure and describe another. A description

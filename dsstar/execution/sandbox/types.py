@@ -96,7 +96,8 @@ class ExecResult:
     # (base64), 'chart' (the description of a matplotlib figure, when it is one)}, bounded by
     # Limits.outputs and outputs_mb. A runtime adds a table's 'preview' (dsstar.data.previews)
     # and may store the files, leaving 'sha256' and 'key' where 'data' was
-    # (dsstar.records.files).
+    # (dsstar.records.files); the loop adds a chart's 'reading', the reader agent's
+    # description of its image (dsstar.algorithm.calls).
     outputs: list[dict[str, Any]] = field(default_factory=list)
     outputs_error: str = ""  # which bound left which files out; empty when all were kept
 

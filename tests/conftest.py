@@ -47,8 +47,8 @@ for _name in [k for k in os.environ if k.startswith("DSSTAR_")]:
 
 import forked_cli  # noqa: E402
 from fake_llm import FakeLLM  # noqa: E402
-from scenarios import read_chart  # noqa: E402
 from processes import start, stop  # noqa: E402
+from scenarios import read_chart  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "sales"

@@ -194,9 +194,7 @@ def _the_reading_is_shown(
     markdown = by_key[f"{run_id}-deliverables"].data
     assert "![Monthly revenue per region\\, 2024 H1](data:image/png;base64," in markdown
     assert f"`{root}/final/outputs/revenue.png`" in markdown
-    assert (
-        "```\nchart as the reader agent described it from the saved image:\n**Chart" in markdown
-    )
+    assert "```\nchart as the reader agent described it from the saved image:\n**Chart" in markdown
     _the_ui_shows_the_chart(str(by_key[f"{run_id}-deliverables"].id), tmp_path)
 
 

@@ -80,7 +80,10 @@ def start_prefect_server(env: dict[str, str], port: int, log: Path) -> subproces
             time.sleep(0.5)
 
 
-@pytest.fixture(scope="session", autouse=True)
+UNIT = Path(__file__).parent / "unit"  # the layers below the Prefect job: no server, no CLI
+
+
+@pytest.fixture(scope="session")
 def prefect_server(postgres_url):
     """A real Prefect API server for the whole session (runs share it), on PostgreSQL as
     docs/operations.md asks of a server that serves several runs at once: on SQLite, a loaded
@@ -412,9 +415,16 @@ LONGEST_FIRST = (
 
 
 def pytest_collection_modifyitems(items):
-    """The longest files first (LONGEST_FIRST), in that order, then the rest as collected."""
+    """The longest files first (LONGEST_FIRST), in that order, then the rest as collected.
+    Every test outside tests/unit uses the session's Prefect server, set up before any of its
+    other fixtures (as a session fixture, it comes before a module's). A test in tests/unit
+    has none: PREFECT_API_URL names a closed port there, so a test that reached Prefect would
+    fail, not start a server of its own."""
     rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    for item in items:
+        if UNIT not in item.path.parents and "prefect_server" not in item.fixturenames:
+            item.fixturenames.insert(0, "prefect_server")
 
 
 def _utf8(text: str) -> str:

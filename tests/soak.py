@@ -235,7 +235,7 @@ def seed_stuck_counts(env: dict[str, str]) -> dict[str, int]:
     """What a crash under an older dsstar left in the user's Prefect database: dsstar-exec
     and dsstar-llm counted full, with no lease anywhere (`STUCK`, which it returns)."""
     code = (
-        "from flows.server import ensure_api\n"
+        "from flows.api_server import ensure_api\n"
         "s = ensure_api(); s.wait_ready()\n"
         "from prefect import get_client\n"
         "from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate as C\n"

@@ -123,7 +123,7 @@ def test_bench_run_writes_its_outputs_and_resumes_without_repeating_work(
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from tasks.keys import artifact_key
+    from tasks.cache_keys import artifact_key
 
     bench_id = json.loads((out / "bench.json").read_text())["bench_id"]
     key = ArtifactFilterKey(any_=[artifact_key(f"{bench_id}-bench")])

@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt
 from prefect.artifacts import Artifact
 
 from dsstar.views.cards import crashed_record, ending_card, reasoning, stored_at
-from tasks.keys import artifact_key
+from tasks.cache_keys import artifact_key
 from tasks.record import publish_round
 
 HOSTILE = "**No.** [click](http://attacker.example) <img src=x onerror=alert(1)>\n# Heading"

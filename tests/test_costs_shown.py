@@ -11,7 +11,7 @@ from prefect.artifacts import Artifact
 from rendered import cells_shown
 
 from flows.nightly import publish_summary as publish_nightly
-from tasks.keys import artifact_key
+from tasks.cache_keys import artifact_key
 from tasks.record import publish_summary
 
 pytestmark = pytest.mark.slow  # they publish to the session's Prefect server

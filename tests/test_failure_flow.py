@@ -14,7 +14,7 @@ import pytest
 from prefect.artifacts import Artifact
 from scenarios import always_first_time
 
-from tasks.keys import artifact_key
+from tasks.cache_keys import artifact_key
 
 pytestmark = pytest.mark.slow
 

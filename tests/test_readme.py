@@ -134,7 +134,7 @@ def the_demo_answers_and_says_where_to_look(done: subprocess.CompletedProcess, s
         LogFilterFlowRunId,
     )
 
-    from tasks.keys import artifact_key
+    from tasks.cache_keys import artifact_key
 
     assert "Northeast, Ada Park" in done.stdout
     assert "replies: recorded from" in done.stderr and "no model was asked" in done.stderr

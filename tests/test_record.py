@@ -12,7 +12,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from dsstar.settings import Settings
 from flows import _run
-from tasks.keys import artifact_key
+from tasks.cache_keys import artifact_key
 from tasks.record import publish_round, storage_writer, write_objects
 
 HOSTILE = (

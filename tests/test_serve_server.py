@@ -61,7 +61,7 @@ def test_a_server_started_early_is_handed_out_or_stopped(tmp_path):
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
     handed = (
         "import os\n"
-        "from flows import server as _server\n"
+        "from flows import api_server as _server\n"
         "_server.start_early(); early = _server._early\n"
         "s = _server.ensure_api(); assert s is early, s\n"
         "s.wait_ready(); assert os.environ['DSSTAR_PRIVATE_API_URL'] == s.url\n"
@@ -76,7 +76,7 @@ def test_a_server_started_early_is_handed_out_or_stopped(tmp_path):
         'active = "team"\n[profiles.team]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n'
     )
     stopped = (
-        "from flows import server as _server\n"
+        "from flows import api_server as _server\n"
         "_server.start_early(); early = _server._early\n"
         "assert _server.ensure_api() is None\n"
         "assert early.process.wait(timeout=30) is not None\n"
@@ -90,7 +90,7 @@ def test_a_server_started_early_is_handed_out_or_stopped(tmp_path):
 def test_the_wait_for_a_temporary_server_gives_up_on_a_stuck_or_dead_one_only():
     """The wait counts the server's own CPU time, so a slow start on a busy machine is
     waited for; a server process that uses no CPU (stuck) or has exited is given up."""
-    from flows.server import EphemeralServer
+    from flows.api_server import EphemeralServer
 
     server = EphemeralServer.__new__(EphemeralServer)  # a stand-in process, no real server
     server.url = f"http://127.0.0.1:{_free_port()}/api"  # nothing answers there

@@ -25,7 +25,7 @@ from scenarios import ANSWER, answered, asked, describe_script, two_rounds
 from sqlmodel import Session
 
 from dsstar.records.ledger import Ledger, RunRow
-from tasks.keys import artifact_key
+from tasks.cache_keys import artifact_key
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from dsstar import keys
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # What the functions are called with in these tests, by parameter name. An object's `name`
 # is any name: its key must fall in a folder LAYOUT lists, whatever the name.

@@ -50,7 +50,7 @@ def test_dabstep_tasks_carry_question_guidelines_level_and_known_truth(tmp_path)
 
 
 def test_the_research_slice_has_every_category_each_task_a_checklist(tmp_path):
-    slice_ = Path(__file__).resolve().parents[1] / "benchmarks" / "dabstep_research" / "tasks.jsonl"
+    slice_ = Path(__file__).resolve().parents[2] / "benchmarks" / "dabstep_research" / "tasks.jsonl"
     found = research_tasks(slice_, tmp_path)
     assert {t.level for t in found} == {"data_preparation", "analysis", "insight", "report",
                                         "open_research"}  # fmt: skip

@@ -34,7 +34,7 @@ from dsstar.execution import scratch
 from dsstar.inputs.spec import run_spec
 from dsstar.settings import Settings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUESTION = "Which region had the highest revenue in 2024 H1, and who manages it?"
 FILES = [
     FileInfo("data/orders_2024.csv", "CSV: order_id, date, region_code, units, unit_price"),

@@ -375,7 +375,7 @@ def test_a_reports_news_names_changed_figures_and_new_failures():
 def test_the_demo_recording_answers_every_call_of_its_report():
     """examples/report-replies.yaml holds a reply for the report's own calls and for each
     sub-question's run (checked end to end by the README's `dsstar demo --report`)."""
-    path = Path(__file__).resolve().parents[1] / "examples" / "report-replies.yaml"
+    path = Path(__file__).resolve().parents[2] / "examples" / "report-replies.yaml"
     recording = Recording(str(path))
     questions = decomposer.parse(recording.reply("decomposer").text)
     follow_ups = critic.parse(recording.reply("critic 1").text).sub_questions

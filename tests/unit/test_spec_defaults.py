@@ -19,7 +19,7 @@ from dsstar.inputs.spec import run_spec
 from dsstar.model.ceiling import Ceiling
 from dsstar.settings import Settings, default
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # (file, class or function, field or parameter) -> the setting whose default it is.
 CHOSEN_BY_A_SETTING = {

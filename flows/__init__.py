@@ -33,13 +33,13 @@ if TYPE_CHECKING:  # what the names below are, for readers and tools
     from flows._guidance import answer_in_terminal
     from flows._settle import settle as settle_run
     from flows.alerts import ALERT_NAMES, ensure_alerts, find_notification_blocks
+    from flows.api_server import api_configured, open_api_warning, prefect_api
+    from flows.api_server import start_early as start_prefect_api
     from flows.bench import ds_star_bench, own_bench, task_dicts
     from flows.console import run_console
     from flows.describe import describe_files
     from flows.ds_star import run_question
     from flows.report import run_report
-    from flows.server import api_configured, open_api_warning, prefect_api
-    from flows.server import start_early as start_prefect_api
     from flows.serving import serve_deployments, share_limits
     from flows.workers import ensure_worker_recovery
     from tasks.slots import inspect as inspect_slots
@@ -56,13 +56,13 @@ _HOMES = {
     "run_question": ("flows.ds_star", "run_question"),
     "run_report": ("flows.report", "run_report"),
     "run_console": ("flows.console", "run_console"),
-    "open_api_warning": ("flows.server", "open_api_warning"),
-    "prefect_api": ("flows.server", "prefect_api"),
-    "start_prefect_api": ("flows.server", "start_early"),
+    "open_api_warning": ("flows.api_server", "open_api_warning"),
+    "prefect_api": ("flows.api_server", "prefect_api"),
+    "start_prefect_api": ("flows.api_server", "start_early"),
     "serve_deployments": ("flows.serving", "serve_deployments"),
     "share_limits": ("flows.serving", "share_limits"),
     "inspect_slots": ("tasks.slots", "inspect"),
-    "api_configured": ("flows.server", "api_configured"),
+    "api_configured": ("flows.api_server", "api_configured"),
     "ALERT_NAMES": ("flows.alerts", "ALERT_NAMES"),
     "ensure_alerts": ("flows.alerts", "ensure_alerts"),
     "find_notification_blocks": ("flows.alerts", "find_notification_blocks"),

@@ -11,8 +11,8 @@ from dsstar.data.contracts import check_source, failures_markdown
 from dsstar.data.sources import DataSource
 from flows import _story as story
 from flows._run import Run
+from tasks.cache_keys import artifact_key
 from tasks.cards import publish_markdown
-from tasks.keys import artifact_key
 
 __all__ = ["check_contracts"]
 

@@ -22,8 +22,8 @@ from dsstar import keys
 from dsstar.model.replies import Replies
 from dsstar.storage import Store
 from dsstar.views.cards import crashed_record
+from tasks.cache_keys import artifact_key
 from tasks.cards import published
-from tasks.keys import artifact_key
 from tasks.record import publish_ending
 
 __all__ = ["publish_crash_card"]

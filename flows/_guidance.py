@@ -27,7 +27,7 @@ from dsstar.algorithm.agents import clip
 from dsstar.algorithm.guidance import Checkpoint, Choice, Guidance
 from dsstar.keys import round_key
 from dsstar.text import clean, fenced, md_text
-from tasks.keys import artifact_key
+from tasks.cache_keys import artifact_key
 
 __all__ = [
     "Asker",

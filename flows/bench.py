@@ -37,8 +37,8 @@ from dsstar.views.report import agent_usage
 from flows.ds_star import completed_result, own_flow
 from flows.nightly import share_analyses
 from flows.report import own_report_flow
+from tasks.cache_keys import artifact_key
 from tasks.cards import publish_markdown, publish_table
-from tasks.keys import artifact_key
 
 __all__ = ["ds_star_bench", "own_bench", "task_dicts", "task_run_id"]
 

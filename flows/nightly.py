@@ -39,8 +39,8 @@ from flows._forms import form_flow, given_name
 from flows._runners import default_task_runner
 from flows.alerts import QUESTION_TAG
 from flows.ds_star import completed_result, default_run_id, ds_star
+from tasks.cache_keys import artifact_key
 from tasks.cards import publish_table
-from tasks.keys import artifact_key
 
 __all__ = ["SKIPPED", "NightlyForm", "ds_star_nightly"]
 

@@ -11,7 +11,7 @@ from prefect.filesystems import LocalFileSystem, RemoteFileSystem, WritableFileS
 from dsstar.errors import LLMTransientError, StorageError
 from dsstar.keys import CACHE
 from dsstar.locations import is_remote, local_path
-from tasks.keys import digest
+from tasks.cache_keys import digest
 
 __all__ = ["is_storage_error", "is_transient", "result_storage"]
 

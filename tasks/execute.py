@@ -17,7 +17,7 @@ from dsstar.execution.sandbox import Limits, run_script
 from dsstar.records.files import store_outputs
 from dsstar.settings import default
 from dsstar.storage import Store
-from tasks.keys import digest, key_part
+from tasks.cache_keys import digest, key_part
 from tasks.slots import slot
 
 __all__ = ["execute"]

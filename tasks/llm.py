@@ -16,7 +16,7 @@ from dsstar.model.replies import Replies
 from dsstar.settings import api_key_here, default
 from dsstar.storage import Store
 from tasks._common import is_transient
-from tasks.keys import digest, key_part
+from tasks.cache_keys import digest, key_part
 from tasks.slots import pace, slot
 
 __all__ = ["ask"]

@@ -23,8 +23,8 @@ from dsstar.storage import Store, Stored
 from dsstar.text import fenced, md_code, md_text, money
 from dsstar.views.cards import ending_card, ending_title, reasoning, short, stored_at
 from tasks._common import is_storage_error
+from tasks.cache_keys import artifact_key
 from tasks.cards import publish_markdown, publish_table
-from tasks.keys import artifact_key
 
 __all__ = [
     "publish_deliverables",

@@ -33,7 +33,7 @@ from dsstar.cli._app import (
     prefect_quietly,
 )
 from dsstar.cli._output import report
-from dsstar.cli.run import StoredDataOpt, run_flow
+from dsstar.cli.run import StoredDataOpt, run_with_progress
 from dsstar.errors import DSStarError
 from dsstar.inputs.questions import PROJECT_DIR, load_questions
 from dsstar.keys import replies_folder, run_record
@@ -110,7 +110,7 @@ def replay(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     err.print(f"replaying run {run_id} with its recorded replies", highlight=False)
-    result = run_flow(prepared, as_json)
+    result = run_with_progress(prepared, as_json)
     if record.get("kind") == "report":
         compared = compare_reports(store, run_id, result["run_id"])
     else:
@@ -210,7 +210,7 @@ def demo(
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     err.print(f"demo: {first.question}", highlight=False)
-    result = run_flow(prepared, as_json)
+    result = run_with_progress(prepared, as_json)
     report(result, as_json)
     if not as_json:
         _where_to_look(result, ui)
@@ -233,7 +233,7 @@ def _demo_report(storage: str | None, as_json: bool, ui: str) -> None:
     except DSStarError as exc:
         fail_usage(str(exc), as_json)
     err.print(f"demo report: {first.question}", highlight=False)
-    result = run_flow(prepared, as_json)
+    result = run_with_progress(prepared, as_json)
     report(result, as_json)
     if not as_json:
         _where_to_look(result, ui, report=True)

@@ -22,7 +22,7 @@ from dsstar.cli._app import (
     settings_flags,
 )
 from dsstar.cli._output import json_line, report
-from dsstar.cli.run import RUN_FLAGS, _agent_models, run_flow
+from dsstar.cli.run import RUN_FLAGS, _agent_models, run_with_progress
 from dsstar.errors import DSStarError
 from dsstar.inputs.report import REPORT_FIELDS, ReportForm
 
@@ -124,7 +124,7 @@ def report_command(
 def run_report_flow(prepared: Any, as_json: bool) -> None:
     """Run (or resume) a prepared report, report its result and exit (0: a report written
     whole, 1: failed, or written over budget from what was answered)."""
-    result = run_flow(prepared, as_json)
+    result = run_with_progress(prepared, as_json)
     report(result, as_json)
     raise typer.Exit(EXIT_OK if result["status"] in ANSWERED else EXIT_FAILED)
 

@@ -104,12 +104,12 @@ def run(
     warning = unreadable_warning(data)
     if warning:  # a warning, not a refusal: a format we do not know may still be readable
         err.print(Text.assemble(("warning:", "yellow"), " ", warning), highlight=False)
-    _run_flow(prepared, as_json)
+    _run_report_exit(prepared, as_json)
 
 
-def _run_flow(prepared: PreparedRun, as_json: bool) -> None:
+def _run_report_exit(prepared: PreparedRun, as_json: bool) -> None:
     """Run (or resume) the ds-star flow in this process, report its result and exit."""
-    result = run_flow(prepared, as_json)
+    result = run_with_progress(prepared, as_json)
     report(result, as_json)
     if result["status"] == Status.STOPPED:  # a person chose to stop: not a failure
         err.print(
@@ -120,7 +120,7 @@ def _run_flow(prepared: PreparedRun, as_json: bool) -> None:
     raise typer.Exit(EXIT_OK if result["status"] in ANSWERED | {Status.STOPPED} else EXIT_FAILED)
 
 
-def run_flow(prepared: PreparedRun, as_json: bool) -> dict[str, Any]:
+def run_with_progress(prepared: PreparedRun, as_json: bool) -> dict[str, Any]:
     """Run (or resume) the ds-star flow in this process with the live progress line; returns
     its result. Exits 2 when the run could not start for want of good input (the message
     says why)."""
@@ -280,7 +280,7 @@ def resume(
         from dsstar.cli.report import run_report_flow
 
         run_report_flow(prepared, as_json)
-    _run_flow(prepared, as_json)
+    _run_report_exit(prepared, as_json)
 
 
 # The settings `dsstar resume` has a flag for (named in its refusals).

@@ -9,7 +9,7 @@ it is missing, and otherwise leaves the server's value alone (it can be changed 
 Prefect UI). How a slot held by a process that died comes back: see `_leases`; the few
 calls of Prefect's concurrency API this needs are in `_api`, holder records in `_holders`.
 
-A command's own temporary server (`flows.server`) serves that one process, so its
+A command's own temporary server (`flows.api_server`) serves that one process, so its
 runs keep to their local bound and take no server slot: such a server keeps its leases in
 memory while the counts live in the database every run of the user shares, and a slot
 counted there by a server that is gone could never be given back.

@@ -31,6 +31,7 @@ from dsstar.algorithm.verdict import Status
 from dsstar.data.sources import DataRoot
 from dsstar.errors import Interrupted, OverBudget, UsageError
 from dsstar.execution import scratch, stopping
+from dsstar.execution.deliverables import media_type
 from dsstar.execution.failure import exception_line
 from dsstar.inputs.form import PreparedRun, explain
 from dsstar.inputs.preflight import preflight
@@ -40,7 +41,6 @@ from dsstar.inputs.trust import check_form, hold_data_location
 from dsstar.keys import final_object, report_object
 from dsstar.locations import normalize_location
 from dsstar.model.ceiling import forget, spent_line
-from dsstar.records.record import media_type
 from dsstar.research.assemble import build_report, inline_src, load_figures, relative_src
 from dsstar.research.estimate import lowered, writer_reserve
 from dsstar.research.loop import Bounds, Research, report_files, research

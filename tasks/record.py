@@ -8,7 +8,6 @@ one card per round, one rounds table and one answer per flow run, updated in pla
 from __future__ import annotations
 
 import base64
-from pathlib import PurePosixPath
 from typing import Any
 from uuid import UUID
 
@@ -16,7 +15,7 @@ from prefect import Task, task
 from prefect.context import FlowRunContext
 
 from dsstar.algorithm.verdict import ANSWERED, verdict_label
-from dsstar.execution.deliverables import READING_SOURCE, chart_text
+from dsstar.execution.deliverables import READING_SOURCE, chart_text, inline_image_type
 from dsstar.keys import round_object
 from dsstar.records.files import read_output
 from dsstar.storage import Store, Stored
@@ -189,7 +188,6 @@ def publish_ending(
 # Charts embedded in the deliverables artifact as images up to this size (the UI's markdown
 # shows a data: URI image; larger charts are linked only).
 _INLINE_IMAGE_BYTES = 1 << 20
-_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 
 def publish_deliverables(
@@ -222,7 +220,7 @@ def publish_deliverables(
             parts.append(fenced(f"chart {READING_SOURCE}:\n{item['reading']}"))
         elif isinstance(chart, dict):
             parts.append(fenced(chart_text(chart)))
-        kind = _IMAGE_TYPES.get(PurePosixPath(name).suffix.lower())
+        kind = inline_image_type(name)
         if kind and item["bytes"] <= _INLINE_IMAGE_BYTES:
             data = read_output(store, item)  # no more than the bytes the result states
             title = (chart or {}).get("graph_title") or name

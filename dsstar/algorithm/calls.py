@@ -17,7 +17,7 @@ from dsstar.algorithm.repair import run_with_repair
 from dsstar.algorithm.runtime import Budget, Calls, Script
 from dsstar.algorithm.verdict import Verdict
 from dsstar.errors import AgentError
-from dsstar.execution.deliverables import asked_files, outputs_text
+from dsstar.execution.deliverables import outputs_text
 from dsstar.execution.sandbox.keep import is_figure
 from dsstar.model.llm import Message
 
@@ -268,7 +268,7 @@ class AgentCalls:
             max_output_chars=self.budget.max_output_chars,
             status=status,
             reason=reason,
-            asked=asked_files(problem.question, problem.guidelines),
+            asked=agents.finalyzer.asked_files(problem.question, problem.guidelines),
         )
         return agents.finalyzer.parse(self.calls.ask("finalyzer", "finalyzer", messages))
 

@@ -2,7 +2,7 @@
 shape, columns and first rows; a chart's description: the reader agent's, made from the saved
 image when its model can see images (`dsstar.algorithm.calls`, 'reading'), else the one the
 script's figure hook reported (see sandbox/prelude.py: said to be so wherever it is shown,
-since the script could have written it). And which files a question asks for, by name.
+since the script could have written it). And media types, by name.
 
 A table's preview is not read here: the bounded table reader reads it when the script has run
 (`dsstar.data.previews`), and the output carries it ('preview'), or the reason it was skipped.
@@ -10,33 +10,48 @@ A table's preview is not read here: the bounded table reader reads it when the s
 
 from __future__ import annotations
 
-import re
+import mimetypes
+from pathlib import PurePosixPath
 from typing import Any
 
 __all__ = [
     "CHART_SOURCE",
     "READING_SOURCE",
     "TABLE_SUFFIXES",
-    "asked_files",
     "chart_text",
+    "inline_image_type",
+    "media_type",
     "outputs_text",
     "table_text",
 ]
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".xlsx", ".xls")
-# A file name with a suffix a script would write: result.csv, revenue.png, out/model.pkl.
-_NAMED = re.compile(r"(?<![\w/.-])((?:[\w-]+/)?[\w.-]*\w\.(?:csv|tsv|parquet|xlsx|xls|json|png"
-                    r"|jpe?g|svg|pdf|html|txt|md|npy|pkl|joblib|sqlite|db))\b", re.I)  # fmt: skip
 
 
-def asked_files(*texts: str) -> list[str]:
-    """The file names a question or its guidelines mention, in order, once each."""
-    found: list[str] = []
-    for text in texts:
-        for name in _NAMED.findall(text or ""):
-            if name not in found and not name.startswith("data/"):
-                found.append(name)
-    return found
+# Suffixes the standard library's mimetypes does not know, or knows differently per system.
+_MEDIA_TYPES = {
+    ".csv": "text/csv",
+    ".parquet": "application/vnd.apache.parquet",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".json": "application/json",
+    ".npy": "application/x-npy",
+    ".pkl": "application/octet-stream",
+    ".md": "text/markdown",
+}
+# The images a card or a report shows inline (as a data: URL dsstar encodes): pixels only,
+# never an SVG or HTML page, which are untrusted documents.
+_INLINE_IMAGES = (".png", ".jpg", ".jpeg")
+
+
+def media_type(name: str) -> str:
+    """The media type of a file, by its suffix (application/octet-stream when unknown)."""
+    suffix = PurePosixPath(name).suffix.lower()
+    return _MEDIA_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+def inline_image_type(name: str) -> str | None:
+    """The media type under which a file may be shown inline as an image, or None."""
+    return media_type(name) if PurePosixPath(name).suffix.lower() in _INLINE_IMAGES else None
 
 
 # Where a chart's description comes from, said wherever it is shown: it is the script's word.

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import mimetypes
 from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import PurePosixPath
 from typing import Any
 
 from dsstar import keys
@@ -16,6 +14,7 @@ from dsstar.algorithm.agents.router import Route
 from dsstar.algorithm.guidance import Choice, Guidance
 from dsstar.algorithm.runtime import Round, Script
 from dsstar.algorithm.verdict import Verdict
+from dsstar.execution.deliverables import media_type
 from dsstar.execution.sandbox import ExecResult
 from dsstar.records.files import source
 from dsstar.storage import Stored
@@ -28,7 +27,6 @@ __all__ = [
     "final_objects",
     "guidance_key",
     "guidance_objects",
-    "media_type",
     "output_entries",
     "output_objects",
     "read_guidance",
@@ -137,24 +135,6 @@ def changed_outputs(was: list[dict[str, Any]], now: list[dict[str, Any]]) -> lis
         if old.get("sha256") != new.get("sha256") or old["bytes"] != new["bytes"]:
             lines.append(f"{name}: changed ({old['bytes']:,} -> {new['bytes']:,} bytes)")
     return sorted(lines)
-
-
-# Suffixes the standard library's mimetypes does not know, or knows differently per system.
-_MEDIA_TYPES = {
-    ".csv": "text/csv",
-    ".parquet": "application/vnd.apache.parquet",
-    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ".json": "application/json",
-    ".npy": "application/x-npy",
-    ".pkl": "application/octet-stream",
-    ".md": "text/markdown",
-}
-
-
-def media_type(name: str) -> str:
-    """The media type of a file, by its suffix (application/octet-stream when unknown)."""
-    suffix = PurePosixPath(name).suffix.lower()
-    return _MEDIA_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
 def route_objects(number: int, route: Route) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from dsstar import keys
 from dsstar.errors import DSStarError
-from dsstar.execution.deliverables import TABLE_SUFFIXES
+from dsstar.execution.deliverables import TABLE_SUFFIXES, inline_image_type
 from dsstar.research.citations import cited, drop_unresolved, unsupported_numbers
 from dsstar.research.document import (
     Block,
@@ -46,7 +46,6 @@ from dsstar.storage import Store
 
 __all__ = ["Figure", "Report", "build_report", "inline_src", "load_figures", "relative_src"]
 
-_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 INLINE_IMAGE_BYTES = 1 << 20  # one chart inline up to this size; larger ones are named
 INLINE_TOTAL_BYTES = 8 << 20  # all of a report's inline charts together
 _PER_ANSWER = 3  # charts, and tables, shown per sub-answer
@@ -85,7 +84,7 @@ def load_figures(store: Store, answers: list[SubAnswer]) -> list[Figure]:
         images = tables = 0
         for entry in answer.outputs:
             name = str(entry.get("name") or "")
-            kind = _IMAGE_TYPES.get(PurePosixPath(name).suffix.lower())
+            kind = inline_image_type(name)
             uri = str(entry.get("uri") or "")
             if kind and images < _PER_ANSWER:
                 data = _read(store, answer.run_id, name, INLINE_IMAGE_BYTES)

@@ -14,10 +14,10 @@ import pytest
 
 from dsstar.algorithm import agents
 from dsstar.data.previews import preview_file, with_previews
-from dsstar.execution.deliverables import asked_files, outputs_text
+from dsstar.execution.deliverables import media_type, outputs_text
 from dsstar.execution.sandbox import ExecResult, Limits, run_script
 from dsstar.execution.sandbox.keep import collect
-from dsstar.records.record import changed_outputs, media_type, output_entries, output_objects
+from dsstar.records.record import changed_outputs, output_entries, output_objects
 
 CHART = """
 import sys
@@ -241,7 +241,7 @@ def test_the_verifier_sees_the_files_and_the_finalyzer_the_names_asked_for():
     bare = agents.verifier.render(question="q", plan=["p"], code="c", output="o")[-1]["content"]
     assert "Files the code wrote" not in bare
     question = "Plot monthly revenue per region as revenue.png and save the table as out/t.csv."
-    asked = asked_files(question, "Read data/orders.csv; answer in result.json")
+    asked = agents.finalyzer.asked_files(question, "Read data/orders.csv; answer in result.json")
     assert asked == ["revenue.png", "out/t.csv", "result.json"]
     messages = agents.finalyzer.render(question=question, guidelines="", files=[], plan=["p"],
                                        code="c", output="o", asked=asked)  # fmt: skip

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dsstar.algorithm.agents._base import (
     PROMPT_CODE_CHARS,
     PROMPT_OUTPUT_CHARS,
@@ -14,7 +16,11 @@ from dsstar.algorithm.agents._base import render as _render
 from dsstar.algorithm.agents._reading import extract_code
 from dsstar.model.llm import Message
 
-__all__ = ["AGENT", "parse", "render"]
+__all__ = ["AGENT", "asked_files", "parse", "render"]
+
+# A file name with a suffix a script would write: result.csv, revenue.png, out/model.pkl.
+_NAMED = re.compile(r"(?<![\w/.-])((?:[\w-]+/)?[\w.-]*\w\.(?:csv|tsv|parquet|xlsx|xls|json|png"
+                    r"|jpe?g|svg|pdf|html|txt|md|npy|pkl|joblib|sqlite|db))\b", re.I)  # fmt: skip
 
 
 def render(
@@ -50,6 +56,16 @@ def render(
 def parse(text: str) -> str | None:
     """The final script, or None (a failed attempt the debugger can repair)."""
     return extract_code(text)
+
+
+def asked_files(*texts: str) -> list[str]:
+    """The file names a question or its guidelines mention, in order, once each."""
+    found: list[str] = []
+    for text in texts:
+        for name in _NAMED.findall(text or ""):
+            if name not in found and not name.startswith("data/"):
+                found.append(name)
+    return found
 
 
 AGENT = Agent("finalyzer", ("finalyzer",), parse)

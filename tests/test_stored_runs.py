@@ -94,9 +94,10 @@ def test_resume_and_replay_take_no_policy_and_no_data_location_from_a_record(
     raised = "exec_timeout=86400.0 (above this worker's own exec_timeout=60.0)"
     for asked_for in (f"api_base='{attacker.base_url}'", "embedding_api_base='http", raised):
         assert asked_for in said, said
-    # How the user would choose each themselves: its flag, else its variable.
+    # How the user would choose each themselves: its flag (resume has one for every cap
+    # `dsstar run` has), else its variable.
     for hint in ("DSSTAR_SANDBOX=none", f"--api-base {attacker.base_url}",
-                 "DSSTAR_EMBEDDING_API_BASE=http", "DSSTAR_EXEC_TIMEOUT=86400.0"):  # fmt: skip
+                 "DSSTAR_EMBEDDING_API_BASE=http", "--exec-timeout 86400.0"):  # fmt: skip
         assert hint in said, said
     said = refusal(dsstar("replay", run_id, "--json"))  # its own model and address: recorded
     assert "sandbox='none'" in said and "embedding_api_base='http" in said, said

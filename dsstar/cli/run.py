@@ -25,12 +25,12 @@ from dsstar.cli._app import (
     invoked,
     load_settings,
     prefect_quietly,
-    setting_option,
     settings_flags,
 )
 from dsstar.cli._output import LiveProgress, report
 from dsstar.errors import DSStarError, RunIdInUse, UsageError
 from dsstar.execution import stopping
+from dsstar.inputs.fields import is_cap
 from dsstar.inputs.preflight import unreadable_warning
 from dsstar.keys import run_folder, run_record
 from dsstar.settings import Settings
@@ -200,18 +200,18 @@ StoredDataOpt = Annotated[
 ]
 
 
+# The flags of `dsstar resume`: the model and its server, and every cap `dsstar run` has a
+# flag for (a new cap in RUN_FLAGS is a flag of both). A run continues with its stored
+# settings; these are the user's own choices over them, judged as their own.
+RESUME_FLAGS = ("model", "api_base", *(name for name in RUN_FLAGS if is_cap(name)))
+
+
 @app.command()
+@settings_flags(*RESUME_FLAGS)
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.", metavar="RUN_ID")],
+    flags: dict[str, Any],
     storage: StorageOpt = None,
-    model: Annotated[str | None, setting_option("model", "Use another model from here on.")] = None,
-    api_base: Annotated[str | None, setting_option("api_base")] = None,
-    max_cost: Annotated[
-        float | None, setting_option("max_cost", "A new ceiling in USD for the whole run.")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, setting_option("max_tokens", "A new ceiling in tokens for the whole run.")
-    ] = None,
     data: StoredDataOpt = None,
     force: Annotated[
         bool,
@@ -226,7 +226,9 @@ def resume(
     redone: the model is asked only what the earlier attempts never got an answer to. On the
     Prefect server it ran on, it goes on in its own flow run, one attempt more. A run
     that stopped over_budget goes on with a higher --max-cost or --max-tokens: the ceiling
-    bounds the whole run, what it spent before included.
+    bounds the whole run, what it spent before included. --model uses another model from
+    here on; --max-rounds and the other caps bound the rest of the run. A flag left out keeps
+    the run's own value.
 
     The stored run is data, not settings for this process: it continues under this
     process's policy (DSSTAR_* variables and the flags here), and takes from its record
@@ -257,7 +259,6 @@ def resume(
 
     # The run continues with the settings it started with (so its cache keys match), as far
     # as this process would let a form choose them; the flags here are this user's own.
-    flags = {"model": model, "api_base": api_base, "max_cost": max_cost, "max_tokens": max_tokens}
     own = {name: value for name, value in flags.items() if value not in (None, "")}
     own["storage"] = store.url
     is_report = record.get("kind") == "report"  # a report: its bounds too, as it was started
@@ -284,8 +285,7 @@ def resume(
 
 
 # The settings `dsstar resume` has a flag for (named in its refusals).
-_RESUME_FLAGS = {name: "--" + name.replace("_", "-") for name in
-                 ("model", "api_base", "max_cost", "max_tokens")}  # fmt: skip
+_RESUME_FLAGS = {name: "--" + name.replace("_", "-") for name in RESUME_FLAGS}
 
 
 def _settle_answered(record: dict[str, Any]) -> None:

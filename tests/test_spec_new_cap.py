@@ -1,8 +1,8 @@
 """Adding a cap (a setting that bounds a run) touches the setting, the typed part of the run
 spec that carries it, the one place that uses it, and the CLI's list of flags: in a copy of
-the tree, a new `max_plan_steps` added that way reaches the run form, the `dsstar run` and
-`dsstar resume` flags, the ds-star flow's parameters (in the form's limits, where a cap goes)
-and the loop, which stops there."""
+the tree, a new `max_plan_steps` added that way reaches the run form, the flags of `dsstar
+run`, `resume`, `report` and `bench run`, the ds-star flow's parameters (in the form's
+limits, where a cap goes) and the loop, which stops there."""
 
 from __future__ import annotations
 
@@ -101,8 +101,8 @@ def test_a_new_cap_reaches_the_form_the_flag_the_flow_and_the_loop(tmp_path):
     ))  # fmt: skip
     assert json.loads(shown) == [None, True]  # a field of limits (unset: the setting's 50)
 
-    for command in ("run", "resume"):
-        usage = _python(tree, "-m", "dsstar", command, "--help")
+    for command in (["run"], ["resume"], ["report"], ["bench", "run"]):
+        usage = _python(tree, "-m", "dsstar", *command, "--help")
         assert "--max-plan-steps" in usage, command
 
     data = tmp_path / "data"

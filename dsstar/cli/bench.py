@@ -20,9 +20,10 @@ from dsstar.cli._app import (
     error_line,
     fail_usage,
     load_settings,
-    setting_option,
+    settings_flags,
 )
 from dsstar.cli._output import json_line
+from dsstar.cli.run import CAP_FLAGS
 from dsstar.errors import DSStarError, UsageError
 from dsstar.events import BenchStarted, BenchTaskDone, Event, LLMReplied
 
@@ -34,14 +35,20 @@ bench = typer.Typer(
 )
 app.add_typer(bench, name="bench")
 
+# The settings `dsstar bench run` has a flag for: the model, its server, the storage and
+# every cap `dsstar run` has a flag for; each task's run takes them.
+BENCH_FLAGS = ("model", "api_base", "storage", *CAP_FLAGS)
+
 SuiteOpt = Annotated[
     str, typer.Option("--suite", help="dabstep, dabstep-research, kramabench or dacode.")
 ]
 
 
 @bench.command("run")
+@settings_flags(*BENCH_FLAGS)
 def run(
     suite: SuiteOpt,
+    flags: dict[str, Any],
     tasks: Annotated[
         Path | None,
         typer.Option(
@@ -76,16 +83,9 @@ def run(
         ),
     ] = None,
     parallel: Annotated[int, typer.Option(min=1, help="Tasks run at the same time.")] = 1,
-    model: Annotated[str | None, setting_option("model", "litellm model for every agent.")] = None,
-    api_base: Annotated[str | None, setting_option("api_base")] = None,
     agent_model: Annotated[
         list[str] | None, typer.Option(help="Per-agent model, AGENT=MODEL; repeatable.")
     ] = None,
-    max_rounds: Annotated[int | None, setting_option("max_rounds", "Most rounds per task.")] = None,
-    max_debug_attempts: Annotated[int | None, setting_option("max_debug_attempts")] = None,
-    exec_timeout: Annotated[float | None, setting_option("exec_timeout")] = None,
-    exec_memory_mb: Annotated[int | None, setting_option("exec_memory_mb")] = None,
-    storage: Annotated[str | None, setting_option("storage")] = None,
     as_json: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
@@ -109,10 +109,7 @@ def run(
 
     prefect_quietly(verbose)
     try:
-        overrides = {"model": model, "api_base": api_base,
-                     "agent_models": _agent_models(agent_model), "max_rounds": max_rounds,
-                     "max_debug_attempts": max_debug_attempts, "exec_timeout": exec_timeout,
-                     "exec_memory_mb": exec_memory_mb, "storage": storage}  # fmt: skip
+        overrides = {**flags, "agent_models": _agent_models(agent_model)}
         settings = load_settings(**overrides)
         from dsstar.bench import TaskSource
         from dsstar.inputs.preflight import check_isolation, check_reachable

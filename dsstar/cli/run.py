@@ -200,10 +200,11 @@ StoredDataOpt = Annotated[
 ]
 
 
-# The flags of `dsstar resume`: the model and its server, and every cap `dsstar run` has a
-# flag for (a new cap in RUN_FLAGS is a flag of both). A run continues with its stored
-# settings; these are the user's own choices over them, judged as their own.
-RESUME_FLAGS = ("model", "api_base", *(name for name in RUN_FLAGS if is_cap(name)))
+# The caps `dsstar run` has a flag for: a new cap in RUN_FLAGS is a flag of run, resume and
+# bench run. `dsstar resume` has them with the model and its server: a run continues with its
+# stored settings, and these are the user's own choices over them, judged as their own.
+CAP_FLAGS = tuple(name for name in RUN_FLAGS if is_cap(name))
+RESUME_FLAGS = ("model", "api_base", *CAP_FLAGS)
 
 
 @app.command()

@@ -104,9 +104,13 @@ class AgentCalls:
         outputs: list[dict[str, Any]] = []
         shown = 0
         for item in script.result.outputs:
-            if _identity(item) in read:
-                item = {**item, "reading": read[_identity(item)]}
-            elif shown < MOST_CHARTS_READ and _readable(item):
+            if not _readable(item):  # a table, a model, an empty or large file: not hashed
+                outputs.append(item)
+                continue
+            identity = _identity(item)
+            if identity in read:
+                item = {**item, "reading": read[identity]}
+            elif shown < MOST_CHARTS_READ:
                 data = self.calls.image("reader", item)
                 if data is None:  # the reader's model sees no images: nothing is read
                     return script
